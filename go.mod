@@ -1,0 +1,3 @@
+module github.com/inkwell/inkwell
+
+go 1.26.8

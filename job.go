@@ -1,0 +1,86 @@
+package inkwell
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Request is what a client asks for: the body of POST /v1/jobs.
+type Request struct {
+	Prompt   string `json:"prompt"`
+	Account  string `json:"account,omitempty"`
+	MaxWords int    `json:"max_words,omitempty"`
+}
+
+// Limits on a request, enforced before anything is written.
+const (
+	MaxKeyBytes     = 255
+	MaxPromptBytes  = 8 << 10
+	MaxBodyBytes    = 16 << 10
+	MaxAccountBytes = 64
+	DefaultAccount  = "default"
+	DefaultMaxWords = 50
+	MaxMaxWords     = 2000
+)
+
+// Job is one row of jobs, the unit a client asked for.
+type Job struct {
+	ID             int64           `json:"id"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	RequestHash    string          `json:"request_hash"`
+	Payload        json.RawMessage `json:"payload"`
+	Status         string          `json:"status"`
+	Error          string          `json:"error,omitempty"`
+	Lane           string          `json:"lane,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+}
+
+// Attempt is one row of job_attempts: one try at running a job. Finished
+// attempts are never updated again.
+type Attempt struct {
+	ID            int64      `json:"id"`
+	JobID         int64      `json:"job_id"`
+	AttemptNumber int        `json:"attempt_number"`
+	Status        string     `json:"status"`
+	Error         string     `json:"error,omitempty"`
+	Lane          string     `json:"lane"`
+	StartedAt     *time.Time `json:"started_at,omitempty"`
+	FinishedAt    *time.Time `json:"finished_at,omitempty"`
+	RecoveryRunID *int64     `json:"recovery_run_id,omitempty"`
+}
+
+// Result is the generated text of a done job.
+type Result struct {
+	JobID     int64     `json:"job_id"`
+	AttemptID int64     `json:"attempt_id"`
+	Text      string    `json:"text"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Charge is the money a done job cost its account.
+type Charge struct {
+	JobID             int64     `json:"job_id"`
+	AttemptID         int64     `json:"attempt_id"`
+	Account           string    `json:"account"`
+	AmountMicros      int64     `json:"amount_micros"`
+	ProviderRequestID string    `json:"provider_request_id"`
+	CreatedAt         time.Time `json:"created_at"`
+}
+
+// JobDetail is a job with everything it owns, as GET /v1/jobs/{id} returns it.
+type JobDetail struct {
+	Job      Job       `json:"job"`
+	Attempts []Attempt `json:"attempts"`
+	Result   *Result   `json:"result,omitempty"`
+	Charge   *Charge   `json:"charge,omitempty"`
+}
+
+// ProviderKey is the idempotency key sent to the provider for a job. It is
+// scoped to the job, not the attempt, so a retry after a crash between the
+// provider's answer and the completion commit is answered from the
+// provider's own record instead of being billed again.
+func ProviderKey(jobID int64, idempotencyKey string) string {
+	return "inkwell-job-" + itoa(jobID) + "-" + hashShort(idempotencyKey)
+}
