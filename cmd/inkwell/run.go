@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/inkwell/inkwell"
+)
+
+// command is one subcommand: its one-line summary and its entry point.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// commands is filled by each subcommand file's init, so adding a command
+// touches only its own file.
+var commands = map[string]command{}
+
+func register(name, summary string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) {
+	commands[name] = command{summary: summary, run: run}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "inkwell: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return cmd.run(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `inkwell is a crash-safe job service for paid text generation.
+
+Usage: inkwell COMMAND [flags]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprint(w, `
+Run 'inkwell COMMAND --help' for a command's flags.
+Quick start: 'inkwell serve' in one terminal, 'inkwell submit --prompt "a haiku about ink" --wait' in another.
+`)
+}
+
+// newFlags returns a FlagSet whose --help prints the description and flags
+// to stdout and exits 0, and whose parse errors go to stderr.
+func newFlags(name, synopsis, description string, stdout, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage: inkwell %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(description))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args; it returns (exit code, false) when the command
+// should stop: 0 after --help, 2 after a bad flag.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0, false
+	}
+	if err != nil {
+		return 2, false
+	}
+	return 0, true
+}
+
+// dbFlag adds the shared --db flag, defaulting to $INKWELL_DB or inkwell.db.
+func dbFlag(fs *flag.FlagSet) *string {
+	def := os.Getenv("INKWELL_DB")
+	if def == "" {
+		def = "inkwell.db"
+	}
+	return fs.String("db", def, "database: a SQLite file path or a postgres:// URL (env INKWELL_DB)")
+}
+
+// fail prints err for a person and returns exit status 1.
+func fail(stderr io.Writer, cmd string, err error) int {
+	var ie *inkwell.Error
+	if errors.As(err, &ie) {
+		fmt.Fprintf(stderr, "inkwell %s: %s\n", cmd, ie.Message)
+		if errors.Unwrap(err) != nil && err.Error() != ie.Error() {
+			fmt.Fprintf(stderr, "  detail: %v\n", err)
+		}
+		return 1
+	}
+	fmt.Fprintf(stderr, "inkwell %s: %v\n", cmd, err)
+	return 1
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/inkwell/inkwell/internal/api"
+	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/worker"
+)
+
+func init() {
+	register("serve", "run the HTTP API and the worker lane (migrate, lock, recover, serve)", runServe)
+}
+
+const serveHelp = `
+Serve opens the database (creating and migrating it if needed), takes the
+lane's lock (refusing to start, with the holder named, while another live
+process holds it), runs startup recovery on the rows the lane's previous
+holder left running, and then serves HTTP and runs the worker lane.
+
+SIGTERM or SIGINT: stop claiming, let the running provider call finish
+within --grace, record its outcome, mark the lane stopped, exit 0.
+
+Environment: INKWELL_DB (default for --db), INKWELL_PROVIDER_KEY (the
+openai provider's API key), INKWELL_CRASH_AT (arm a crash point; drills only).`
+
+type serveConfig struct {
+	db, addr, lane, synchronous *string
+	grace, heartbeat, poll      *time.Duration
+	provider                    providerFlags
+	log                         logFlags
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("serve", "[flags]", serveHelp, stdout, stderr)
+	cfg := serveConfig{
+		db:          dbFlag(fs),
+		addr:        fs.String("addr", "127.0.0.1:8080", "HTTP listen address (loopback by default: there is no authentication yet)"),
+		lane:        fs.String("lane", "local", "worker lane name; one process per lane"),
+		synchronous: fs.String("synchronous", "FULL", "SQLite synchronous mode: FULL (every commit survives a power cut) or NORMAL (faster; a power cut may lose the last commits, a process crash loses nothing)"),
+		grace:       fs.Duration("grace", 30*time.Second, "on shutdown, how long a running provider call may take to finish"),
+		heartbeat:   fs.Duration("heartbeat", 2*time.Second, "how often the lane stamps its heartbeat and checks its lock"),
+		poll:        fs.Duration("poll", time.Second, "how often an idle lane looks for jobs queued by other processes"),
+		provider:    addProviderFlags(fs),
+		log:         addLogFlags(fs),
+	}
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	log, err := cfg.log.logger(stderr)
+	if err != nil {
+		return fail(stderr, "serve", err)
+	}
+	if err := crashpoint.ArmFromEnv(); err != nil {
+		return fail(stderr, "serve", err)
+	}
+	if err := serve(ctx, cfg, log); err != nil {
+		log.Error("serve stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
+	if err := store.ValidateLane(*cfg.lane); err != nil {
+		return err
+	}
+	prov, err := cfg.provider.build()
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, *cfg.db, store.Options{Synchronous: *cfg.synchronous, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	lane := worker.New(st, worker.Config{
+		Name: *cfg.lane, Provider: prov, Logger: log,
+		Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Grace: *cfg.grace,
+	})
+	srv := api.New(api.Config{Store: st, Logger: log, OnAccepted: lane.Wake})
+	ln, err := net.Listen("tcp", *cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", *cfg.addr, err)
+	}
+	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- httpSrv.Serve(ln) }()
+	log.Info("http listening", "addr", ln.Addr().String(), "db", *cfg.db, "lane", *cfg.lane, "provider", *cfg.provider.kind)
+
+	if _, err := lane.Open(ctx); err != nil {
+		shutdownHTTP(httpSrv, log)
+		return err
+	}
+	defer lane.Close()
+	srv.SetReady(true)
+	log.Info("ready", "lane", *cfg.lane)
+
+	laneCtx, stopLane := context.WithCancel(ctx)
+	defer stopLane()
+	laneErr := make(chan error, 1)
+	go func() { laneErr <- lane.Run(laneCtx) }()
+	var httpErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutdown requested: no new claims; waiting for the running call", "grace", cfg.grace.String())
+	case httpErr = <-httpDone:
+		httpErr = fmt.Errorf("http server: %w", httpErr)
+		stopLane()
+	case err := <-laneErr:
+		shutdownHTTP(httpSrv, log)
+		return err
+	}
+	err = <-laneErr
+	shutdownHTTP(httpSrv, log)
+	return errors.Join(httpErr, err)
+}
+
+func shutdownHTTP(srv *http.Server, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+}

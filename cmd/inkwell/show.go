@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+func init() {
+	register("show", "print one job: its request, attempts, result and charge", runShow)
+}
+
+const showHelp = `
+Show prints one job's timeline straight from the database: the request,
+every attempt (lane, start, finish, error, and the recovery run that closed
+it, if one did), the result text and the charge. It works whether or not a
+server is running.`
+
+func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("show", "ID [--db PATH]", showHelp, stdout, stderr)
+	db := dbFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "inkwell show: give exactly one job ID")
+		return 2
+	}
+	id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+	if err != nil || id < 1 {
+		fmt.Fprintf(stderr, "inkwell show: job ID %q must be a positive whole number\n", fs.Arg(0))
+		return 2
+	}
+	st, err := openExisting(ctx, *db)
+	if err != nil {
+		return fail(stderr, "show", err)
+	}
+	defer st.Close()
+	d, err := st.Show(ctx, id)
+	if err != nil {
+		return fail(stderr, "show", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(d)
+		return 0
+	}
+	printDetail(stdout, d)
+	return 0
+}
+
+func printDetail(w io.Writer, d inkwell.JobDetail) {
+	j := d.Job
+	fmt.Fprintf(w, "job %d  %s\n", j.ID, j.Status)
+	fmt.Fprintf(w, "  key       %s\n", j.IdempotencyKey)
+	fmt.Fprintf(w, "  request   %s\n", string(j.Payload))
+	fmt.Fprintf(w, "  accepted  %s\n", fmtTime(&j.CreatedAt))
+	if j.StartedAt != nil {
+		fmt.Fprintf(w, "  started   %s on lane %s\n", fmtTime(j.StartedAt), j.Lane)
+	}
+	if j.FinishedAt != nil {
+		fmt.Fprintf(w, "  finished  %s\n", fmtTime(j.FinishedAt))
+	}
+	if j.Error != "" {
+		fmt.Fprintf(w, "  error     %s\n", j.Error)
+	}
+	fmt.Fprintf(w, "\nattempts (%d)\n", len(d.Attempts))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tSTATUS\tLANE\tSTARTED\tFINISHED\tERROR")
+	for _, a := range d.Attempts {
+		errText := a.Error
+		if a.RecoveryRunID != nil {
+			errText += fmt.Sprintf(" (recovery run %d)", *a.RecoveryRunID)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", a.AttemptNumber, a.Status, orDash(a.Lane), fmtTime(a.StartedAt), fmtTime(a.FinishedAt), orDash(errText))
+	}
+	tw.Flush()
+	if d.Charge != nil {
+		c := d.Charge
+		fmt.Fprintf(w, "\ncharge  %s  account %s  provider request %s  (attempt id %d)\n", formatMoney(c.AmountMicros), c.Account, c.ProviderRequestID, c.AttemptID)
+	}
+	if d.Result != nil {
+		fmt.Fprintf(w, "\nresult\n%s\n", d.Result.Text)
+	}
+	if j.Status == inkwell.StatusFailed {
+		fmt.Fprintf(w, "\nnext: inspect the error, then 'inkwell retry %d'\n", j.ID)
+	}
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func formatMoney(micros int64) string {
+	return fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000)
+}

@@ -1,0 +1,47 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/inkwell/inkwell"
+)
+
+// statusOf maps each error code to its HTTP status.
+var statusOf = map[string]int{
+	inkwell.EINVALID:     http.StatusBadRequest,
+	inkwell.ETOOLARGE:    http.StatusRequestEntityTooLarge,
+	inkwell.ENOTFOUND:    http.StatusNotFound,
+	inkwell.ECONFLICT:    http.StatusConflict,
+	inkwell.EKEYREUSED:   http.StatusUnprocessableEntity,
+	inkwell.EUNAVAILABLE: http.StatusServiceUnavailable,
+	inkwell.ELANEHELD:    http.StatusServiceUnavailable,
+	inkwell.EINTERNAL:    http.StatusInternalServerError,
+}
+
+// writeError is the one place an error becomes an HTTP answer: the code
+// picks the status, internal errors are logged and their text hidden.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := inkwell.ErrorCode(err)
+	status, ok := statusOf[code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	msg := inkwell.ErrorMessage(err)
+	switch {
+	case status == http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "1")
+		s.log.WarnContext(r.Context(), "request refused: unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+	case status >= 500:
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, map[string]*inkwell.Error{"error": {Code: code, Message: msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,10 @@
+package api
+
+// routes registers every endpoint of DESIGN.md §4 in one place.
+func (s *Server) routes() {
+	s.mux.HandleFunc("POST /v1/jobs", s.handleAccept)
+	s.mux.HandleFunc("GET /v1/jobs/{id}", s.handleShow)
+	s.mux.HandleFunc("POST /v1/jobs/{id}/retry", s.handleRetry)
+	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.HandleFunc("GET /readyz", s.handleReady)
+}

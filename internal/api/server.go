@@ -1,0 +1,56 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+// jobStore is what the API needs of the store.
+type jobStore interface {
+	Accept(ctx context.Context, p store.AcceptParams) (inkwell.Job, bool, error)
+	Show(ctx context.Context, id int64) (inkwell.JobDetail, error)
+	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	Store  jobStore
+	Logger *slog.Logger
+	// OnAccepted is called after a new job is committed (the serve command
+	// wakes the lane with it, so an idle lane claims at once).
+	OnAccepted func()
+}
+
+// Server is Inkwell's HTTP handler.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	mux   *http.ServeMux
+	ready atomic.Bool
+}
+
+// New returns a Server; it is not ready (GET /readyz answers 503) until
+// SetReady is called after startup recovery.
+func New(cfg Config) *Server {
+	if cfg.Store == nil {
+		panic("api.New: nil Store")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+// SetReady marks the server ready: recovery has run and the lane is up.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }

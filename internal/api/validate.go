@@ -1,0 +1,117 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+var accountRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]*$`)
+
+// parseAccept reads and validates POST /v1/jobs. It returns the request
+// normalized (defaults filled in) so that the same logical body always
+// hashes the same. Nothing is written before it succeeds.
+func parseAccept(w http.ResponseWriter, r *http.Request) (store.AcceptParams, error) {
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return store.AcceptParams{}, err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, inkwell.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return store.AcceptParams{}, inkwell.Errorf(inkwell.ETOOLARGE, "body is over %d bytes", inkwell.MaxBodyBytes)
+	}
+	if err != nil {
+		return store.AcceptParams{}, inkwell.Errorf(inkwell.EINVALID, "reading body: %v", err)
+	}
+	req, err := decodeRequest(body)
+	if err != nil {
+		return store.AcceptParams{}, err
+	}
+	req.Account = decideAccount(r, req)
+	if err := validateRequest(&req); err != nil {
+		return store.AcceptParams{}, err
+	}
+	payload, _ := json.Marshal(req)
+	return store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload}, nil
+}
+
+func idempotencyKey(r *http.Request) (string, error) {
+	key := r.Header.Get("Idempotency-Key")
+	switch {
+	case key == "":
+		return "", inkwell.Errorf(inkwell.EINVALID, "header Idempotency-Key is required: one unique key per request, re-sent unchanged on retries")
+	case len(key) > inkwell.MaxKeyBytes:
+		return "", inkwell.Errorf(inkwell.EINVALID, "Idempotency-Key is %d bytes; at most %d", len(key), inkwell.MaxKeyBytes)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return "", inkwell.Errorf(inkwell.EINVALID, "Idempotency-Key must be printable ASCII without spaces")
+		}
+	}
+	return key, nil
+}
+
+func decodeRequest(body []byte) (inkwell.Request, error) {
+	var req inkwell.Request
+	if !utf8.Valid(body) {
+		return req, inkwell.Errorf(inkwell.EINVALID, "body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, inkwell.Errorf(inkwell.EINVALID, "body must be a JSON object {\"prompt\", \"account\", \"max_words\"}: %s", jsonProblem(err))
+	}
+	if dec.More() {
+		return req, inkwell.Errorf(inkwell.EINVALID, "body must hold exactly one JSON object")
+	}
+	return req, nil
+}
+
+func jsonProblem(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		return "field " + typeErr.Field + " must be " + typeErr.Type.String()
+	}
+	if errors.Is(err, io.EOF) {
+		return "body is empty"
+	}
+	return err.Error()
+}
+
+// decideAccount is the one place that decides who pays. For now it is the
+// body's account (validated below); API tokens bound to accounts will
+// replace this without touching anything else.
+func decideAccount(_ *http.Request, req inkwell.Request) string {
+	if req.Account == "" {
+		return inkwell.DefaultAccount
+	}
+	return req.Account
+}
+
+func validateRequest(req *inkwell.Request) error {
+	switch {
+	case strings.TrimSpace(req.Prompt) == "":
+		return inkwell.Errorf(inkwell.EINVALID, "prompt is required and must not be blank")
+	case len(req.Prompt) > inkwell.MaxPromptBytes:
+		return inkwell.Errorf(inkwell.EINVALID, "prompt is %d bytes; at most %d", len(req.Prompt), inkwell.MaxPromptBytes)
+	case strings.ContainsRune(req.Prompt, 0):
+		return inkwell.Errorf(inkwell.EINVALID, "prompt must not contain NUL")
+	case len(req.Account) > inkwell.MaxAccountBytes || !accountRE.MatchString(req.Account):
+		return inkwell.Errorf(inkwell.EINVALID, "account must be 1-%d letters, digits, '.', '_', '@' or '-'", inkwell.MaxAccountBytes)
+	case req.MaxWords < 0 || req.MaxWords > inkwell.MaxMaxWords:
+		return inkwell.Errorf(inkwell.EINVALID, "max_words must be between 1 and %d (0 or absent means %d)", inkwell.MaxMaxWords, inkwell.DefaultMaxWords)
+	}
+	if req.MaxWords == 0 {
+		req.MaxWords = inkwell.DefaultMaxWords
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// dialect holds the few real differences between SQLite and PostgreSQL.
+// SQL is written in PostgreSQL form ($1, $2 …) everywhere; rebind adapts it.
+type dialect struct {
+	name string
+	// rebind turns PostgreSQL placeholders into this dialect's.
+	rebind func(query string) string
+	// ts turns a time into a column value: TEXT on SQLite, timestamptz on PostgreSQL.
+	ts func(t time.Time) any
+	// claimLock is appended to the claim's inner SELECT.
+	claimLock string
+	// classify maps driver errors to inkwell error codes (busy, full…).
+	classify func(err error) error
+}
+
+// TimeLayout is how SQLite columns store time: UTC, fixed width, so text
+// order is time order, and readable in the sqlite3 shell.
+const TimeLayout = "2006-01-02T15:04:05.000000Z"
+
+var sqliteDialect = dialect{
+	name: "sqlite",
+	// SQLite's ?NNN keeps PostgreSQL's numbering, so a reused or
+	// out-of-order argument still binds to the right value.
+	rebind:    func(q string) string { return strings.ReplaceAll(q, "$", "?") },
+	ts:        func(t time.Time) any { return t.UTC().Format(TimeLayout) },
+	claimLock: "", // BEGIN IMMEDIATE already holds the only write lock
+	classify:  classifySQLite,
+}
+
+// classify passes err through the dialect's classification, keeping
+// errors that already carry an inkwell code.
+func (s *Store) classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ie *inkwell.Error
+	if errors.As(err, &ie) {
+		return err
+	}
+	return s.dialect.classify(err)
+}
+
+func classifySQLite(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return fmt.Errorf("%w: %w", inkwell.Errorf(inkwell.EUNAVAILABLE, "database is busy; retry shortly"), err)
+	case sqlite3.SQLITE_FULL:
+		return fmt.Errorf("%w: %w", inkwell.Errorf(inkwell.EUNAVAILABLE, "database disk is full"), err)
+	case sqlite3.SQLITE_IOERR:
+		return fmt.Errorf("%w: %w", inkwell.Errorf(inkwell.EUNAVAILABLE, "database i/o error"), err)
+	}
+	return err
+}
+
+// isUniqueViolation reports whether err is a unique-constraint violation.
+func isUniqueViolation(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return isPostgresUniqueViolation(err)
+}

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The lanes table says which incarnation holds each lane and when it last
+// beat. Heartbeats are for display (is a lane alive?); the lane lock, not
+// the heartbeat, decides that a holder is dead.
+
+// LaneRow is one row of lanes.
+type LaneRow struct {
+	Name        string     `json:"name"`
+	Incarnation string     `json:"incarnation"`
+	PID         int        `json:"pid"`
+	Host        string     `json:"host"`
+	StartedAt   time.Time  `json:"started_at"`
+	HeartbeatAt time.Time  `json:"heartbeat_at"`
+	StoppedAt   *time.Time `json:"stopped_at,omitempty"`
+	StopReason  string     `json:"stop_reason,omitempty"`
+}
+
+// RegisterLane records l's incarnation as the lane's holder.
+func (s *Store) RegisterLane(ctx context.Context, l *LaneLock) error {
+	const upsert = `INSERT INTO lanes (name, incarnation, pid, host, started_at, heartbeat_at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (name) DO UPDATE SET incarnation = excluded.incarnation, pid = excluded.pid,
+			host = excluded.host, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+			stopped_at = NULL, stop_reason = NULL`
+	now := s.nowTS()
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.dialect.rebind(upsert), l.Lane, l.Self.Incarnation, l.Self.PID, l.Self.Host, s.ts(l.Self.Since), now)
+		if err != nil {
+			return fmt.Errorf("register lane %s: %w", l.Lane, err)
+		}
+		return nil
+	})
+}
+
+// Heartbeat stamps the lane's heartbeat_at. It returns ECONFLICT when the
+// row no longer names this incarnation: someone else holds the lane now.
+func (s *Store) Heartbeat(ctx context.Context, l *LaneLock) error {
+	const beat = `UPDATE lanes SET heartbeat_at = $1 WHERE name = $2 AND incarnation = $3 AND stopped_at IS NULL`
+	now := s.nowTS()
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.execOne(ctx, tx, beat, now, l.Lane, l.Self.Incarnation); err != nil {
+			return fmt.Errorf("heartbeat lane %s: %w", l.Lane, err)
+		}
+		return nil
+	})
+}
+
+// StopLane records a clean stop of this incarnation and why.
+func (s *Store) StopLane(ctx context.Context, l *LaneLock, reason string) error {
+	const stop = `UPDATE lanes SET stopped_at = $1, stop_reason = $2, heartbeat_at = $1
+		WHERE name = $3 AND incarnation = $4`
+	now := s.nowTS()
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.execOne(ctx, tx, stop, now, reason, l.Lane, l.Self.Incarnation); err != nil {
+			return fmt.Errorf("stop lane %s: %w", l.Lane, err)
+		}
+		return nil
+	})
+}
+
+// Lanes returns every lane row, by name.
+func (s *Store) Lanes(ctx context.Context) ([]LaneRow, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+laneColumns+` FROM lanes ORDER BY name`)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("lanes: %w", err))
+	}
+	defer rows.Close()
+	var lanes []LaneRow
+	for rows.Next() {
+		l, err := scanLane(rows)
+		if err != nil {
+			return nil, err
+		}
+		lanes = append(lanes, l)
+	}
+	return lanes, rows.Err()
+}
+
+const laneColumns = `name, incarnation, pid, host, started_at, heartbeat_at, stopped_at, stop_reason`
+
+func scanLane(row rowScanner) (LaneRow, error) {
+	var l LaneRow
+	var started, beat, stopped nullTime
+	var reason sql.NullString
+	err := row.Scan(&l.Name, &l.Incarnation, &l.PID, &l.Host, &started, &beat, &stopped, &reason)
+	l.StartedAt, l.HeartbeatAt, l.StoppedAt, l.StopReason = started.Time, beat.Time, stopped.Ptr(), reason.String
+	return l, err
+}
+
+func (s *Store) laneTx(ctx context.Context, tx *sql.Tx, name string) (*LaneRow, error) {
+	l, err := scanLane(tx.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+laneColumns+` FROM lanes WHERE name = $1`), name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lane %s: %w", name, err)
+	}
+	return &l, nil
+}

@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+//go:embed migrations
+var migrationFS embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// Migrate applies every pending migration of this dialect, each in its own
+// transaction, and records it in schema_migrations. A legacy single-table
+// database is adopted in place first (see adoptLegacy).
+func (s *Store) Migrate(ctx context.Context) error {
+	migs, err := loadMigrations(s.dialect.name)
+	if err != nil {
+		return err
+	}
+	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		legacy, err := s.isLegacy(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, create); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		applied, err := s.appliedVersions(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if legacy {
+			if err := s.renameLegacy(ctx, tx); err != nil {
+				return err
+			}
+		}
+		for _, m := range migs {
+			if applied[m.version] {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("migrate %04d_%s: %w", m.version, m.name, err)
+			}
+			if _, err := tx.ExecContext(ctx, s.dialect.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`),
+				m.version, m.name, s.dialect.ts(s.now())); err != nil {
+				return fmt.Errorf("migrate %04d: record: %w", m.version, err)
+			}
+			s.log.InfoContext(ctx, "migration applied", "version", m.version, "name", m.name)
+		}
+		if legacy {
+			return s.copyLegacy(ctx, tx)
+		}
+		return nil
+	})
+}
+
+// SchemaVersion is the highest applied migration, 0 for an empty database.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	err := s.rdb.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("schema version: %w", err)
+	}
+	return int(v.Int64), nil
+}
+
+func (s *Store) appliedVersions(ctx context.Context, tx *sql.Tx) (map[int]bool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	defer rows.Close()
+	applied := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		applied[v] = true
+	}
+	return applied, rows.Err()
+}
+
+func loadMigrations(dialect string) ([]migration, error) {
+	dir := path.Join("migrations", dialect)
+	entries, err := fs.ReadDir(migrationFS, dir)
+	if err != nil {
+		return nil, fmt.Errorf("migrations for %s: %w", dialect, err)
+	}
+	var migs []migration
+	for _, e := range entries {
+		base := strings.TrimSuffix(e.Name(), ".sql")
+		num, name, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration file %s: want NNNN_name.sql", e.Name())
+		}
+		body, err := migrationFS.ReadFile(path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		migs = append(migs, migration{version: v, name: name, sql: string(body)})
+	}
+	sort.Slice(migs, func(i, j int) bool { return migs[i].version < migs[j].version })
+	return migs, nil
+}

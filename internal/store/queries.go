@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Reads. Nothing here writes.
+
+const jobColumns = `id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanJob(row rowScanner) (inkwell.Job, error) {
+	var j inkwell.Job
+	var payload string
+	var errText, lane sql.NullString
+	var created, started, finished nullTime
+	if err := row.Scan(&j.ID, &j.IdempotencyKey, &j.RequestHash, &payload, &j.Status, &errText, &lane, &created, &started, &finished); err != nil {
+		return j, err
+	}
+	j.Payload = json.RawMessage(payload)
+	j.Error, j.Lane = errText.String, lane.String
+	j.CreatedAt = created.Time
+	j.StartedAt, j.FinishedAt = started.Ptr(), finished.Ptr()
+	return j, nil
+}
+
+func (s *Store) jobTx(ctx context.Context, tx *sql.Tx, id int64) (inkwell.Job, error) {
+	j, err := scanJob(tx.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+jobColumns+` FROM jobs WHERE id = $1`), id))
+	return j, notFound(err, "job %d", id)
+}
+
+func (s *Store) jobByKeyTx(ctx context.Context, tx *sql.Tx, key string) (inkwell.Job, error) {
+	j, err := scanJob(tx.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+jobColumns+` FROM jobs WHERE idempotency_key = $1`), key))
+	return j, notFound(err, "job with key %q", key)
+}
+
+// Job returns one job row.
+func (s *Store) Job(ctx context.Context, id int64) (inkwell.Job, error) {
+	j, err := scanJob(s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+jobColumns+` FROM jobs WHERE id = $1`), id))
+	return j, notFound(err, "job %d", id)
+}
+
+// Show returns one job with its attempts (in order), result and charge.
+func (s *Store) Show(ctx context.Context, id int64) (inkwell.JobDetail, error) {
+	var d inkwell.JobDetail
+	var err error
+	if d.Job, err = s.Job(ctx, id); err != nil {
+		return d, err
+	}
+	if d.Attempts, err = s.Attempts(ctx, id); err != nil {
+		return d, err
+	}
+	if d.Result, err = s.result(ctx, id); err != nil {
+		return d, err
+	}
+	d.Charge, err = s.charge(ctx, id)
+	return d, err
+}
+
+// Attempts returns a job's attempts by attempt_number.
+func (s *Store) Attempts(ctx context.Context, jobID int64) ([]inkwell.Attempt, error) {
+	const q = `SELECT id, job_id, attempt_number, status, error, lane, started_at, finished_at, recovery_run_id
+		FROM job_attempts WHERE job_id = $1 ORDER BY attempt_number`
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), jobID)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("attempts of job %d: %w", jobID, err))
+	}
+	defer rows.Close()
+	attempts := []inkwell.Attempt{}
+	for rows.Next() {
+		var a inkwell.Attempt
+		var errText, lane sql.NullString
+		var started, finished nullTime
+		var run sql.NullInt64
+		if err := rows.Scan(&a.ID, &a.JobID, &a.AttemptNumber, &a.Status, &errText, &lane, &started, &finished, &run); err != nil {
+			return nil, err
+		}
+		a.Error, a.Lane = errText.String, lane.String
+		a.StartedAt, a.FinishedAt = started.Ptr(), finished.Ptr()
+		if run.Valid {
+			a.RecoveryRunID = &run.Int64
+		}
+		attempts = append(attempts, a)
+	}
+	return attempts, rows.Err()
+}
+
+func (s *Store) result(ctx context.Context, jobID int64) (*inkwell.Result, error) {
+	const q = `SELECT job_id, attempt_id, text, created_at FROM results WHERE job_id = $1`
+	var r inkwell.Result
+	var created nullTime
+	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), jobID).Scan(&r.JobID, &r.AttemptID, &r.Text, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	r.CreatedAt = created.Time
+	return &r, err
+}
+
+func (s *Store) charge(ctx context.Context, jobID int64) (*inkwell.Charge, error) {
+	const q = `SELECT job_id, attempt_id, account, amount_micros, provider_request_id, created_at FROM charges WHERE job_id = $1`
+	var c inkwell.Charge
+	var created nullTime
+	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), jobID).Scan(&c.JobID, &c.AttemptID, &c.Account, &c.AmountMicros, &c.ProviderRequestID, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	c.CreatedAt = created.Time
+	return &c, err
+}
+
+// notFound translates sql.ErrNoRows into ENOTFOUND naming what was looked for.
+func notFound(err error, format string, args ...any) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return inkwell.Errorf(inkwell.ENOTFOUND, format+" not found", args...)
+	}
+	return err
+}

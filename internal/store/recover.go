@@ -1,0 +1,216 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/crashpoint"
+)
+
+// Evidence is what a recovery run acted on, written to recovery_runs.evidence.
+type Evidence struct {
+	LockMethod string   `json:"lock_method"`
+	LockPath   string   `json:"lock_path,omitempty"`
+	Proof      string   `json:"proof"`
+	Recoverer  Holder   `json:"recoverer"`
+	LockFile   *Holder  `json:"previous_holder_per_lock_file,omitempty"`
+	LaneRow    *LaneRow `json:"previous_holder_per_lanes_row,omitempty"`
+}
+
+// RecoveryReport is what one recovery run did (or, dry, would do).
+type RecoveryReport struct {
+	RunID              int64    `json:"run_id,omitempty"`
+	Lane               string   `json:"lane"`
+	DryRun             bool     `json:"dry_run"`
+	AttemptsClosed     int64    `json:"attempts_closed"`
+	AttemptsBackfilled int64    `json:"attempts_backfilled"`
+	JobsFailed         int64    `json:"jobs_failed"`
+	Anomalies          []string `json:"anomalies,omitempty"`
+	Evidence           Evidence `json:"evidence"`
+}
+
+// errDryRun rolls a dry run's transaction back after it has counted.
+var errDryRun = errors.New("dry run")
+
+// Recover is startup recovery (DESIGN.md §3) for the lane whose lock l
+// holds: it closes the orphans of the lane's previous holder, which the
+// lock proves dead, in one transaction, in this order:
+//
+//  0. open a recovery_runs row naming the evidence;
+//  1. running attempts (of this lane) of running jobs -> failed, "worker restarted";
+//  2. running jobs (of this lane, or of no lane: legacy) with no attempt row
+//     at all -> one back-filled failed attempt, number 1;
+//  3. the running jobs whose attempts steps 1-2 just closed -> failed;
+//  4. the counts on the recovery_runs row; commit.
+//
+// Every closed row is linked to the run. Rows that break the invariants
+// are reported in Anomalies and left exactly as they are. Run again, it
+// finds nothing: it only touches running rows. With dryRun it does the same
+// work and rolls it back, so the counts are exactly what a real run would do.
+func (s *Store) Recover(ctx context.Context, l *LaneLock, dryRun bool) (RecoveryReport, error) {
+	if err := l.Check(); err != nil {
+		return RecoveryReport{}, fmt.Errorf("recover: %w", err)
+	}
+	rep := RecoveryReport{Lane: l.Lane, DryRun: dryRun}
+	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
+		if err := s.recoverTx(ctx, tx, l, &rep); err != nil {
+			return err
+		}
+		if dryRun {
+			return errDryRun
+		}
+		return nil
+	}, crashpoint.RecoverBeforeCommit, "")
+	if dryRun && errors.Is(err, errDryRun) {
+		rep.RunID = 0
+		return rep, nil
+	}
+	if err != nil {
+		return RecoveryReport{}, fmt.Errorf("recover lane %s: %w", l.Lane, err)
+	}
+	return rep, nil
+}
+
+func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *RecoveryReport) error {
+	const openRun = `INSERT INTO recovery_runs (lane, incarnation, started_at, lock_method, evidence,
+			prev_pid, prev_host, prev_incarnation, prev_heartbeat_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`
+	// Step 1: the attempts the dead holder left running.
+	const closeAttempts = `UPDATE job_attempts SET status = 'failed', error = $1, finished_at = $2, recovery_run_id = $3
+		WHERE status = 'running' AND lane = $4
+		  AND job_id IN (SELECT id FROM jobs WHERE status = 'running')`
+	// Step 2: legacy running jobs that never had an attempt get exactly one.
+	const backfill = `INSERT INTO job_attempts (job_id, attempt_number, status, error, lane, started_at, finished_at, recovery_run_id)
+		SELECT j.id, 1, 'failed', $1, j.lane, j.started_at, $2, $3
+		FROM jobs j
+		WHERE j.status = 'running' AND (j.lane = $4 OR j.lane IS NULL)
+		  AND NOT EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = j.id)`
+	// Step 3: only the jobs whose attempt this run closed or back-filled:
+	// each job transition rests on an attempt row that names this run.
+	const failJobs = `UPDATE jobs SET status = 'failed', error = $1, finished_at = $2
+		WHERE status = 'running'
+		  AND id IN (SELECT job_id FROM job_attempts WHERE recovery_run_id = $3)`
+	const closeRun = `UPDATE recovery_runs SET attempts_closed = $1, attempts_backfilled = $2, jobs_failed = $3, anomalies = $4
+		WHERE id = $5`
+
+	prevRow, err := s.laneTx(ctx, tx, l.Lane)
+	if err != nil {
+		return err
+	}
+	rep.Evidence = s.evidence(l, prevRow)
+	evJSON, _ := json.Marshal(rep.Evidence)
+	var prevPID sql.NullInt64
+	var prevHost, prevInc sql.NullString
+	var prevBeat any
+	if prevRow != nil {
+		prevPID = sql.NullInt64{Int64: int64(prevRow.PID), Valid: true}
+		prevHost = sql.NullString{String: prevRow.Host, Valid: true}
+		prevInc = sql.NullString{String: prevRow.Incarnation, Valid: true}
+		prevBeat = s.ts(prevRow.HeartbeatAt)
+	}
+	now := s.nowTS()
+	if err := tx.QueryRowContext(ctx, s.dialect.rebind(openRun), l.Lane, l.Self.Incarnation, now, l.Method, string(evJSON),
+		prevPID, prevHost, prevInc, prevBeat).Scan(&rep.RunID); err != nil {
+		return fmt.Errorf("open recovery run: %w", err)
+	}
+	if rep.Anomalies, err = s.recoveryAnomalies(ctx, tx, l.Lane); err != nil {
+		return err
+	}
+	if rep.AttemptsClosed, err = s.exec(ctx, tx, closeAttempts, inkwell.ErrWorkerRestarted, now, rep.RunID, l.Lane); err != nil {
+		return fmt.Errorf("close running attempts: %w", err)
+	}
+	if rep.AttemptsBackfilled, err = s.exec(ctx, tx, backfill, inkwell.ErrWorkerRestarted, now, rep.RunID, l.Lane); err != nil {
+		return fmt.Errorf("back-fill legacy attempts: %w", err)
+	}
+	if rep.JobsFailed, err = s.exec(ctx, tx, failJobs, inkwell.ErrWorkerRestarted, now, rep.RunID); err != nil {
+		return fmt.Errorf("fail running jobs: %w", err)
+	}
+	var anomalies any
+	if len(rep.Anomalies) > 0 {
+		anomalies = strings.Join(rep.Anomalies, "\n")
+	}
+	if _, err := s.exec(ctx, tx, closeRun, rep.AttemptsClosed, rep.AttemptsBackfilled, rep.JobsFailed, anomalies, rep.RunID); err != nil {
+		return fmt.Errorf("close recovery run: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) evidence(l *LaneLock, prev *LaneRow) Evidence {
+	proof := "flock(LOCK_EX|LOCK_NB) granted on the lane's lock file: the kernel drops the lock when its holder dies, so no live process holds this lane"
+	if l.Method != "flock" {
+		proof = l.Method + " granted: no live session holds this lane"
+	}
+	return Evidence{LockMethod: l.Method, LockPath: l.Path, Proof: proof, Recoverer: l.Self, LockFile: l.Previous, LaneRow: prev}
+}
+
+// recoveryAnomalies finds, before any change, the rows of this lane that
+// break the invariants. Recovery reports them and leaves them alone.
+func (s *Store) recoveryAnomalies(ctx context.Context, tx *sql.Tx, lane string) ([]string, error) {
+	// Both queries read only running rows through the partial indexes.
+	const attemptNotRunningJob = `SELECT a.id, a.job_id, j.status FROM job_attempts a JOIN jobs j ON j.id = a.job_id
+		WHERE a.status = 'running' AND a.lane = $1 AND j.status <> 'running' ORDER BY a.id`
+	const runningJobNoRunningAttempt = `SELECT j.id FROM jobs j
+		WHERE j.status = 'running' AND (j.lane = $1 OR j.lane IS NULL)
+		  AND EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = j.id)
+		  AND NOT EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = j.id AND a.status = 'running' AND a.lane = $1)
+		ORDER BY j.id`
+	var out []string
+	rows, err := tx.QueryContext(ctx, s.dialect.rebind(attemptNotRunningJob), lane)
+	if err != nil {
+		return nil, fmt.Errorf("recovery anomalies: %w", err)
+	}
+	for rows.Next() {
+		var aid, jid int64
+		var st string
+		if err := rows.Scan(&aid, &jid, &st); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, fmt.Sprintf("attempt %d is running but its job %d is %s; left unchanged", aid, jid, st))
+	}
+	rows.Close()
+	rows, err = tx.QueryContext(ctx, s.dialect.rebind(runningJobNoRunningAttempt), lane)
+	if err != nil {
+		return nil, fmt.Errorf("recovery anomalies: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var jid int64
+		if err := rows.Scan(&jid); err != nil {
+			return nil, err
+		}
+		out = append(out, fmt.Sprintf("job %d is running on this lane but has no running attempt here; left unchanged", jid))
+	}
+	return out, rows.Err()
+}
+
+// RecoveryRun is one row of recovery_runs.
+type RecoveryRun struct {
+	ID                 int64  `json:"id"`
+	Lane               string `json:"lane"`
+	StartedAt          string `json:"started_at"`
+	LockMethod         string `json:"lock_method"`
+	Evidence           string `json:"evidence"`
+	AttemptsClosed     int64  `json:"attempts_closed"`
+	AttemptsBackfilled int64  `json:"attempts_backfilled"`
+	JobsFailed         int64  `json:"jobs_failed"`
+	Anomalies          string `json:"anomalies,omitempty"`
+}
+
+// RecoveryRunByID returns one recovery run.
+func (s *Store) RecoveryRunByID(ctx context.Context, id int64) (RecoveryRun, error) {
+	const q = `SELECT id, lane, started_at, lock_method, evidence, attempts_closed, attempts_backfilled, jobs_failed, anomalies
+		FROM recovery_runs WHERE id = $1`
+	var r RecoveryRun
+	var started nullTime
+	var anomalies sql.NullString
+	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), id).Scan(&r.ID, &r.Lane, &started, &r.LockMethod, &r.Evidence,
+		&r.AttemptsClosed, &r.AttemptsBackfilled, &r.JobsFailed, &anomalies)
+	r.StartedAt, r.Anomalies = started.Time.Format(TimeLayout), anomalies.String
+	return r, notFound(err, "recovery run %d", id)
+}

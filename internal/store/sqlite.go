@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver: pure Go, no cgo
+)
+
+// openSQLite opens the file at path with one writer connection and a small
+// pool of readers. One writer means transactions queue fairly inside the
+// process instead of spinning on SQLITE_BUSY; other processes (the CLI's
+// retry, recover) still meet the busy timeout.
+func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error {
+	path = strings.TrimPrefix(path, "file:")
+	canon, err := CanonicalPath(path)
+	if err != nil {
+		return err
+	}
+	s.path = canon
+	s.dialect = sqliteDialect
+	dsn, err := sqliteDSN(canon, opts)
+	if err != nil {
+		return err
+	}
+	if s.db, err = sql.Open("sqlite", dsn); err != nil {
+		return fmt.Errorf("open %s: %w", canon, err)
+	}
+	s.db.SetMaxOpenConns(1)
+	s.db.SetConnMaxIdleTime(0)
+	if s.rdb, err = sql.Open("sqlite", dsn); err != nil {
+		s.db.Close()
+		return fmt.Errorf("open %s: %w", canon, err)
+	}
+	s.rdb.SetMaxOpenConns(4)
+	if err := s.db.PingContext(ctx); err != nil {
+		s.Close()
+		return s.classify(fmt.Errorf("open %s: %w", canon, err))
+	}
+	return nil
+}
+
+// sqliteDSN builds the connection string every connection opens with:
+// WAL (readers never block the writer), synchronous as configured,
+// a busy timeout, foreign keys on, and _txlock=immediate so every
+// transaction takes the write lock at BEGIN. A deferred transaction that
+// later upgrades to a write gets SQLITE_BUSY at once, ignoring the timeout.
+func sqliteDSN(path string, opts Options) (string, error) {
+	sync := strings.ToUpper(opts.Synchronous)
+	if sync == "" {
+		sync = "FULL"
+	}
+	switch sync {
+	case "FULL", "NORMAL", "EXTRA":
+	default:
+		return "", inkwell.Errorf(inkwell.EINVALID, "synchronous must be FULL, EXTRA or NORMAL, not %q", opts.Synchronous)
+	}
+	busy := opts.BusyTimeout
+	if busy <= 0 {
+		busy = 5 * time.Second
+	}
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+sync+")")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode(), nil
+}
+
+// CanonicalPath is the absolute path of a SQLite file with symlinks in its
+// directory resolved, so every spelling of one database meets the same
+// lane lock file. The file itself need not exist yet.
+func CanonicalPath(path string) (string, error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file::memory:") {
+		return "", inkwell.Errorf(inkwell.EINVALID, "database %q: Inkwell needs a file (an in-memory database cannot survive a crash)", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("database path %q: %w", path, err)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real, nil
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", inkwell.Errorf(inkwell.EINVALID, "database directory %s does not exist", filepath.Dir(abs))
+		}
+		return "", fmt.Errorf("database path %q: %w", path, err)
+	}
+	return filepath.Join(dir, filepath.Base(abs)), nil
+}

@@ -1,0 +1,157 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Options configure Open. The zero value is a production default.
+type Options struct {
+	// Synchronous is SQLite's synchronous pragma: "FULL" (default) makes
+	// every commit durable before it returns; "NORMAL" may lose the last
+	// commits on a power cut (never on a process crash) and is faster.
+	Synchronous string
+	// BusyTimeout is how long a SQLite statement waits for another
+	// process's write lock before it reports busy (default 5s).
+	BusyTimeout time.Duration
+	// NowFunc is the clock; nil means time.Now. Tests inject it.
+	NowFunc func() time.Time
+	// Logger receives the store's few log lines; nil discards them.
+	Logger *slog.Logger
+	// NoMigrate opens the database without applying migrations.
+	NoMigrate bool
+}
+
+// Store is Inkwell's database. It is safe for concurrent use.
+type Store struct {
+	dsn     string
+	dialect dialect
+	db      *sql.DB // writes (and transactions)
+	rdb     *sql.DB // reads; the same pool as db on PostgreSQL
+	now     func() time.Time
+	log     *slog.Logger
+	accepts *acceptBatcher
+	path    string // SQLite file path; empty on PostgreSQL
+}
+
+// Open opens the database named by dsn (a SQLite file path or a
+// postgres:// URL), and unless opts.NoMigrate applies pending migrations.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	if strings.TrimSpace(dsn) == "" {
+		return nil, inkwell.Errorf(inkwell.EINVALID, "database: empty --db")
+	}
+	s := &Store{dsn: dsn, now: opts.NowFunc, log: opts.Logger}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if isPostgresDSN(dsn) {
+		err = s.openPostgres(ctx, dsn)
+	} else {
+		err = s.openSQLite(ctx, dsn, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !opts.NoMigrate {
+		if err := s.Migrate(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	s.accepts = newAcceptBatcher(s)
+	return s, nil
+}
+
+// Close stops the accept batcher and closes the database pools.
+func (s *Store) Close() error {
+	if s.accepts != nil {
+		s.accepts.close()
+	}
+	err := s.db.Close()
+	if s.rdb != s.db {
+		err = errors.Join(err, s.rdb.Close())
+	}
+	return err
+}
+
+// Dialect names the database kind: "sqlite" or "postgres".
+func (s *Store) Dialect() string { return s.dialect.name }
+
+// Path is the SQLite file path, or "" on PostgreSQL.
+func (s *Store) Path() string { return s.path }
+
+// DB exposes the read pool for the drill's and tests' inspection queries.
+// Production code outside this package never writes SQL.
+func (s *Store) DB() *sql.DB { return s.rdb }
+
+func isPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// inTx runs fn in one write transaction and commits it, or rolls back when
+// fn or the commit fails. On SQLite the transaction begins IMMEDIATE (see
+// sqliteDSN), so it holds the write lock from its first statement.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.inTxHooks(ctx, fn, "", "")
+}
+
+// inTxHooks is inTx with crash points hit just before and just after COMMIT.
+func (s *Store) inTxHooks(ctx context.Context, fn func(tx *sql.Tx) error, beforeCommit, afterCommit string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.classify(fmt.Errorf("begin: %w", err))
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return s.classify(err)
+	}
+	hit(beforeCommit)
+	if err := tx.Commit(); err != nil {
+		return s.classify(fmt.Errorf("commit: %w", err))
+	}
+	hit(afterCommit)
+	return nil
+}
+
+// execOne runs a guarded UPDATE and returns a Conflict error when it
+// changed no row: someone else moved the row, never "try anyway".
+func (s *Store) execOne(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, s.dialect.rebind(query), args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return inkwell.Errorf(inkwell.ECONFLICT, "row not in the expected state (%d rows matched)", n)
+	}
+	return nil
+}
+
+// exec runs a statement in tx and returns the rows it changed.
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {
+	res, err := tx.ExecContext(ctx, s.dialect.rebind(query), args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// ts converts a Go time to the column value of this dialect.
+func (s *Store) ts(t time.Time) any { return s.dialect.ts(t) }
+
+// nowTS is the current time as a column value.
+func (s *Store) nowTS() any { return s.ts(s.now()) }

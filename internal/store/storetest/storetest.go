@@ -1,0 +1,94 @@
+// Package storetest runs one test body against every database backend:
+// a real SQLite file in a temporary directory, and a real PostgreSQL
+// database when INKWELL_TEST_POSTGRES_URL is set.
+//
+// It is for tests only. It imports internal/store.
+package storetest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+// PostgresEnv names the variable that points the tests at a PostgreSQL server.
+const PostgresEnv = "INKWELL_TEST_POSTGRES_URL"
+
+// Backend is one database a test body runs against.
+type Backend struct {
+	Name string // "sqlite" or "postgres"
+	DSN  string // what store.Open takes; a fresh, empty database
+}
+
+// Run runs fn as subtests "sqlite" and "postgres", each on a fresh, migrated
+// store. The postgres subtest is skipped, with a line saying how to enable
+// it, when INKWELL_TEST_POSTGRES_URL is unset, and fails when it is set but
+// the server cannot be reached.
+func Run(t *testing.T, fn func(t *testing.T, s *store.Store)) {
+	t.Helper()
+	RunBackends(t, func(t *testing.T, b Backend) {
+		fn(t, MustOpen(t, b.DSN, store.Options{}))
+	})
+}
+
+// RunBackends runs fn once per backend with a fresh, empty database DSN, for
+// tests that open (and reopen) the store themselves.
+func RunBackends(t *testing.T, fn func(t *testing.T, b Backend)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		fn(t, Backend{Name: "sqlite", DSN: SQLitePath(t)})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		fn(t, Backend{Name: "postgres", DSN: PostgresDSN(t)})
+	})
+}
+
+// SQLitePath returns the path of a fresh database file in t.TempDir().
+func SQLitePath(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(t.TempDir(), "inkwell.db")
+}
+
+// PostgresDSN returns the URL of a fresh, empty PostgreSQL database, dropped
+// when the test ends; it skips the test when INKWELL_TEST_POSTGRES_URL is unset.
+func PostgresDSN(t *testing.T) string {
+	t.Helper()
+	url := os.Getenv(PostgresEnv)
+	if url == "" {
+		t.Skip("PostgreSQL tests skipped: set " + PostgresEnv + "=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable to run them")
+	}
+	return freshPostgres(t, url)
+}
+
+// MustOpen opens (and migrates) the store at dsn and closes it at cleanup.
+func MustOpen(t *testing.T, dsn string, opts store.Options) *store.Store {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = TestLogger(t)
+	}
+	s, err := store.Open(context.Background(), dsn, opts)
+	if err != nil {
+		t.Fatalf("open %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestLogger writes log lines to t.Log.
+func TestLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}

@@ -1,0 +1,209 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/crashpoint"
+)
+
+// This file holds every write to jobs.status and job_attempts.status except
+// startup recovery (recover.go): one method per row of DESIGN.md §2, each
+// one short transaction whose guard is in its WHERE clause.
+
+// AcceptParams is one validated, normalized request.
+type AcceptParams struct {
+	IdempotencyKey string
+	RequestHash    string
+	Payload        []byte // normalized request JSON
+}
+
+// Accept stores a new queued job, or returns the job already stored under
+// the same key. created is false for a re-send. A re-send with another body
+// is refused with EKEYREUSED and writes nothing.
+//
+// Concurrent Accepts share one transaction and so one durable commit (group
+// commit); each caller returns only after the commit that holds its row.
+func (s *Store) Accept(ctx context.Context, p AcceptParams) (job inkwell.Job, created bool, err error) {
+	return s.accepts.accept(ctx, p)
+}
+
+// acceptOne runs inside a group-commit transaction. A duplicate key, even
+// one inserted earlier in the same batch, falls through to the lookup.
+func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now any) (inkwell.Job, bool, error) {
+	const insert = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
+		VALUES ($1, $2, $3, 'queued', $4)
+		ON CONFLICT (idempotency_key) DO NOTHING
+		RETURNING id`
+	var id int64
+	err := tx.QueryRowContext(ctx, s.dialect.rebind(insert), p.IdempotencyKey, p.RequestHash, string(p.Payload), now).Scan(&id)
+	if err == nil {
+		job, err := s.jobTx(ctx, tx, id)
+		return job, true, err
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return inkwell.Job{}, false, fmt.Errorf("accept: insert: %w", err)
+	}
+	job, err := s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
+	if err != nil {
+		return inkwell.Job{}, false, fmt.Errorf("accept: load existing: %w", err)
+	}
+	if job.RequestHash != p.RequestHash {
+		return inkwell.Job{}, false, inkwell.Errorf(inkwell.EKEYREUSED,
+			"idempotency key %q was already used for a different request (job %d)", p.IdempotencyKey, job.ID)
+	}
+	return job, false, nil
+}
+
+// Claimed is a job a lane has just claimed, with its new running attempt.
+type Claimed struct {
+	Job     inkwell.Job
+	Attempt inkwell.Attempt
+}
+
+// Claim moves the oldest queued job to running and opens its next attempt
+// (attempt_number = highest so far + 1), in one transaction. It returns
+// nil, nil when no job is queued.
+func (s *Store) Claim(ctx context.Context, lane string) (*Claimed, error) {
+	// The inner SELECT reads the jobs_queued partial index only.
+	claimJob := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, error = NULL, finished_at = NULL
+		WHERE id = (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1` + s.dialect.claimLock + `)
+		  AND status = 'queued'
+		RETURNING id`
+	const openAttempt = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
+		SELECT $1, COALESCE(MAX(attempt_number), 0) + 1, 'running', $2, $3 FROM job_attempts WHERE job_id = $1
+		RETURNING id, attempt_number`
+	var c *Claimed
+	now := s.now()
+	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
+		var jobID int64
+		err := tx.QueryRowContext(ctx, s.dialect.rebind(claimJob), lane, s.ts(now)).Scan(&jobID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("claim job: %w", err)
+		}
+		a := inkwell.Attempt{JobID: jobID, Status: inkwell.StatusRunning, Lane: lane, StartedAt: &now}
+		if err := tx.QueryRowContext(ctx, s.dialect.rebind(openAttempt), jobID, lane, s.ts(now)).Scan(&a.ID, &a.AttemptNumber); err != nil {
+			return fmt.Errorf("claim job %d: open attempt: %w", jobID, err)
+		}
+		job, err := s.jobTx(ctx, tx, jobID)
+		if err != nil {
+			return err
+		}
+		c = &Claimed{Job: job, Attempt: a}
+		return nil
+	}, "", "")
+	if err != nil || c == nil {
+		return nil, err
+	}
+	hit(crashpoint.ClaimAfterCommit)
+	return c, nil
+}
+
+// CompleteParams is what a successful provider call produced.
+type CompleteParams struct {
+	JobID             int64
+	AttemptID         int64
+	Text              string
+	Account           string
+	AmountMicros      int64
+	ProviderRequestID string
+}
+
+// CompleteIfRunning writes the result, the charge, attempt done and job
+// done in one transaction. Fencing: only if p.AttemptID is still the
+// running attempt of a running job; otherwise it writes nothing and returns
+// an ECONFLICT error (a late completion after recovery closed the attempt).
+func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
+	const doneAttempt = `UPDATE job_attempts SET status = 'done', finished_at = $1
+		WHERE id = $2 AND job_id = $3 AND status = 'running'`
+	const doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1
+		WHERE id = $2 AND status = 'running'`
+	const insertResult = `INSERT INTO results (job_id, attempt_id, text, created_at) VALUES ($1, $2, $3, $4)`
+	const insertCharge = `INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`
+	now := s.nowTS()
+	return s.inTxHooks(ctx, func(tx *sql.Tx) error {
+		if err := s.execOne(ctx, tx, doneAttempt, now, p.AttemptID, p.JobID); err != nil {
+			return fmt.Errorf("complete attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
+		}
+		if err := s.execOne(ctx, tx, doneJob, now, p.JobID); err != nil {
+			return fmt.Errorf("complete job %d: %w", p.JobID, err)
+		}
+		if _, err := tx.ExecContext(ctx, s.dialect.rebind(insertResult), p.JobID, p.AttemptID, p.Text, now); err != nil {
+			return fmt.Errorf("complete job %d: result: %w", p.JobID, s.uniqueAsConflict(err))
+		}
+		if _, err := tx.ExecContext(ctx, s.dialect.rebind(insertCharge), p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now); err != nil {
+			return fmt.Errorf("complete job %d: charge: %w", p.JobID, s.uniqueAsConflict(err))
+		}
+		return nil
+	}, crashpoint.CompleteBeforeCommit, crashpoint.CompleteAfterCommit)
+}
+
+// FailParams names the attempt that failed and why.
+type FailParams struct {
+	JobID     int64
+	AttemptID int64
+	Error     string
+}
+
+// FailIfRunning moves one attempt and its job running -> failed in one
+// transaction, with the error and finished_at on both. Fencing: if
+// p.AttemptID is no longer running it writes nothing and returns ECONFLICT.
+func (s *Store) FailIfRunning(ctx context.Context, p FailParams) error {
+	const failAttempt = `UPDATE job_attempts SET status = 'failed', error = $1, finished_at = $2
+		WHERE id = $3 AND job_id = $4 AND status = 'running'`
+	const failJob = `UPDATE jobs SET status = 'failed', error = $1, finished_at = $2
+		WHERE id = $3 AND status = 'running'`
+	if p.Error == "" {
+		p.Error = "failed without a reason"
+	}
+	now := s.nowTS()
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.execOne(ctx, tx, failAttempt, p.Error, now, p.AttemptID, p.JobID); err != nil {
+			return fmt.Errorf("fail attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
+		}
+		if err := s.execOne(ctx, tx, failJob, p.Error, now, p.JobID); err != nil {
+			return fmt.Errorf("fail job %d: %w", p.JobID, err)
+		}
+		return nil
+	})
+}
+
+// RetryIfFailed moves a failed job back to queued, clearing its error and
+// times; its attempts are untouched, and the next claim opens a new one.
+// It returns ENOTFOUND for no such job and ECONFLICT when it is not failed.
+func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, error) {
+	const retry = `UPDATE jobs SET status = 'queued', error = NULL, started_at = NULL, finished_at = NULL
+		WHERE id = $1 AND status = 'failed'`
+	var job inkwell.Job
+	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
+		cur, err := s.jobTx(ctx, tx, jobID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != inkwell.StatusFailed {
+			return inkwell.Errorf(inkwell.ECONFLICT, "job %d is %s; only a failed job can be retried", jobID, cur.Status)
+		}
+		if err := s.execOne(ctx, tx, retry, jobID); err != nil {
+			return fmt.Errorf("retry job %d: %w", jobID, err)
+		}
+		job, err = s.jobTx(ctx, tx, jobID)
+		return err
+	}, "", crashpoint.RetryAfterCommit)
+	return job, err
+}
+
+// uniqueAsConflict turns a unique violation into ECONFLICT: a second
+// result or charge for one job is refused, never written.
+func (s *Store) uniqueAsConflict(err error) error {
+	if isUniqueViolation(err) {
+		return fmt.Errorf("%w: %w", inkwell.Errorf(inkwell.ECONFLICT, "job already has one"), err)
+	}
+	return err
+}

@@ -1,0 +1,124 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+// runOne claims one job and runs it to an outcome. worked is false when
+// nothing was queued.
+func (l *Lane) runOne(ctx context.Context) (worked bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
+	c, err := l.store.Claim(cctx, l.cfg.Name)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil // shutting down: not an error
+		}
+		return false, fmt.Errorf("claim: %w", err)
+	}
+	if c == nil {
+		return false, nil
+	}
+	log := l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)
+	log.InfoContext(ctx, "job claimed")
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.Claimed(l.cfg.Name)
+	}
+	var req inkwell.Request
+	if err := json.Unmarshal(c.Job.Payload, &req); err != nil {
+		return true, l.fail(ctx, c, fmt.Sprintf("payload unreadable: %v", err), 0)
+	}
+	resp, elapsed, callErr := l.call(ctx, c, req)
+	if callErr != nil {
+		msg := "provider: " + callErr.Error()
+		if ctx.Err() != nil && errors.Is(callErr, context.Canceled) {
+			msg = inkwell.ErrShutdownGrace
+		}
+		return true, l.fail(ctx, c, msg, elapsed)
+	}
+	crashpoint.Hit(crashpoint.ProviderAfterCall)
+	return true, l.complete(ctx, c, req, resp, elapsed)
+}
+
+// call runs the provider outside any transaction. After ctx ends (a stop
+// was asked for) the call still gets the grace period to finish.
+func (l *Lane) call(ctx context.Context, c *store.Claimed, req inkwell.Request) (inkwell.ProviderResponse, float64, error) {
+	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(l.cfg.Grace, cancel)
+		context.AfterFunc(callCtx, func() { t.Stop() })
+	})
+	defer stop()
+	start := time.Now()
+	resp, err := l.cfg.Provider.Generate(callCtx, inkwell.ProviderRequest{
+		IdempotencyKey: inkwell.ProviderKey(c.Job.ID, c.Job.IdempotencyKey),
+		Prompt:         req.Prompt,
+		MaxWords:       req.MaxWords,
+	})
+	if err != nil && callCtx.Err() != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w: %w", context.Canceled, err)
+	}
+	return resp, time.Since(start).Seconds(), err
+}
+
+// complete records a provider answer. Its outcome is written even during
+// shutdown, on a context that outlives the stop signal.
+func (l *Lane) complete(ctx context.Context, c *store.Claimed, req inkwell.Request, resp inkwell.ProviderResponse, secs float64) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DBTimeout)
+	defer cancel()
+	account := req.Account
+	if account == "" {
+		account = inkwell.DefaultAccount
+	}
+	err := l.store.CompleteIfRunning(wctx, store.CompleteParams{
+		JobID: c.Job.ID, AttemptID: c.Attempt.ID, Text: resp.Text,
+		Account: account, AmountMicros: resp.AmountMicros, ProviderRequestID: resp.RequestID,
+	})
+	log := l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)
+	switch {
+	case inkwell.ErrorCode(err) == inkwell.ECONFLICT:
+		log.WarnContext(wctx, "completion refused: attempt is no longer the running one; nothing written", "err", err)
+		l.observe(OutcomeFenced, secs, c.Job)
+		return nil
+	case err != nil:
+		l.observe(OutcomeAborted, secs, c.Job)
+		return fmt.Errorf("complete job %d: %w", c.Job.ID, err)
+	}
+	log.InfoContext(wctx, "job done", "provider_request_id", resp.RequestID, "amount_micros", resp.AmountMicros, "provider_seconds", secs)
+	l.observe(OutcomeDone, secs, c.Job)
+	return nil
+}
+
+func (l *Lane) fail(ctx context.Context, c *store.Claimed, msg string, secs float64) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DBTimeout)
+	defer cancel()
+	err := l.store.FailIfRunning(wctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg})
+	log := l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)
+	if inkwell.ErrorCode(err) == inkwell.ECONFLICT {
+		log.WarnContext(wctx, "failure not recorded: attempt is no longer the running one", "error", msg)
+		l.observe(OutcomeFenced, secs, c.Job)
+		return nil
+	}
+	if err != nil {
+		l.observe(OutcomeAborted, secs, c.Job)
+		return fmt.Errorf("fail job %d: %w", c.Job.ID, err)
+	}
+	log.WarnContext(wctx, "job failed", "error", msg)
+	l.observe(OutcomeFailed, secs, c.Job)
+	return nil
+}
+
+func (l *Lane) observe(outcome string, secs float64, job inkwell.Job) {
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.Finished(l.cfg.Name, outcome, secs, job)
+	}
+}

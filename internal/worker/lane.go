@@ -1,0 +1,233 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+// Config configures a Lane. Zero durations take the defaults shown.
+type Config struct {
+	Name      string           // lane name (default "local")
+	Provider  inkwell.Provider // required
+	Logger    *slog.Logger     // nil discards
+	Heartbeat time.Duration    // heartbeat interval (default 2s)
+	Poll      time.Duration    // how often an idle lane looks for work queued by other processes (default 1s)
+	Grace     time.Duration    // how long a running provider call may finish after stop (default 30s)
+	DBTimeout time.Duration    // bound on each database call of the loop (default 10s)
+	// Observer, if set, hears about each outcome (metrics live in the caller).
+	Observer Observer
+}
+
+// Observer receives lane events; the API's metrics implement it.
+type Observer interface {
+	Claimed(lane string)
+	Finished(lane, outcome string, providerSeconds float64, job inkwell.Job)
+}
+
+// Outcomes passed to Observer.Finished.
+const (
+	OutcomeDone    = "done"
+	OutcomeFailed  = "failed"
+	OutcomeFenced  = "fenced"
+	OutcomeAborted = "aborted"
+)
+
+// laneStore is what a lane needs of the store.
+type laneStore interface {
+	LockLane(ctx context.Context, lane string) (*store.LaneLock, error)
+	Recover(ctx context.Context, l *store.LaneLock, dryRun bool) (store.RecoveryReport, error)
+	RegisterLane(ctx context.Context, l *store.LaneLock) error
+	Heartbeat(ctx context.Context, l *store.LaneLock) error
+	StopLane(ctx context.Context, l *store.LaneLock, reason string) error
+	Claim(ctx context.Context, lane string) (*store.Claimed, error)
+	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
+	FailIfRunning(ctx context.Context, p store.FailParams) error
+}
+
+// Lane is one worker lane. Open it, Run it, and Close it.
+type Lane struct {
+	cfg   Config
+	store laneStore
+	log   *slog.Logger
+	lock  *store.LaneLock
+	wake  chan struct{}
+
+	mu       sync.Mutex
+	recovery *store.RecoveryReport
+}
+
+// New returns a lane over st. It panics on a missing provider: a
+// programmer's mistake at construction time.
+func New(st laneStore, cfg Config) *Lane {
+	if cfg.Provider == nil {
+		panic("worker.New: nil Provider")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "local"
+	}
+	setDefault(&cfg.Heartbeat, 2*time.Second)
+	setDefault(&cfg.Poll, time.Second)
+	setDefault(&cfg.Grace, 30*time.Second)
+	setDefault(&cfg.DBTimeout, 10*time.Second)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Lane{cfg: cfg, store: st, log: log.With("component", "worker", "lane", cfg.Name), wake: make(chan struct{}, 1)}
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// Open takes the lane lock (refusing, with the holder named, when another
+// live process holds it), runs startup recovery and registers this
+// incarnation. Nothing is claimed before Open returns.
+func (l *Lane) Open(ctx context.Context) (store.RecoveryReport, error) {
+	lock, err := l.store.LockLane(ctx, l.cfg.Name)
+	if err != nil {
+		return store.RecoveryReport{}, err
+	}
+	rep, err := l.store.Recover(ctx, lock, false)
+	if err != nil {
+		lock.Release()
+		return rep, err
+	}
+	l.logRecovery(ctx, rep)
+	if err := l.store.RegisterLane(ctx, lock); err != nil {
+		lock.Release()
+		return rep, err
+	}
+	l.lock = lock
+	l.mu.Lock()
+	l.recovery = &rep
+	l.mu.Unlock()
+	return rep, nil
+}
+
+func (l *Lane) logRecovery(ctx context.Context, rep store.RecoveryReport) {
+	ev, _ := json.Marshal(rep.Evidence)
+	l.log.InfoContext(ctx, "startup recovery", "recovery_run_id", rep.RunID,
+		"attempts_closed", rep.AttemptsClosed, "attempts_backfilled", rep.AttemptsBackfilled,
+		"jobs_failed", rep.JobsFailed, "evidence", string(ev))
+	for _, a := range rep.Anomalies {
+		l.log.WarnContext(ctx, "invariant break left unchanged", "recovery_run_id", rep.RunID, "anomaly", a)
+	}
+}
+
+// Wake tells an idle lane that a job was just queued, so it claims at once
+// instead of at its next poll.
+func (l *Lane) Wake() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Name is the lane's name.
+func (l *Lane) Name() string { return l.cfg.Name }
+
+// Run claims and runs jobs until ctx ends or the lane loses its lock. When
+// ctx ends it stops claiming, lets a running provider call finish within
+// the grace period, records the outcome, marks the lane stopped and
+// returns nil. It returns an error when the lane had to stop on its own.
+func (l *Lane) Run(ctx context.Context) error {
+	if l.lock == nil {
+		return errors.New("worker: Run before Open")
+	}
+	laneCtx, stopLane := context.WithCancelCause(ctx)
+	defer stopLane(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); l.heartbeat(laneCtx, stopLane) }()
+	l.log.InfoContext(ctx, "lane running", "pid", l.lock.Self.PID, "incarnation", l.lock.Self.Incarnation)
+	l.loop(laneCtx)
+	stopLane(nil)
+	wg.Wait()
+	cause := context.Cause(laneCtx)
+	reason := "shutdown"
+	var runErr error
+	if cause != nil && !errors.Is(cause, context.Canceled) {
+		reason, runErr = "stopped: "+cause.Error(), cause
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DBTimeout)
+	defer cancel()
+	if err := l.store.StopLane(sctx, l.lock, reason); err != nil {
+		l.log.ErrorContext(sctx, "record lane stop", "err", err)
+	}
+	l.log.InfoContext(sctx, "lane stopped", "reason", reason)
+	return runErr
+}
+
+// Close releases the lane lock.
+func (l *Lane) Close() error {
+	if l.lock == nil {
+		return nil
+	}
+	return l.lock.Release()
+}
+
+func (l *Lane) loop(ctx context.Context) {
+	poll := time.NewTicker(l.cfg.Poll)
+	defer poll.Stop()
+	for ctx.Err() == nil {
+		worked, err := l.runOne(ctx)
+		if err != nil {
+			l.log.ErrorContext(ctx, "lane step", "err", err)
+		}
+		if worked && err == nil {
+			continue // drain the queue without waiting
+		}
+		select {
+		case <-ctx.Done():
+		case <-l.wake:
+		case <-poll.C:
+		}
+	}
+}
+
+func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) {
+	t := time.NewTicker(l.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := l.lock.Check(); err != nil {
+			l.log.ErrorContext(ctx, "lane lock lost; stopping the lane", "err", err)
+			stopLane(err)
+			return
+		}
+		hctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
+		err := l.store.Heartbeat(hctx, l.lock)
+		cancel()
+		switch {
+		case inkwell.ErrorCode(err) == inkwell.ECONFLICT:
+			err = fmt.Errorf("lanes row no longer names this incarnation: %w", err)
+			l.log.ErrorContext(ctx, "lane taken over; stopping the lane", "err", err)
+			stopLane(err)
+			return
+		case err != nil && ctx.Err() == nil:
+			l.log.WarnContext(ctx, "heartbeat", "err", err)
+		}
+	}
+}
+
+// LastRecovery is the report of this lane's startup recovery.
+func (l *Lane) LastRecovery() *store.RecoveryReport {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.recovery
+}
