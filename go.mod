@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect

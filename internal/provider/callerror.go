@@ -1,0 +1,105 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Failure classes of one OpenAI call, the Class of a *CallError. The worker
+// and operators read them: a timeout or a 5xx may or may not have been
+// billed (retry with the same key), a 4xx will fail the same way again.
+const (
+	ClassTimeout     = "timeout"            // no full answer within the call's timeout
+	ClassConnRefused = "connection refused" // nothing listens at the URL
+	ClassNetwork     = "network error"      // DNS, reset, TLS: the request may not have arrived
+	ClassRateLimited = "rate limited"       // HTTP 429
+	ClassServer      = "server error"       // HTTP 5xx
+	ClassClient      = "client error"       // other HTTP 4xx: key, model or request refused
+	ClassMalformed   = "malformed answer"   // not JSON, no choices, no content, no id, odd status
+	ClassCanceled    = "canceled"           // the caller's ctx was canceled (shutdown)
+)
+
+// CallError is a failed provider call. Its text names the class, and never
+// contains the API key: Msg is scrubbed before it is stored.
+type CallError struct {
+	Class      string
+	Status     int           // HTTP status, 0 when no answer arrived
+	Msg        string        // what happened, fit for jobs.error
+	RetryAfter time.Duration // the 429's Retry-After, when it sent one
+	Err        error         // the transport error underneath, if any
+}
+
+// Error names the class first, so jobs.error says what kind of failure it was.
+func (e *CallError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("provider call: %s: HTTP %d: %s", e.Class, e.Status, e.Msg)
+	}
+	return fmt.Sprintf("provider call: %s: %s", e.Class, e.Msg)
+}
+
+// Unwrap gives the transport error, so errors.Is(err, context.Canceled)
+// tells a shutdown from a provider failure.
+func (e *CallError) Unwrap() error { return e.Err }
+
+// AsCallError returns the *CallError in err's chain, if any.
+func AsCallError(err error) (*CallError, bool) {
+	var ce *CallError
+	ok := errors.As(err, &ce)
+	return ce, ok
+}
+
+// transportError classifies an error from sending the request or reading
+// the answer. ctx is the caller's context; the call's own timeout is a
+// child of it, so a canceled ctx is a shutdown and anything else that ran
+// out of time is a timeout.
+func transportError(ctx context.Context, err error, scrub func(string) string) *CallError {
+	e := &CallError{Class: ClassNetwork, Msg: scrub(err.Error()), Err: err}
+	var ne net.Error
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		e.Class, e.Err = ClassCanceled, errors.Join(ctx.Err(), err)
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		e.Class = ClassTimeout
+	case errors.Is(err, syscall.ECONNREFUSED):
+		e.Class = ClassConnRefused
+	}
+	return e
+}
+
+// statusError classifies a non-2xx answer. body is the start of what the
+// server said, already scrubbed.
+func statusError(status int, body string, retryAfter time.Duration) *CallError {
+	e := &CallError{Status: status, Msg: body, RetryAfter: retryAfter}
+	switch {
+	case status == 429:
+		e.Class = ClassRateLimited
+	case status >= 500:
+		e.Class = ClassServer
+	case status >= 400:
+		e.Class = ClassClient
+	default: // 1xx or a redirect we did not follow
+		e.Class = ClassMalformed
+	}
+	if e.Msg == "" {
+		e.Msg = "empty body"
+	}
+	return e
+}
+
+func malformed(status int, format string, args ...any) *CallError {
+	return &CallError{Class: ClassMalformed, Status: status, Msg: fmt.Sprintf(format, args...)}
+}
+
+// oneLine shortens a server's words to fit in an error column.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = strings.ToValidUTF8(s[:300], "") + "..."
+	}
+	return s
+}

@@ -1,0 +1,222 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Defaults of OpenAIConfig.
+const (
+	DefaultTimeout = 60 * time.Second
+	DefaultModel   = "gpt-4o-mini"
+)
+
+// maxAnswerBytes bounds what one answer may make us read.
+const maxAnswerBytes = 4 << 20
+
+// OpenAIConfig configures an OpenAI provider.
+type OpenAIConfig struct {
+	// URL is the server's base URL, with or without a trailing /v1:
+	// "https://api.openai.com" and "http://127.0.0.1:9090/v1/" both work.
+	URL string
+	// Model is sent as "model"; DefaultModel when empty.
+	Model string
+	// APIKey is sent as "Authorization: Bearer". It is never logged and
+	// never appears in an error, even when a server echoes it back.
+	APIKey string
+	// Timeout bounds one call, answer body included; DefaultTimeout when zero.
+	Timeout time.Duration
+	// MicrosPerToken, when set, prices an answer that carries usage but no
+	// inkwell_amount_micros: total_tokens * MicrosPerToken.
+	MicrosPerToken int64
+	// Client sends the request. When nil, a client that follows no
+	// redirect, so that a call is one request and never a second POST.
+	Client *http.Client
+}
+
+// OpenAI is the provider that speaks the OpenAI-compatible chat-completions
+// API. Each Generate makes exactly one HTTP request.
+type OpenAI struct {
+	cfg      OpenAIConfig
+	endpoint string
+}
+
+var _ inkwell.Provider = (*OpenAI)(nil)
+
+// NewOpenAI checks cfg and fills in its defaults.
+func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
+	u, err := url.Parse(strings.TrimSpace(cfg.URL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, inkwell.Errorf(inkwell.EINVALID, "provider url %q: want http(s)://host[:port][/v1]", cfg.URL)
+	}
+	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1") + "/v1/chat/completions"
+	if cfg.Model == "" {
+		cfg.Model = DefaultModel
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}}
+	}
+	return &OpenAI{cfg: cfg, endpoint: u.String()}, nil
+}
+
+// Generate sends one chat completion with req.IdempotencyKey as the
+// Idempotency-Key header (omitted when empty) and MaxWords as max_tokens
+// (see TokensPerWord). Every failure is a *CallError.
+func (p *OpenAI) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
+	callCtx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	httpReq, err := p.newRequest(callCtx, req)
+	if err != nil {
+		return inkwell.ProviderResponse{}, err
+	}
+	res, err := p.cfg.Client.Do(httpReq)
+	if err != nil {
+		return inkwell.ProviderResponse{}, transportError(ctx, err, p.scrub)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes+1))
+	if err != nil {
+		return inkwell.ProviderResponse{}, transportError(ctx, err, p.scrub)
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return inkwell.ProviderResponse{}, statusError(res.StatusCode, p.errorText(body), retryAfter(res.Header))
+	}
+	if len(body) > maxAnswerBytes {
+		return inkwell.ProviderResponse{}, malformed(res.StatusCode, "answer larger than %d bytes", maxAnswerBytes)
+	}
+	return p.parse(res.StatusCode, body)
+}
+
+type chatRequest struct {
+	Model     string        `json:"model"`
+	Messages  []chatMessage `json:"messages"`
+	MaxTokens int           `json:"max_tokens"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+func (p *OpenAI) newRequest(ctx context.Context, req inkwell.ProviderRequest) (*http.Request, error) {
+	body, err := json.Marshal(chatRequest{
+		Model:     p.cfg.Model,
+		Messages:  []chatMessage{{Role: "user", Content: req.Prompt}},
+		MaxTokens: MaxTokens(req.MaxWords),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode chat request: %w", err)
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build chat request: %w", err)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json")
+	if p.cfg.APIKey != "" {
+		r.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
+	}
+	if req.IdempotencyKey != "" {
+		r.Header.Set("Idempotency-Key", req.IdempotencyKey)
+	}
+	return r, nil
+}
+
+// chatResponse is the part of an answer we read. InkwellAmountMicros is the
+// simulator's extension: what it billed, exactly.
+type chatResponse struct {
+	ID      string `json:"id"`
+	Choices []struct {
+		Message struct {
+			Content *string `json:"content"`
+		} `json:"message"`
+	} `json:"choices"`
+	Usage *struct {
+		TotalTokens int64 `json:"total_tokens"`
+	} `json:"usage"`
+	InkwellAmountMicros *int64 `json:"inkwell_amount_micros"`
+}
+
+func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error) {
+	var cr chatResponse
+	if err := json.Unmarshal(body, &cr); err != nil {
+		return inkwell.ProviderResponse{}, malformed(status, "answer is not chat-completion JSON: %s", p.scrub(err.Error()))
+	}
+	switch {
+	case len(cr.Choices) == 0:
+		return inkwell.ProviderResponse{}, malformed(status, "answer has no choices")
+	case cr.Choices[0].Message.Content == nil || strings.TrimSpace(*cr.Choices[0].Message.Content) == "":
+		return inkwell.ProviderResponse{}, malformed(status, "answer has empty content")
+	case cr.ID == "":
+		// Without an id a charge could not name the request it paid for.
+		return inkwell.ProviderResponse{}, malformed(status, "answer has no id")
+	}
+	text := *cr.Choices[0].Message.Content
+	return inkwell.ProviderResponse{Text: text, RequestID: cr.ID, AmountMicros: p.amount(cr, text)}, nil
+}
+
+// amount prefers what the provider says it billed, then its token count
+// at the configured price, then our own word price.
+func (p *OpenAI) amount(cr chatResponse, text string) int64 {
+	switch {
+	case cr.InkwellAmountMicros != nil:
+		return *cr.InkwellAmountMicros
+	case cr.Usage != nil && p.cfg.MicrosPerToken > 0:
+		return cr.Usage.TotalTokens * p.cfg.MicrosPerToken
+	default:
+		return Price(text)
+	}
+}
+
+// errorText is what a refusal said: the OpenAI {"error":{"message"}} when
+// present, else the start of the body.
+func (p *OpenAI) errorText(body []byte) string {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && len(e.Error) > 0 {
+		var obj struct {
+			Message string `json:"message"`
+		}
+		var str string
+		switch {
+		case json.Unmarshal(e.Error, &obj) == nil && obj.Message != "":
+			body = []byte(obj.Message)
+		case json.Unmarshal(e.Error, &str) == nil && str != "":
+			body = []byte(str)
+		}
+	}
+	return oneLine(p.scrub(string(body)))
+}
+
+// scrub removes the API key from anything a server or the transport said,
+// before it can reach an error, a log line or a database column.
+func (p *OpenAI) scrub(s string) string {
+	if p.cfg.APIKey == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, p.cfg.APIKey, "[redacted]")
+}
+
+func retryAfter(h http.Header) time.Duration {
+	secs, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After")))
+	if err != nil || secs < 0 {
+		return 0
+	}
+	return time.Duration(secs) * time.Second
+}

@@ -1,0 +1,232 @@
+package providersim
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inkwell/inkwell/internal/provider"
+)
+
+const (
+	maxRequestBytes = 1 << 20
+	maxKeyBytes     = 1024
+)
+
+// completions answers POST /v1/chat/completions. The order is the point:
+// validate, inject failures, wait, then bill and commit, then answer. A
+// refused, failed or hung call writes nothing.
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	req, status, err := decodeChat(w, r)
+	if err != nil {
+		writeError(w, status, "invalid_request_error", err.Error())
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxKeyBytes {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "Idempotency-Key longer than 1024 bytes")
+		return
+	}
+	switch s.decide() {
+	case fail:
+		s.log.InfoContext(r.Context(), "injected failure", "key", key)
+		writeError(w, http.StatusInternalServerError, "server_error", "injected failure: nothing was billed")
+		return
+	case hang:
+		s.log.InfoContext(r.Context(), "injected hang", "key", key)
+		s.hold(r, 0)
+		return
+	}
+	if s.cfg.Latency > 0 && !s.hold(r, s.cfg.Latency) {
+		return // the client left while we were "generating": not billed
+	}
+	s.answer(w, r, key, req)
+}
+
+// hold waits d (forever when 0) and reports whether it waited it out. It
+// ends early when the client leaves, and aborts the connection when the
+// server stops, as a dying provider would.
+func (s *Server) hold(r *http.Request, d time.Duration) bool {
+	var elapsed <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		elapsed = t.C
+	}
+	select {
+	case <-elapsed:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.stopping:
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, key string, req chatRequest) {
+	words := provider.WordsForMaxTokens(req.maxTokens())
+	text := provider.Generate(req.prompt, words)
+	e := entry{
+		RequestID:   newRequestID(key),
+		RequestHash: requestHash(req.prompt, words),
+		Model:       cmp.Or(req.Model, "providersim"),
+		Text:        text,
+		Amount:      provider.Price(text),
+	}
+	if key != "" {
+		e.Key = sql.NullString{String: key, Valid: true}
+	}
+	// The provider bills once it has decided to answer, whether or not the
+	// client is still there to read it: that is the window idempotency covers.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	stored, billed, err := bill(ctx, s.db, e, s.cfg.NowFunc())
+	switch {
+	case errors.Is(err, errKeyReused):
+		writeError(w, http.StatusUnprocessableEntity, "idempotency_error", err.Error())
+		return
+	case err != nil:
+		s.log.ErrorContext(r.Context(), "bill", "key", key, "err", err)
+		writeError(w, http.StatusInternalServerError, "server_error", "ledger unavailable: nothing was billed")
+		return
+	}
+	s.log.InfoContext(r.Context(), "chat completion", "key", key, "request_id", stored.RequestID,
+		"billed", billed, "calls", stored.Calls, "amount_micros", stored.Amount)
+	writeJSON(w, http.StatusOK, completion(stored, req.prompt))
+}
+
+// newRequestID names a completion. With a key it derives from the key, so
+// the id survives even a lost ledger; without one it is random, because
+// every keyless call is its own billed request, across restarts too.
+func newRequestID(key string) string {
+	if key == "" {
+		b := make([]byte, 12)
+		rand.Read(b)
+		return "simcmpl-n" + hex.EncodeToString(b)
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "simcmpl-k" + hex.EncodeToString(sum[:12])
+}
+
+func requestHash(prompt string, words int) string {
+	sum := sha256.Sum256([]byte(strconv.Itoa(words) + "\x00" + prompt))
+	return hex.EncodeToString(sum[:])
+}
+
+type chatRequest struct {
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	MaxTokens           int           `json:"max_tokens"`
+	MaxCompletionTokens int           `json:"max_completion_tokens"`
+
+	prompt string // the last user message
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// maxTokens accepts both names OpenAI has used for the limit.
+func (c chatRequest) maxTokens() int {
+	if c.MaxCompletionTokens > 0 {
+		return c.MaxCompletionTokens
+	}
+	return c.MaxTokens
+}
+
+func decodeChat(w http.ResponseWriter, r *http.Request) (chatRequest, int, error) {
+	var req chatRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes)).Decode(&req); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return req, http.StatusRequestEntityTooLarge, errors.New("request body larger than 1 MiB")
+		}
+		return req, http.StatusBadRequest, errors.New("request body is not chat-completion JSON")
+	}
+	for i := len(req.Messages) - 1; i >= 0 && req.prompt == ""; i-- {
+		if req.Messages[i].Role == "user" {
+			req.prompt = contentText(req.Messages[i].Content)
+		}
+	}
+	if strings.TrimSpace(req.prompt) == "" {
+		return req, http.StatusBadRequest, errors.New("messages need a user message with text content")
+	}
+	return req, 0, nil
+}
+
+// contentText reads a message's content: a string, or an array of parts of
+// which the "text" ones count.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// completion is the OpenAI chat.completion object, plus
+// inkwell_amount_micros: exactly what this answer was billed.
+func completion(e entry, prompt string) map[string]any {
+	completionTokens := len(strings.Fields(e.Text)) * provider.TokensPerWord
+	promptTokens := len(strings.Fields(prompt)) * provider.TokensPerWord
+	return map[string]any{
+		"id":      e.RequestID,
+		"object":  "chat.completion",
+		"created": e.Created,
+		"model":   e.Model,
+		"choices": []map[string]any{{
+			"index":         0,
+			"message":       map[string]string{"role": "assistant", "content": e.Text},
+			"finish_reason": "stop",
+		}},
+		"usage": map[string]int{
+			"prompt_tokens":     promptTokens,
+			"completion_tokens": completionTokens,
+			"total_tokens":      promptTokens + completionTokens,
+		},
+		"inkwell_amount_micros": e.Amount,
+	}
+}
+
+func (s *Server) ledger(w http.ResponseWriter, r *http.Request) {
+	l, err := readLedger(r.Context(), s.db)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "read ledger", "err", err)
+		writeError(w, http.StatusInternalServerError, "server_error", "ledger unavailable")
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers in OpenAI's error shape, which clients already parse.
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"message": msg, "type": typ}})
+}

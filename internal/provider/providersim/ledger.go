@@ -1,0 +1,222 @@
+package providersim
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the ledger's driver, registered as "sqlite"
+)
+
+// Ledger is the simulator's record of what it answered and billed, as
+// GET /ledger returns it.
+type Ledger struct {
+	Entries           []LedgerEntry `json:"entries"`
+	TotalBills        int64         `json:"total_bills"`
+	TotalAmountMicros int64         `json:"total_amount_micros"` // sum of amount_micros * bills
+}
+
+// LedgerEntry is one completion. Key is empty for a call sent without an
+// Idempotency-Key; such calls get one entry each.
+type LedgerEntry struct {
+	Key          string `json:"key"`
+	RequestID    string `json:"request_id"`
+	Calls        int64  `json:"calls"` // answered calls for this entry, repeats included
+	Bills        int64  `json:"bills"` // times billed: 1, unless something is badly wrong
+	AmountMicros int64  `json:"amount_micros"`
+	Text         string `json:"text"`
+}
+
+// Entry returns the entry for an idempotency key.
+func (l Ledger) Entry(key string) (LedgerEntry, bool) {
+	for _, e := range l.Entries {
+		if key != "" && e.Key == key {
+			return e, true
+		}
+	}
+	return LedgerEntry{}, false
+}
+
+// Request returns the entry for a provider request id, as a charge names it.
+func (l Ledger) Request(requestID string) (LedgerEntry, bool) {
+	for _, e := range l.Entries {
+		if e.RequestID == requestID {
+			return e, true
+		}
+	}
+	return LedgerEntry{}, false
+}
+
+// ReadLedger reads the ledger file at path without a server; the drill uses
+// it after killing processes. It refuses a missing file rather than
+// creating an empty ledger that would read as "nothing billed".
+func ReadLedger(ctx context.Context, path string) (Ledger, error) {
+	if _, err := os.Stat(path); err != nil {
+		return Ledger{}, fmt.Errorf("read ledger: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return Ledger{}, fmt.Errorf("read ledger: %w", err)
+	}
+	defer db.Close()
+	return readLedger(ctx, db)
+}
+
+// FetchLedger reads a running simulator's ledger over HTTP. baseURL is the
+// simulator's root, such as "http://127.0.0.1:9090".
+func FetchLedger(ctx context.Context, client *http.Client, baseURL string) (Ledger, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(baseURL, "/")+"/ledger", nil)
+	if err != nil {
+		return Ledger{}, fmt.Errorf("fetch ledger: %w", err)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return Ledger{}, fmt.Errorf("fetch ledger: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return Ledger{}, fmt.Errorf("fetch ledger: HTTP %d", res.StatusCode)
+	}
+	var l Ledger
+	if err := json.NewDecoder(res.Body).Decode(&l); err != nil {
+		return Ledger{}, fmt.Errorf("fetch ledger: decode: %w", err)
+	}
+	return l, nil
+}
+
+// dsn opens the ledger durably: WAL so GET /ledger and ReadLedger never
+// block a bill, synchronous(FULL) so a committed bill survives a power cut,
+// and immediate transactions so two bills queue on busy_timeout instead of
+// failing with SQLITE_BUSY when both try to upgrade a read lock.
+func dsn(path string) string {
+	return "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+}
+
+const schema = `CREATE TABLE IF NOT EXISTS ledger (
+	seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+	idem_key      TEXT UNIQUE,          -- NULL when the call had no key: billed each time
+	request_id    TEXT NOT NULL UNIQUE,
+	request_hash  TEXT NOT NULL,        -- prompt and words, to refuse a key reused for another request
+	model         TEXT NOT NULL,
+	text          TEXT NOT NULL,
+	amount_micros INTEGER NOT NULL,
+	calls         INTEGER NOT NULL,
+	bills         INTEGER NOT NULL,
+	created_at    INTEGER NOT NULL,     -- unix seconds, the answer's "created"
+	last_call_at  INTEGER NOT NULL
+)`
+
+func openLedger(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("open ledger: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create ledger in %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// entry is one ledger row as the server uses it.
+type entry struct {
+	Key         sql.NullString
+	RequestID   string
+	RequestHash string
+	Model       string
+	Text        string
+	Amount      int64
+	Calls       int64
+	Created     int64
+}
+
+// errKeyReused: the key was billed for a different prompt. The simulator
+// refuses like Stripe does, rather than answer another request's text.
+var errKeyReused = errors.New("idempotency key reused for a different request")
+
+// bill records one answered call in one transaction and returns the row to
+// answer with. A new key (or no key) inserts a billed row; a known key
+// counts the call and returns the stored row unbilled. The INSERT comes
+// first so two concurrent calls with one new key serialize on the write
+// lock and exactly one of them inserts.
+func bill(ctx context.Context, db *sql.DB, e entry, now time.Time) (_ entry, billed bool, err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return entry{}, false, fmt.Errorf("bill: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	res, err := tx.ExecContext(ctx, `INSERT INTO ledger
+		(idem_key, request_id, request_hash, model, text, amount_micros, calls, bills, created_at, last_call_at)
+		VALUES (?, ?, ?, ?, ?, ?, 1, 1, ?, ?) ON CONFLICT (idem_key) DO NOTHING`,
+		e.Key, e.RequestID, e.RequestHash, e.Model, e.Text, e.Amount, now.Unix(), now.Unix())
+	if err != nil {
+		return entry{}, false, fmt.Errorf("bill: insert: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return entry{}, false, fmt.Errorf("bill: insert: %w", err)
+	} else if n == 1 {
+		e.Calls, e.Created = 1, now.Unix()
+		return e, true, tx.Commit()
+	}
+	stored, err := repeatCall(ctx, tx, e, now)
+	if err != nil {
+		return entry{}, false, err
+	}
+	return stored, false, tx.Commit()
+}
+
+// repeatCall counts a call for a key already in the ledger and returns the
+// stored answer.
+func repeatCall(ctx context.Context, tx *sql.Tx, e entry, now time.Time) (entry, error) {
+	s := entry{Key: e.Key}
+	err := tx.QueryRowContext(ctx, `SELECT request_id, request_hash, model, text, amount_micros, calls, created_at
+		FROM ledger WHERE idem_key = ?`, e.Key).
+		Scan(&s.RequestID, &s.RequestHash, &s.Model, &s.Text, &s.Amount, &s.Calls, &s.Created)
+	if err != nil {
+		return entry{}, fmt.Errorf("bill: read stored answer: %w", err)
+	}
+	if s.RequestHash != e.RequestHash {
+		return entry{}, errKeyReused
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE ledger SET calls = calls + 1, last_call_at = ? WHERE idem_key = ?`,
+		now.Unix(), e.Key); err != nil {
+		return entry{}, fmt.Errorf("bill: count repeat: %w", err)
+	}
+	s.Calls++
+	return s, nil
+}
+
+func readLedger(ctx context.Context, db *sql.DB) (Ledger, error) {
+	rows, err := db.QueryContext(ctx, `SELECT COALESCE(idem_key, ''), request_id, calls, bills, amount_micros, text
+		FROM ledger ORDER BY seq`)
+	if err != nil {
+		return Ledger{}, fmt.Errorf("read ledger: %w", err)
+	}
+	defer rows.Close()
+	l := Ledger{Entries: []LedgerEntry{}}
+	for rows.Next() {
+		var e LedgerEntry
+		if err := rows.Scan(&e.Key, &e.RequestID, &e.Calls, &e.Bills, &e.AmountMicros, &e.Text); err != nil {
+			return Ledger{}, fmt.Errorf("read ledger: %w", err)
+		}
+		l.Entries = append(l.Entries, e)
+		l.TotalBills += e.Bills
+		l.TotalAmountMicros += e.AmountMicros * e.Bills
+	}
+	if err := rows.Err(); err != nil {
+		return Ledger{}, fmt.Errorf("read ledger: %w", err)
+	}
+	return l, nil
+}

@@ -1,0 +1,67 @@
+package provider
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Sim is the in-process provider: it waits Latency, then answers with
+// Generate's text and Price's amount. It keeps no ledger: the same request
+// always gets the same answer, which is what an idempotent provider owes a
+// repeated key. The zero value answers at once.
+type Sim struct {
+	// Latency is how long each call takes, as a slow paid provider would.
+	Latency time.Duration
+}
+
+// NewSim returns a Sim whose calls take latency.
+func NewSim(latency time.Duration) *Sim { return &Sim{Latency: latency} }
+
+var _ inkwell.Provider = (*Sim)(nil)
+
+// Generate waits Latency and answers. If ctx ends first it returns ctx's
+// error, as a real call cut short would, and no text.
+func (s *Sim) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
+	if err := s.wait(ctx); err != nil {
+		return inkwell.ProviderResponse{}, err
+	}
+	text := Generate(req.Prompt, req.MaxWords)
+	return inkwell.ProviderResponse{
+		Text:         text,
+		RequestID:    simRequestID(req),
+		AmountMicros: Price(text),
+	}, nil
+}
+
+func (s *Sim) wait(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.Latency <= 0 {
+		return nil
+	}
+	t := time.NewTimer(s.Latency)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// simRequestID is derived from the idempotency key, so a repeated call for
+// a job names the same provider request, as a paid provider's record would.
+// Without a key it falls back to the prompt, which keeps it deterministic.
+func simRequestID(req inkwell.ProviderRequest) string {
+	basis := "key\x00" + req.IdempotencyKey
+	if req.IdempotencyKey == "" {
+		basis = "prompt\x00" + req.Prompt
+	}
+	sum := sha256.Sum256([]byte(basis))
+	return "sim-" + hex.EncodeToString(sum[:8])
+}

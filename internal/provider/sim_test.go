@@ -1,0 +1,89 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/provider"
+)
+
+func TestSim_Generate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := provider.NewSim(0)
+	req := inkwell.ProviderRequest{IdempotencyKey: "job-1", Prompt: "a letter to the sea", MaxWords: 12}
+
+	t.Run("OK", func(t *testing.T) {
+		t.Parallel()
+		got, err := sim.Generate(ctx, req)
+		if err != nil {
+			t.Fatalf("Generate: %v", err)
+		}
+		if want := provider.Generate(req.Prompt, req.MaxWords); got.Text != want {
+			t.Errorf("Text = %q, want %q", got.Text, want)
+		}
+		if want := provider.Price(got.Text); got.AmountMicros != want || want != 12*provider.MicrosPerWord {
+			t.Errorf("AmountMicros = %d, want %d (12 words)", got.AmountMicros, want)
+		}
+		again, _ := sim.Generate(ctx, req)
+		if again != got {
+			t.Errorf("second call = %+v, want %+v", again, got)
+		}
+	})
+	t.Run("RequestIDFollowsKey", func(t *testing.T) {
+		t.Parallel()
+		a, _ := sim.Generate(ctx, req)
+		other := req
+		other.IdempotencyKey = "job-2"
+		b, _ := sim.Generate(ctx, other)
+		if a.RequestID == b.RequestID || a.RequestID == "" {
+			t.Errorf("RequestIDs %q and %q, want distinct non-empty ids for distinct keys", a.RequestID, b.RequestID)
+		}
+	})
+}
+
+func TestSim_Generate_ContextCanceled(t *testing.T) {
+	t.Parallel()
+	sim := provider.NewSim(time.Hour) // would block the test if ctx were ignored
+	ctx, cancel := context.WithCancel(context.Background())
+	done := generateAsync(ctx, sim)
+	cancel()
+	if err := waitErr(t, done); !errors.Is(err, context.Canceled) {
+		t.Errorf("Generate after cancel = %v, want context.Canceled", err)
+	}
+}
+
+func TestSim_Generate_Deadline(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	done := generateAsync(ctx, provider.NewSim(time.Hour))
+	if err := waitErr(t, done); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Generate past deadline = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// generateAsync calls sim in a goroutine, so a Sim that ignores ctx fails
+// the test instead of hanging it.
+func generateAsync(ctx context.Context, sim *provider.Sim) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := sim.Generate(ctx, inkwell.ProviderRequest{IdempotencyKey: "k", Prompt: "p"})
+		done <- err
+	}()
+	return done
+}
+
+func waitErr(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("Generate did not return within 10s of its context ending")
+		return nil
+	}
+}
