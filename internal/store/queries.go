@@ -32,12 +32,12 @@ func scanJob(row rowScanner) (inkwell.Job, error) {
 }
 
 func (s *Store) jobTx(ctx context.Context, tx *sql.Tx, id int64) (inkwell.Job, error) {
-	j, err := scanJob(tx.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+jobColumns+` FROM jobs WHERE id = $1`), id))
+	j, err := scanJob(s.txQueryRow(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`, id))
 	return j, notFound(err, "job %d", id)
 }
 
 func (s *Store) jobByKeyTx(ctx context.Context, tx *sql.Tx, key string) (inkwell.Job, error) {
-	j, err := scanJob(tx.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+jobColumns+` FROM jobs WHERE idempotency_key = $1`), key))
+	j, err := scanJob(s.txQueryRow(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE idempotency_key = $1`, key))
 	return j, notFound(err, "job with key %q", key)
 }
 

@@ -38,6 +38,7 @@ type Store struct {
 	now     func() time.Time
 	log     *slog.Logger
 	accepts *acceptBatcher
+	stmts   stmtCache
 	path    string // SQLite file path; empty on PostgreSQL
 }
 
@@ -48,9 +49,6 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, inkwell.Errorf(inkwell.EINVALID, "database: empty --db")
 	}
 	s := &Store{dsn: dsn, now: opts.NowFunc, log: opts.Logger}
-	if s.now == nil {
-		s.now = time.Now
-	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -62,6 +60,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if s.now == nil { // openPostgres sets the database's clock; see dbClock
+		s.now = time.Now
 	}
 	if !opts.NoMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -78,6 +79,7 @@ func (s *Store) Close() error {
 	if s.accepts != nil {
 		s.accepts.close()
 	}
+	s.stmts.close()
 	err := s.db.Close()
 	if s.rdb != s.db {
 		err = errors.Join(err, s.rdb.Close())
@@ -112,6 +114,7 @@ func (s *Store) inTxHooks(ctx context.Context, fn func(tx *sql.Tx) error, before
 	if err != nil {
 		return s.classify(fmt.Errorf("begin: %w", err))
 	}
+	defer s.stmts.warm(ctx, s.db)
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return s.classify(err)
@@ -127,7 +130,7 @@ func (s *Store) inTxHooks(ctx context.Context, fn func(tx *sql.Tx) error, before
 // execOne runs a guarded UPDATE and returns a Conflict error when it
 // changed no row: someone else moved the row, never "try anyway".
 func (s *Store) execOne(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
-	res, err := tx.ExecContext(ctx, s.dialect.rebind(query), args...)
+	res, err := s.txExec(ctx, tx, query, args...)
 	if err != nil {
 		return err
 	}
@@ -143,11 +146,31 @@ func (s *Store) execOne(ctx context.Context, tx *sql.Tx, query string, args ...a
 
 // exec runs a statement in tx and returns the rows it changed.
 func (s *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {
-	res, err := tx.ExecContext(ctx, s.dialect.rebind(query), args...)
+	res, err := s.txExec(ctx, tx, query, args...)
 	if err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// txExec runs a statement (in PostgreSQL form) in tx through the
+// prepared-statement cache.
+func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	query = s.dialect.rebind(query)
+	if st := s.stmts.lookup(query); st != nil {
+		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+// txQueryRow runs a one-row query (in PostgreSQL form) in tx through the
+// prepared-statement cache.
+func (s *Store) txQueryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	query = s.dialect.rebind(query)
+	if st := s.stmts.lookup(query); st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, query, args...)
 }
 
 // ts converts a Go time to the column value of this dialect.
@@ -155,3 +178,8 @@ func (s *Store) ts(t time.Time) any { return s.dialect.ts(t) }
 
 // nowTS is the current time as a column value.
 func (s *Store) nowTS() any { return s.ts(s.now()) }
+
+// WriteDB exposes the write pool for benchmarks and tests that must build
+// large or deliberately broken states with raw SQL. Production code never
+// calls it: every write goes through a transition.
+func (s *Store) WriteDB() *sql.DB { return s.db }

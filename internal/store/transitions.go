@@ -37,17 +37,15 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	const insert = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
 		VALUES ($1, $2, $3, 'queued', $4)
 		ON CONFLICT (idempotency_key) DO NOTHING
-		RETURNING id`
-	var id int64
-	err := tx.QueryRowContext(ctx, s.dialect.rebind(insert), p.IdempotencyKey, p.RequestHash, string(p.Payload), now).Scan(&id)
+		RETURNING ` + jobColumns
+	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.IdempotencyKey, p.RequestHash, string(p.Payload), now))
 	if err == nil {
-		job, err := s.jobTx(ctx, tx, id)
-		return job, true, err
+		return job, true, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return inkwell.Job{}, false, fmt.Errorf("accept: insert: %w", err)
 	}
-	job, err := s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
+	job, err = s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
 	if err != nil {
 		return inkwell.Job{}, false, fmt.Errorf("accept: load existing: %w", err)
 	}
@@ -72,28 +70,23 @@ func (s *Store) Claim(ctx context.Context, lane string) (*Claimed, error) {
 	claimJob := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, error = NULL, finished_at = NULL
 		WHERE id = (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1` + s.dialect.claimLock + `)
 		  AND status = 'queued'
-		RETURNING id`
+		RETURNING ` + jobColumns
 	const openAttempt = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
 		SELECT $1, COALESCE(MAX(attempt_number), 0) + 1, 'running', $2, $3 FROM job_attempts WHERE job_id = $1
 		RETURNING id, attempt_number`
 	var c *Claimed
 	now := s.now()
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
-		var jobID int64
-		err := tx.QueryRowContext(ctx, s.dialect.rebind(claimJob), lane, s.ts(now)).Scan(&jobID)
+		job, err := scanJob(s.txQueryRow(ctx, tx, claimJob, lane, s.ts(now)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("claim job: %w", err)
 		}
-		a := inkwell.Attempt{JobID: jobID, Status: inkwell.StatusRunning, Lane: lane, StartedAt: &now}
-		if err := tx.QueryRowContext(ctx, s.dialect.rebind(openAttempt), jobID, lane, s.ts(now)).Scan(&a.ID, &a.AttemptNumber); err != nil {
-			return fmt.Errorf("claim job %d: open attempt: %w", jobID, err)
-		}
-		job, err := s.jobTx(ctx, tx, jobID)
-		if err != nil {
-			return err
+		a := inkwell.Attempt{JobID: job.ID, Status: inkwell.StatusRunning, Lane: lane, StartedAt: &now}
+		if err := s.txQueryRow(ctx, tx, openAttempt, job.ID, lane, s.ts(now)).Scan(&a.ID, &a.AttemptNumber); err != nil {
+			return fmt.Errorf("claim job %d: open attempt: %w", job.ID, err)
 		}
 		c = &Claimed{Job: job, Attempt: a}
 		return nil
@@ -135,10 +128,10 @@ func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
 		if err := s.execOne(ctx, tx, doneJob, now, p.JobID); err != nil {
 			return fmt.Errorf("complete job %d: %w", p.JobID, err)
 		}
-		if _, err := tx.ExecContext(ctx, s.dialect.rebind(insertResult), p.JobID, p.AttemptID, p.Text, now); err != nil {
+		if _, err := s.txExec(ctx, tx, insertResult, p.JobID, p.AttemptID, p.Text, now); err != nil {
 			return fmt.Errorf("complete job %d: result: %w", p.JobID, s.uniqueAsConflict(err))
 		}
-		if _, err := tx.ExecContext(ctx, s.dialect.rebind(insertCharge), p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now); err != nil {
+		if _, err := s.txExec(ctx, tx, insertCharge, p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now); err != nil {
 			return fmt.Errorf("complete job %d: charge: %w", p.JobID, s.uniqueAsConflict(err))
 		}
 		return nil
