@@ -1,0 +1,370 @@
+package drill
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Outcome is what a client knows about one request it sent.
+type Outcome string
+
+const (
+	// OutcomeOK: the server answered 2xx; the request took effect.
+	OutcomeOK Outcome = "ok"
+	// OutcomeRefused: certainly not carried out: the server answered with
+	// a refusal (which writes nothing), or no connection could be made.
+	OutcomeRefused Outcome = "refused"
+	// OutcomeUnknown: the connection broke after the request was sent; it
+	// may or may not have taken effect.
+	OutcomeUnknown Outcome = "unknown"
+)
+
+const pathJobs = "/v1/jobs"
+
+// Sent is one request a drill client sent, with what came of it.
+type Sent struct {
+	Seq     int
+	Client  string
+	Path    string // pathJobs, or /v1/jobs/{id}/retry
+	Key     string // the Idempotency-Key of a POST /v1/jobs
+	JobID   int64  // the job the answer named, or the job retried
+	Outcome Outcome
+	Status  int    // the HTTP status, 0 without an answer
+	Detail  string // why, for refusals and unknowns
+}
+
+func (s Sent) String() string {
+	what := "POST " + s.Path
+	if s.Key != "" {
+		what += " key=" + s.Key
+	}
+	res := string(s.Outcome)
+	switch {
+	case s.Outcome == OutcomeOK && s.JobID != 0:
+		res += fmt.Sprintf(" %d job %d", s.Status, s.JobID)
+	case s.Status != 0:
+		res += fmt.Sprintf(" %d %s", s.Status, s.Detail)
+	case s.Detail != "":
+		res += " (" + s.Detail + ")"
+	}
+	return what + " -> " + res
+}
+
+// requestLog records every POST of a scenario, in the order sent.
+type requestLog struct {
+	mu   sync.Mutex
+	list []Sent
+	gets atomic.Int64
+}
+
+func (l *requestLog) add(s Sent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s.Seq = len(l.list) + 1
+	l.list = append(l.list, s)
+}
+
+func (l *requestLog) all() []Sent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Sent(nil), l.list...)
+}
+
+// target is the base URL of the serve process the clients talk to: the
+// last one started, dead or alive, as a real client keeps its server's
+// address while the server restarts.
+type target struct{ url atomic.Pointer[string] }
+
+func (t *target) set(u string) { t.url.Store(&u) }
+
+func (t *target) get() string {
+	if p := t.url.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// item is one request a client wants done, and what it learned of it.
+type item struct {
+	key    string
+	req    inkwell.Request
+	pause  time.Duration // think time before it is first sent
+	jobID  int64
+	status string // as last read from the server
+	text   string
+}
+
+// client behaves as a careful real client: it sends each request with its
+// own key, re-sends it while the answer is unknown, then waits for the job,
+// retrying it when it failed (when retries are allowed at the moment).
+type client struct {
+	name  string
+	http  *http.Client
+	srv   *target
+	log   *requestLog
+	retry *atomic.Bool
+
+	mu    sync.Mutex
+	items []item
+}
+
+// newHTTPClient returns a client that never re-sends on its own. Go's
+// transport replays a request carrying an Idempotency-Key when a reused
+// keep-alive connection turns out dead; without keep-alives no connection
+// is reused, so every send is one the drill decided and recorded.
+func newHTTPClient() *http.Client {
+	return &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{DisableKeepAlives: true},
+	}
+}
+
+// run submits every item in order, then waits until all are done.
+func (c *client) run(ctx context.Context) error {
+	for i := range c.items {
+		if err := sleep(ctx, c.items[i].pause); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		if err := c.submit(ctx, i); err != nil {
+			return err
+		}
+	}
+	return c.await(ctx)
+}
+
+// submit sends item i until an answer comes: 2xx, or a refusal that a
+// re-send cannot change (a refused request writes nothing, so giving up
+// then is safe, and is a drill or server bug worth stopping for).
+func (c *client) submit(ctx context.Context, i int) error {
+	c.mu.Lock()
+	it := c.items[i]
+	c.mu.Unlock()
+	body, _ := json.Marshal(it.req)
+	b := backoff{}
+	for {
+		if base := c.srv.get(); base != "" {
+			var d inkwell.JobDetail
+			s := c.post(ctx, base, pathJobs, it.key, body, &d)
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: submit key %s: %w", c.name, it.key, ctx.Err())
+			}
+			s.Key = it.key
+			if s.Outcome == OutcomeOK {
+				s.JobID = d.Job.ID
+			}
+			c.log.add(s)
+			switch {
+			case s.Outcome == OutcomeOK:
+				c.record(i, d) // a re-send may find the job done already
+				return nil
+			case s.Outcome == OutcomeRefused && permanent(s.Status):
+				return fmt.Errorf("%s: key %s refused for good: %d %s", c.name, it.key, s.Status, s.Detail)
+			}
+		}
+		if err := b.wait(ctx); err != nil {
+			return fmt.Errorf("%s: submit key %s: %w", c.name, it.key, err)
+		}
+	}
+}
+
+// await polls every job until all are done, retrying failed ones while
+// c.retry allows it.
+func (c *client) await(ctx context.Context) error {
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if c.pollOnce(ctx) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for jobs %s: %w", c.name, c.pending(), ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *client) pollOnce(ctx context.Context) (allDone bool) {
+	allDone = true
+	for i := range c.items {
+		c.mu.Lock()
+		it := c.items[i]
+		c.mu.Unlock()
+		if it.status == inkwell.StatusDone {
+			continue
+		}
+		allDone = false
+		d, err := c.get(ctx, it.jobID)
+		if err != nil {
+			continue // server down: keep waiting
+		}
+		c.record(i, d)
+		if d.Job.Status == inkwell.StatusFailed && c.retry.Load() {
+			c.retryJob(ctx, it.jobID)
+		}
+	}
+	return allDone
+}
+
+// record keeps what the server last said about item i.
+func (c *client) record(i int, d inkwell.JobDetail) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items[i].jobID, c.items[i].status = d.Job.ID, d.Job.Status
+	if d.Result != nil {
+		c.items[i].text = d.Result.Text
+	}
+}
+
+func (c *client) retryJob(ctx context.Context, id int64) {
+	var out json.RawMessage
+	s := c.post(ctx, c.srv.get(), fmt.Sprintf("%s/%d/retry", pathJobs, id), "", nil, &out)
+	if ctx.Err() != nil {
+		return
+	}
+	s.JobID = id
+	c.log.add(s)
+}
+
+// statuses returns the last status read for each item ("" before its
+// first answer).
+func (c *client) statuses() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.items))
+	for i, it := range c.items {
+		out[i] = it.status
+	}
+	return out
+}
+
+func (c *client) pending() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var p []string
+	for _, it := range c.items {
+		if it.status != inkwell.StatusDone {
+			p = append(p, fmt.Sprintf("%d(%s)", it.jobID, orNone(it.status)))
+		}
+	}
+	return strings.Join(p, " ")
+}
+
+// post sends one POST and classifies its outcome; out is filled on 2xx.
+func (c *client) post(ctx context.Context, base, path, key string, body []byte, out any) Sent {
+	s := Sent{Client: c.name, Path: path}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
+	if err != nil {
+		s.Outcome, s.Detail = OutcomeRefused, err.Error()
+		return s
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		s.Outcome, s.Detail = classify(err)
+		return s
+	}
+	defer res.Body.Close()
+	s.Status = res.StatusCode
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err != nil {
+		s.Outcome, s.Detail = OutcomeUnknown, "answer cut short: "+err.Error()
+		return s
+	}
+	if res.StatusCode/100 != 2 {
+		var e struct{ Error inkwell.Error }
+		_ = json.Unmarshal(raw, &e)
+		s.Outcome, s.Detail = OutcomeRefused, e.Error.Code
+		return s
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		s.Outcome, s.Detail = OutcomeUnknown, "answer unreadable: "+err.Error()
+		return s
+	}
+	s.Outcome = OutcomeOK
+	return s
+}
+
+func (c *client) get(ctx context.Context, id int64) (inkwell.JobDetail, error) {
+	c.log.gets.Add(1)
+	var d inkwell.JobDetail
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s%s/%d", c.srv.get(), pathJobs, id), nil)
+	if err != nil {
+		return d, err
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return d, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return d, fmt.Errorf("GET job %d: %s", id, res.Status)
+	}
+	return d, json.NewDecoder(res.Body).Decode(&d)
+}
+
+// classify names the outcome of a request that got no answer. A failed
+// dial never reached the server: refused. Anything else broke after the
+// request may have arrived: unknown.
+func classify(err error) (Outcome, string) {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return OutcomeRefused, "connection refused: not delivered"
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	return OutcomeUnknown, "connection broke: " + msg
+}
+
+// permanent reports whether a refusal will be the same on every re-send:
+// a 4xx other than 429. A 5xx (database busy) is worth re-sending.
+func permanent(status int) bool {
+	return status >= 400 && status < 500 && status != http.StatusTooManyRequests
+}
+
+// backoff waits 10ms, then longer, up to 200ms, between re-sends.
+type backoff struct{ d time.Duration }
+
+func (b *backoff) wait(ctx context.Context) error {
+	b.d = min(max(b.d*2, 10*time.Millisecond), 200*time.Millisecond)
+	return sleep(ctx, b.d)
+}
+
+// sleep is the client's think time: a timer that ctx cuts short.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unanswered"
+	}
+	return s
+}

@@ -1,0 +1,14 @@
+// Package drill owns the crash-timeline drill behind `inkwell drill`
+// (DESIGN.md §6): it starts real `inkwell provider-sim` and `inkwell serve`
+// child processes, lets serve kill itself at each named crash point (and,
+// in random mode, kills it at random instants), restarts it, re-sends
+// requests as a real client would, reads the database through SQL after
+// the crash, after recovery and at the end, and checks the invariants of
+// DESIGN.md §7 on what it read. Its report is docs/crash-timeline.md.
+//
+// Besides internal/store it is the one package that runs SQL, and only to
+// read (plus CREATE and DROP DATABASE for a PostgreSQL --db). It imports
+// the root package, internal/store (to open a database for inspection),
+// internal/crashpoint (the names) and providersim (to read the ledger). It
+// never imports worker or api: it speaks to serve over HTTP, as a client.
+package drill

@@ -1,0 +1,236 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/crashpoint"
+)
+
+// The random simulator fails some calls the ordinary ways, so that the
+// random runs also cover failed attempts, provider timeouts and retries.
+const (
+	randomFailRate  = 0.05
+	randomHangRate  = 0.03
+	randomCallLimit = time.Second // serve's --provider-timeout, which ends a hang
+)
+
+// plan is one random run's schedule. It is drawn entirely from its seed
+// before anything starts, so the same seed replays the same schedule
+// (the instants are the same; what the processes were doing at them may
+// differ a little, as with any real crash).
+type plan struct {
+	Seed     int64
+	SimSeed  int64
+	Clients  int
+	Jobs     int             // per client
+	MaxWords []int           // per request, client-major
+	Pauses   []time.Duration // think time before each request, client-major
+	Kills    []kill
+}
+
+// kill is one death of serve: SIGKILL from the drill After serve became
+// ready, or an armed crash point (and SIGKILL from the drill After plus
+// armedSlack when the point is not reached by then).
+type kill struct {
+	Point string // "" for a kill by the drill alone
+	Hit   int
+	After time.Duration
+}
+
+const armedSlack = time.Second
+
+func (k kill) spec() string {
+	if k.Point == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d", k.Point, k.Hit)
+}
+
+func (k kill) String() string {
+	if k.Point == "" {
+		return fmt.Sprintf("SIGKILL by the drill %s after serve is ready", k.After)
+	}
+	return fmt.Sprintf("INKWELL_CRASH_AT=%s (SIGKILL by the drill if not reached %s after ready)", k.spec(), k.After+armedSlack)
+}
+
+// makePlan draws a run's schedule from seed, using only the given points.
+func makePlan(seed int64, lim limits, points []string) plan {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6472696c6c)) // "drill"
+	p := plan{Seed: seed, SimSeed: int64(rng.Uint64() >> 1), Clients: lim.clients, Jobs: lim.clientJobs}
+	for range p.Clients * p.Jobs {
+		p.MaxWords = append(p.MaxWords, 5+rng.IntN(20))
+		p.Pauses = append(p.Pauses, time.Duration(rng.IntN(400))*time.Millisecond)
+	}
+	for range lim.kills {
+		k := kill{After: time.Duration(50+rng.IntN(700)) * time.Millisecond}
+		if rng.IntN(100) < 40 {
+			k.Point = points[rng.IntN(len(points))]
+			k.Hit = 1 + rng.IntN(3)
+			if k.Point == crashpoint.RecoverBeforeCommit {
+				k.Hit = 1 // recovery runs once per process
+			}
+		}
+		p.Kills = append(p.Kills, k)
+	}
+	return p
+}
+
+// nextSeed derives the next run's seed (splitmix64), so that --seed S
+// --runs N replays N runs and each run's own seed replays it alone.
+func nextSeed(s int64) int64 {
+	z := uint64(s) + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return int64((z ^ (z >> 31)) >> 1)
+}
+
+func (p plan) lines() []string {
+	out := []string{fmt.Sprintf("%d clients x %d requests, up to 400ms apart; the provider fails %.0f%% of calls with 500 and hangs %.0f%% (serve gives up after %s)",
+		p.Clients, p.Jobs, randomFailRate*100, randomHangRate*100, randomCallLimit)}
+	for i, k := range p.Kills {
+		out = append(out, fmt.Sprintf("kill %d: %s", i+1, k))
+	}
+	return out
+}
+
+func (p plan) workloads(slug string) [][]item {
+	var out [][]item
+	for c := range p.Clients {
+		var items []item
+		for j := range p.Jobs {
+			items = append(items, item{
+				key: fmt.Sprintf("drill-%s-c%d-%d", slug, c+1, j+1),
+				req: inkwell.Request{
+					Prompt:   fmt.Sprintf("random drill, client %d, request %d", c+1, j+1),
+					Account:  fmt.Sprintf("client%d", c+1),
+					MaxWords: p.MaxWords[c*p.Jobs+j],
+				},
+				pause: p.Pauses[c*p.Jobs+j],
+			})
+		}
+		out = append(out, items)
+	}
+	return out
+}
+
+// runRandom plays cfg.Runs random runs, the first with cfg.Seed (or a new
+// seed, reported) and each next with nextSeed of the one before.
+func (d *drill) runRandom(ctx context.Context, rep *Report) error {
+	seed := d.cfg.Seed
+	if seed == 0 {
+		seed = newSeed()
+	}
+	rep.Seed = seed
+	fmt.Fprintf(d.cfg.Out, "random mode: seed %d (replay with: inkwell drill --random --seed %d --runs %d%s)\n\n",
+		seed, seed, d.cfg.Runs, map[bool]string{true: " --short"}[d.cfg.Short])
+	for i := range d.cfg.Runs {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		tl := d.runRandomPlan(ctx, i+1, makePlan(seed, d.lim, d.cfg.Points))
+		rep.Timelines = append(rep.Timelines, tl)
+		tl.writeText(d.cfg.Out, false)
+		seed = nextSeed(seed)
+	}
+	return nil
+}
+
+func (d *drill) runRandomPlan(ctx context.Context, n int, pl plan) *Timeline {
+	slug := fmt.Sprintf("random-%d", n)
+	p := d.newPlay(fmt.Sprintf("random run %d (seed %d)", n, pl.Seed), slug)
+	p.tl.Seed, p.tl.Plan = pl.Seed, pl.lines()
+	p.tl.About = fmt.Sprintf("Concurrent clients re-send on broken connections and retry failed jobs while serve is killed %d times; replay this run alone with --random --seed %d --runs 1.", len(pl.Kills), pl.Seed)
+	p.failing, p.providerTimeout = nil, randomCallLimit
+	d.log.Info("random run", "run", n, "seed", pl.Seed)
+	start := time.Now()
+	sim, err := d.startSim(ctx, "provider-sim-"+slug, simOptions{
+		latency: 3 * d.lim.latency, failRate: randomFailRate, hangRate: randomHangRate, seed: pl.SimSeed,
+	})
+	if err != nil {
+		p.tl.Err = err
+		p.finish(start)
+		return p.tl
+	}
+	p.good = sim
+	p.tl.Err = p.playRandom(ctx, pl)
+	p.finish(start)
+	if err := sim.proc.stop(10 * time.Second); err != nil {
+		d.log.Warn("stop provider simulator", "err", err)
+	}
+	return p.tl
+}
+
+func (p *play) playRandom(ctx context.Context, pl plan) error {
+	ctx, cancel := context.WithTimeout(ctx, p.d.lim.scenario)
+	defer cancel()
+	defer p.ps.killAll()
+	if err := p.open(ctx); err != nil {
+		return err
+	}
+	p.retry.Store(true)
+	p.startClients(ctx, pl.workloads(p.slug))
+	defer p.stopClients()
+	for i, k := range pl.Kills {
+		sv, err := p.startServe(ctx, k.spec(), false)
+		if err != nil {
+			return err
+		}
+		ready, err := p.awaitReady(ctx, sv, k.Point != "")
+		if err != nil {
+			return err
+		}
+		if ready {
+			if err := p.snapRecovered(ctx); err != nil {
+				return err
+			}
+		}
+		if err := p.killAt(ctx, sv, k); err != nil {
+			return err
+		}
+		if p.tl.Crash, err = p.snap(ctx, KindCrash, fmt.Sprintf("after kill %d", i+1)); err != nil {
+			return err
+		}
+	}
+	sv, err := p.startServe(ctx, "", false)
+	if err != nil {
+		return err
+	}
+	return p.cleanRun(ctx, sv, untilAllDone, true)
+}
+
+// killAt ends serve as k says: the drill's SIGKILL at k.After, or the
+// armed point (with the drill's SIGKILL as a fallback when it is not
+// reached in time).
+func (p *play) killAt(ctx context.Context, sv *child, k kill) error {
+	wait := k.After
+	if k.Point != "" {
+		wait += armedSlack
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-sv.exited:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if sv.alive() {
+		sv.kill()
+		p.died(sv)
+		what := fmt.Sprintf("%s killed by the drill (SIGKILL) %s after ready", sv.name, wait)
+		if k.Point != "" {
+			what = fmt.Sprintf("%s did not reach %s in time; killed by the drill (SIGKILL)", sv.name, k.spec())
+		}
+		p.event(what, fmt.Sprintf("pid %d", sv.pid()))
+		return nil
+	}
+	if k.Point == "" {
+		p.died(sv)
+		return fmt.Errorf("%s died on its own (%s) before the drill killed it; last lines:\n%s", sv.name, sv.exitText(), sv.tailText())
+	}
+	return p.awaitCrash(ctx, sv, k.spec())
+}

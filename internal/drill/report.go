@@ -1,0 +1,318 @@
+package drill
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Report is a whole drill: one timeline per scenario.
+type Report struct {
+	Mode      Mode
+	Command   string
+	DB        string // "sqlite" or "postgres"
+	Short     bool
+	Seed      int64 // random mode
+	WorkDir   string
+	Started   time.Time
+	Took      time.Duration
+	Timelines []*Timeline
+}
+
+// Failed reports whether any scenario broke an invariant or did not finish.
+func (r *Report) Failed() bool {
+	return slices.ContainsFunc(r.Timelines, (*Timeline).Failed)
+}
+
+// Violations counts the broken invariants over all scenarios.
+func (r *Report) Violations() int {
+	n := 0
+	for _, t := range r.Timelines {
+		n += len(t.Violations)
+	}
+	return n
+}
+
+// WriteSummary prints the verdict: one line per failed scenario, and the
+// totals.
+func (r *Report) WriteSummary(w io.Writer) {
+	failed := 0
+	for _, t := range r.Timelines {
+		if t.Failed() {
+			failed++
+			fmt.Fprintf(w, "FAIL %s\n", t.Name)
+			if t.Err != nil {
+				fmt.Fprintf(w, "  did not finish: %v\n", t.Err)
+			}
+			for _, v := range t.Violations {
+				fmt.Fprintf(w, "  %s\n", v)
+			}
+		}
+	}
+	verdict := "PASS"
+	if failed > 0 {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "%s: %d scenario(s), %d failed, %d violation(s), %s on %s in %s\n",
+		verdict, len(r.Timelines), failed, r.Violations(), r.Mode, r.DB, r.Took.Round(100*time.Millisecond))
+	if r.Mode == ModeRandom {
+		fmt.Fprintf(w, "seed %d\n", r.Seed)
+	}
+}
+
+// columns are the report's three moments of a scenario.
+var columns = []string{"after crash", "after recovery", "final"}
+
+// row is one line of a scenario's table: a name and a cell per column.
+type row struct {
+	name  string
+	cells [3]string
+}
+
+// table summarizes the three snapshots of a timeline.
+func (t *Timeline) table() []row {
+	rows := []row{{name: "job status"}, {name: "attempts"}, {name: "results"}, {name: "charges"},
+		{name: "provider calls / bills"}, {name: "recovery runs"}}
+	for i, idx := range []int{t.Crash, t.Recovered, t.Final} {
+		if idx < 0 || idx >= len(t.Snaps) {
+			for r := range rows {
+				rows[r].cells[i] = "-"
+			}
+			continue
+		}
+		s := t.Snaps[idx]
+		rows[0].cells[i] = jobsCell(s)
+		rows[1].cells[i] = attemptsCell(s)
+		rows[2].cells[i] = fmt.Sprint(len(s.Results))
+		rows[3].cells[i] = chargesCell(s)
+		calls, bills, _ := t.billsOf(s)
+		rows[4].cells[i] = fmt.Sprintf("%d / %d", calls, bills)
+		rows[5].cells[i] = runsCell(s)
+	}
+	return rows
+}
+
+func jobsCell(s Snapshot) string {
+	switch len(s.Jobs) {
+	case 0:
+		return "no job"
+	case 1:
+		return s.Jobs[0].Status
+	}
+	return countBy(len(s.Jobs), func(yield func(string)) {
+		for _, j := range s.Jobs {
+			yield(j.Status)
+		}
+	})
+}
+
+func attemptsCell(s Snapshot) string {
+	if len(s.Jobs) != 1 {
+		return countBy(len(s.Attempts), func(yield func(string)) {
+			for _, a := range s.Attempts {
+				yield(a.Status)
+			}
+		})
+	}
+	var parts []string
+	for _, a := range s.attemptsOf(s.Jobs[0].ID) {
+		p := fmt.Sprintf("#%d %s", a.Number, a.Status)
+		if a.Status == inkwell.StatusFailed {
+			p += " (" + shortError(a.Error.String) + ")"
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// countBy renders "7: 5 done, 2 failed" in the order of the statuses.
+func countBy(total int, each func(yield func(string))) string {
+	counts := map[string]int{}
+	each(func(s string) { counts[s]++ })
+	var parts []string
+	for _, st := range inkwell.JobStatuses {
+		if counts[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
+		}
+	}
+	if total == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d: %s", total, strings.Join(parts, ", "))
+}
+
+func chargesCell(s Snapshot) string {
+	if len(s.Charges) == 0 {
+		return "0"
+	}
+	var sum int64
+	for _, c := range s.Charges {
+		sum += c.AmountMicros
+	}
+	return fmt.Sprintf("%d (%s)", len(s.Charges), money(sum))
+}
+
+func runsCell(s Snapshot) string {
+	if len(s.Runs) == 0 {
+		return "none"
+	}
+	var closed, failed int64
+	for _, r := range s.Runs {
+		closed += r.AttemptsClosed
+		failed += r.Failed
+	}
+	return fmt.Sprintf("%d, which closed %d attempt(s) and failed %d job(s) in all", len(s.Runs), closed, failed)
+}
+
+// jobBills is one job's calls and bills at the provider.
+type jobBills struct {
+	job          int64
+	calls, bills int64
+}
+
+// billsOf sums the ledger over this timeline's keys, in total and per job.
+func (t *Timeline) billsOf(s Snapshot) (calls, bills int64, perJob []jobBills) {
+	c := checker{snap: s, keys: t.Keys}
+	byJob := map[int64]jobBills{}
+	for _, e := range s.Ledger {
+		id, _, ok := c.owner(e.Key)
+		if !ok {
+			continue
+		}
+		calls += e.Calls
+		bills += e.Bills
+		b := byJob[id]
+		b.job, b.calls, b.bills = id, b.calls+e.Calls, b.bills+e.Bills
+		byJob[id] = b
+	}
+	for _, b := range byJob {
+		perJob = append(perJob, b)
+	}
+	slices.SortFunc(perJob, func(a, b jobBills) int { return int(a.job - b.job) })
+	return calls, bills, perJob
+}
+
+// billsNote is the measured answer to "was the provider paid twice?".
+func (t *Timeline) billsNote() string {
+	if t.Final < 0 {
+		return ""
+	}
+	calls, bills, perJob := t.billsOf(t.Snaps[t.Final])
+	if len(perJob) == 0 {
+		return "The provider was never called."
+	}
+	var most int64
+	var parts []string
+	for _, j := range perJob {
+		most = max(most, j.bills)
+		parts = append(parts, fmt.Sprintf("job %d: %d call(s), %d bill(s)", j.job, j.calls, j.bills))
+	}
+	note := "Bills per job: " + strings.Join(parts, "; ") + "."
+	if len(perJob) > 5 {
+		note = fmt.Sprintf("%d jobs called the provider %d time(s); the most any job was billed is %d.", len(perJob), calls, most)
+	}
+	if calls > bills {
+		note += fmt.Sprintf(" Of %d calls, %d were billed: every repeated call carried its job's key and was answered from the simulator's record, with no second bill.", calls, bills)
+	}
+	return note
+}
+
+func shortError(e string) string {
+	if e == inkwell.ErrWorkerRestarted {
+		return e
+	}
+	e = strings.TrimPrefix(e, "provider: provider call: ")
+	if len(e) > 32 {
+		e = e[:32] + "..."
+	}
+	return e
+}
+
+func money(micros int64) string {
+	return fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000)
+}
+
+// verdict is a scenario's one-word result.
+func (t *Timeline) verdict() string {
+	switch {
+	case t.Err != nil:
+		return "DID NOT FINISH"
+	case len(t.Violations) > 0:
+		return fmt.Sprintf("FAIL (%d violations)", len(t.Violations))
+	}
+	return "PASS"
+}
+
+// writeText prints a timeline for the terminal: its table, or in compact
+// form (the sweep) one line.
+func (t *Timeline) writeText(w io.Writer, compact bool) {
+	if compact {
+		calls, bills, _ := t.billsOf(t.lastSnap())
+		fmt.Fprintf(w, "%-28s %-16s final: %s; attempts %s; provider calls/bills %d/%d (%s)\n",
+			t.Name, t.verdict(), jobsCell(t.lastSnap()), attemptsCell(t.lastSnap()), calls, bills, t.Took.Round(10*time.Millisecond))
+		t.writeProblems(w)
+		return
+	}
+	fmt.Fprintf(w, "== %s: %s (%s)\n", t.Name, t.verdict(), t.Took.Round(10*time.Millisecond))
+	for _, l := range t.Plan {
+		fmt.Fprintf(w, "   plan: %s\n", l)
+	}
+	for _, e := range t.Events {
+		if e.Extra != "" {
+			fmt.Fprintf(w, "   %s (%s)\n", e.What, e.Extra)
+		} else {
+			fmt.Fprintf(w, "   %s\n", e.What)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "   \t%s\n", strings.Join(columns, "\t"))
+	for _, r := range t.table() {
+		fmt.Fprintf(tw, "   %s\t%s\n", r.name, strings.Join(r.cells[:], "\t"))
+	}
+	tw.Flush()
+	if note := t.billsNote(); note != "" {
+		fmt.Fprintf(w, "   %s\n", note)
+	}
+	fmt.Fprintf(w, "   requests: %s\n", t.requestSummary())
+	if t.Seed == 0 {
+		for _, s := range t.Requests {
+			fmt.Fprintf(w, "     #%d %s\n", s.Seq, s)
+		}
+	}
+	t.writeProblems(w)
+	fmt.Fprintln(w)
+}
+
+func (t *Timeline) writeProblems(w io.Writer) {
+	if t.Err != nil {
+		fmt.Fprintf(w, "   DID NOT FINISH: %v\n", t.Err)
+	}
+	for _, v := range t.Violations {
+		fmt.Fprintf(w, "   VIOLATION %s\n", v)
+	}
+}
+
+func (t *Timeline) lastSnap() Snapshot {
+	if len(t.Snaps) == 0 {
+		return Snapshot{}
+	}
+	return t.Snaps[len(t.Snaps)-1]
+}
+
+// requestSummary counts the POSTs by outcome.
+func (t *Timeline) requestSummary() string {
+	counts := map[Outcome]int{}
+	for _, s := range t.Requests {
+		counts[s.Outcome]++
+	}
+	return fmt.Sprintf("%d POST(s): %d ok, %d refused, %d unknown; %d GET(s)",
+		len(t.Requests), counts[OutcomeOK], counts[OutcomeRefused], counts[OutcomeUnknown], t.Gets)
+}

@@ -1,0 +1,456 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/crashpoint"
+)
+
+// Timeline is what happened in one scenario and what the checker found.
+type Timeline struct {
+	Name  string // "claim.after-commit", "claim.after-commit:3", "random run 2"
+	Point string // the crash point, "" in random mode
+	Hit   int
+	About string
+	Seed  int64 // random mode: the run's seed
+	Plan  []string
+
+	Events     []Event
+	Snaps      []Snapshot
+	Requests   []Sent
+	Gets       int64
+	Keys       []string
+	Texts      map[string]string
+	DeadPIDs   []int
+	Violations []Violation
+	Err        error // the scenario could not be played to its end
+	Took       time.Duration
+	// Crash, Recovered and Final index Snaps for the report's three
+	// columns: after the crash, after the restart's recovery, at the end.
+	// -1 when there is none.
+	Crash, Recovered, Final int
+}
+
+// Event is one step of a timeline. What is stable from run to run and
+// goes in the Markdown report; Extra (pids, times) only to the terminal.
+type Event struct{ What, Extra string }
+
+// Failed reports whether the scenario broke an invariant or did not finish.
+func (t *Timeline) Failed() bool { return t.Err != nil || len(t.Violations) > 0 }
+
+// play is one scenario being played: its database, its serve children,
+// its clients and what they saw.
+type play struct {
+	d    *drill
+	tl   *Timeline
+	slug string
+	dsn  string
+	ps   procs
+	srv  target
+	log  requestLog
+
+	good, failing   *sim
+	providerTimeout time.Duration
+
+	retry         atomic.Bool
+	clients       []*client
+	clientsDone   chan struct{}
+	cancelClients context.CancelFunc
+	clientErr     error
+
+	starts int
+	ended  bool // a serve has died or stopped: the next one recovers
+}
+
+func (d *drill) newPlay(name, slug string) *play {
+	tl := &Timeline{Name: name, Crash: -1, Recovered: -1, Final: -1, Texts: map[string]string{}}
+	return &play{d: d, tl: tl, slug: slug, good: d.good, failing: d.failing, providerTimeout: 5 * time.Second}
+}
+
+// runScenario plays sc and checks what it saw. It never returns early
+// with children alive.
+func (d *drill) runScenario(ctx context.Context, sc scenario) *Timeline {
+	p := d.newPlay(sc.name, sc.slug())
+	p.tl.Point, p.tl.Hit, p.tl.About = sc.point, sc.hit, about(sc.point)
+	d.log.Info("scenario", "name", sc.name)
+	start := time.Now()
+	p.tl.Err = p.playPoint(ctx, sc)
+	p.finish(start)
+	return p.tl
+}
+
+func (p *play) playPoint(ctx context.Context, sc scenario) error {
+	ctx, cancel := context.WithTimeout(ctx, p.d.lim.scenario)
+	defer cancel()
+	defer p.ps.killAll()
+	if err := p.open(ctx); err != nil {
+		return err
+	}
+	p.startClients(ctx, [][]item{sc.items()})
+	defer p.stopClients()
+	for i, spec := range sc.runs {
+		p.retry.Store(spec.retry)
+		sv, err := p.startServe(ctx, spec.crashAt, spec.failing)
+		if err != nil {
+			return err
+		}
+		if spec.crashAt == "" {
+			if err := p.cleanRun(ctx, sv, spec.until, i == len(sc.runs)-1); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := p.armedRun(ctx, sv, spec.crashAt); err != nil {
+			return err
+		}
+		label := "after crash at " + spec.crashAt
+		if !spec.target {
+			label += " (setup)"
+		}
+		idx, err := p.snap(ctx, KindCrash, label)
+		if err != nil {
+			return err
+		}
+		if spec.target {
+			p.tl.Crash = idx
+		}
+	}
+	return nil
+}
+
+// open makes the scenario's fresh database.
+func (p *play) open(ctx context.Context) error {
+	dsn, err := p.d.dbs.fresh(ctx, p.slug)
+	if err != nil {
+		return fmt.Errorf("fresh database: %w", err)
+	}
+	p.dsn = dsn
+	return nil
+}
+
+// startClients starts one client per workload; they run until every job
+// is done or the scenario ends.
+func (p *play) startClients(ctx context.Context, workloads [][]item) {
+	ctx, p.cancelClients = context.WithCancel(ctx)
+	p.clientsDone = make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	hc := newHTTPClient()
+	for i, items := range workloads {
+		c := &client{name: fmt.Sprintf("client%d", i+1), http: hc, srv: &p.srv, log: &p.log, retry: &p.retry, items: items}
+		p.clients = append(p.clients, c)
+		for _, it := range items {
+			p.tl.Keys = append(p.tl.Keys, it.key)
+		}
+		wg.Go(func() {
+			if err := c.run(ctx); err != nil {
+				mu.Lock()
+				p.clientErr = errors.Join(p.clientErr, err)
+				mu.Unlock()
+			}
+		})
+	}
+	go func() { wg.Wait(); close(p.clientsDone) }()
+}
+
+// stopClients stops the clients and waits for them.
+func (p *play) stopClients() {
+	p.cancelClients()
+	select {
+	case <-p.clientsDone:
+	case <-time.After(15 * time.Second):
+		p.event("clients did not stop within 15s", "")
+	}
+}
+
+func (p *play) clientsFinished() bool {
+	select {
+	case <-p.clientsDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// startServe starts `inkwell serve` on the scenario's database, armed with
+// crashAt when it is not empty, and waits until it listens.
+func (p *play) startServe(ctx context.Context, crashAt string, failing bool) (*child, error) {
+	p.starts++
+	name := fmt.Sprintf("serve#%d", p.starts)
+	prov := p.good
+	if failing {
+		prov = p.failing
+	}
+	args := []string{"serve", "--db", p.dsn, "--addr", "127.0.0.1:0", "--lane", "drill",
+		"--provider", "openai", "--provider-url", prov.url, "--model", "drill",
+		"--provider-timeout", p.providerTimeout.String(), "--grace", "5s",
+		"--heartbeat", "500ms", "--poll", "100ms", "--log-format", "json"}
+	logPath := filepath.Join(p.d.work, fmt.Sprintf("%s.serve-%d.log", p.slug, p.starts))
+	sv, err := startChild(name, p.d.cfg.Bin, args, childEnv(crashAt), logPath)
+	if err != nil {
+		return nil, err
+	}
+	p.ps.add(sv)
+	what := name + " started"
+	switch {
+	case crashAt != "":
+		what += " with INKWELL_CRASH_AT=" + crashAt
+	case failing:
+		what += " against a provider that answers every call with 500"
+	}
+	p.event(what, fmt.Sprintf("pid %d", sv.pid()))
+	addr, err := sv.waitAddr(ctx, "http listening", p.d.lim.start)
+	if err != nil {
+		if crashAt != "" && !sv.alive() {
+			return sv, nil // died at its point before listening
+		}
+		return nil, fmt.Errorf("%w; log %s, last lines:\n%s", err, logPath, sv.tailText())
+	}
+	p.srv.set("http://" + addr)
+	return sv, nil
+}
+
+// armedRun waits for an armed serve to die at its point, snapshotting
+// after its recovery if it becomes ready first.
+func (p *play) armedRun(ctx context.Context, sv *child, crashAt string) error {
+	ready, err := p.awaitReady(ctx, sv, true)
+	if err != nil {
+		return err
+	}
+	if ready {
+		if err := p.snapRecovered(ctx); err != nil {
+			return err
+		}
+	}
+	return p.awaitCrash(ctx, sv, crashAt)
+}
+
+// awaitReady polls GET /readyz until serve says its recovery is done. An
+// armed serve may die first (mayDie): that returns false and no error.
+func (p *play) awaitReady(ctx context.Context, sv *child, mayDie bool) (bool, error) {
+	hc := &http.Client{Timeout: time.Second}
+	err := sv.poll(ctx, p.d.lim.start, func() bool {
+		res, err := hc.Get(p.srv.get() + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case mayDie && errors.Is(err, errExited):
+		return false, nil
+	}
+	return false, fmt.Errorf("%s never became ready: %w; last lines:\n%s", sv.name, err, sv.tailText())
+}
+
+// awaitCrash waits for an armed serve to die by SIGKILL at its point, and
+// proves it was the point: the crash point announces itself on stderr
+// just before it kills the process.
+func (p *play) awaitCrash(ctx context.Context, sv *child, crashAt string) error {
+	name, nth, err := crashpoint.Parse(crashAt)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(p.d.lim.crash)
+	var idleSince time.Time
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for sv.alive() {
+		now := time.Now()
+		if now.After(deadline) {
+			sv.kill()
+			return fmt.Errorf("%s armed with %s did not die within %s: the point was never reached; last lines:\n%s", sv.name, crashAt, p.d.lim.crash, sv.tailText())
+		}
+		if p.clientsFinished() {
+			if idleSince.IsZero() {
+				idleSince = now
+			} else if now.Sub(idleSince) > 2*time.Second {
+				sv.kill()
+				return fmt.Errorf("%s armed with %s: every job finished and the point was never reached", sv.name, crashAt)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s to die at %s: %w", sv.name, crashAt, ctx.Err())
+		case <-sv.exited:
+		case <-tick.C:
+		}
+	}
+	p.died(sv)
+	if !sv.killedBySIGKILL() {
+		return fmt.Errorf("%s armed with %s exited with %s instead of dying at the point; last lines:\n%s", sv.name, crashAt, sv.exitText(), sv.tailText())
+	}
+	want := fmt.Sprintf("crashpoint: %s hit %d: SIGKILL", name, nth)
+	if got := sv.crashLine(); got != want {
+		return fmt.Errorf("%s died of SIGKILL but announced %q, want %q", sv.name, got, want)
+	}
+	p.event(fmt.Sprintf("%s died by SIGKILL at %s (hit %d)", sv.name, name, nth),
+		fmt.Sprintf("pid %d, %s after start", sv.pid(), time.Since(sv.started).Round(time.Millisecond)))
+	return nil
+}
+
+// cleanRun waits for an unarmed serve to recover and become ready, lets
+// it run until the run's condition holds, stops it gracefully and reads
+// the database.
+func (p *play) cleanRun(ctx context.Context, sv *child, u until, last bool) error {
+	if _, err := p.awaitReady(ctx, sv, false); err != nil {
+		return err
+	}
+	if err := p.snapRecovered(ctx); err != nil {
+		return err
+	}
+	switch u {
+	case untilAllFailed:
+		if err := p.awaitAll(ctx, sv, inkwell.StatusFailed); err != nil {
+			return err
+		}
+	case untilAllDone:
+		if err := p.awaitClients(ctx, sv); err != nil {
+			return err
+		}
+	}
+	if err := p.stopServe(sv); err != nil {
+		return err
+	}
+	kind, label := KindQuiet, "after a graceful stop (setup)"
+	if last {
+		kind, label = KindFinal, "final"
+	}
+	idx, err := p.snap(ctx, kind, label)
+	if last {
+		p.tl.Final = idx
+	}
+	return err
+}
+
+// awaitAll waits until the clients have read status for every job.
+func (p *play) awaitAll(ctx context.Context, sv *child, status string) error {
+	err := sv.poll(ctx, p.d.lim.settle, func() bool {
+		for _, c := range p.clients {
+			for _, s := range c.statuses() {
+				if s != status {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for every job to be %s on %s: %w", status, sv.name, err)
+	}
+	p.event("every job is "+status, "")
+	return nil
+}
+
+// awaitClients waits until every client saw every one of its jobs done.
+func (p *play) awaitClients(ctx context.Context, sv *child) error {
+	err := sv.poll(ctx, p.d.lim.settle, p.clientsFinished)
+	if err != nil {
+		var pending []string
+		for _, c := range p.clients {
+			pending = append(pending, c.name+": "+c.pending())
+		}
+		return fmt.Errorf("waiting for every job to be done on %s: %w; not done: %s", sv.name, err, strings.Join(pending, "; "))
+	}
+	if p.clientErr != nil {
+		return p.clientErr
+	}
+	p.event("every job is done", "")
+	return nil
+}
+
+// stopServe stops serve with SIGTERM, which must end in exit status 0.
+func (p *play) stopServe(sv *child) error {
+	err := sv.stop(p.d.lim.stop)
+	p.died(sv)
+	if err != nil {
+		return err
+	}
+	p.event(sv.name+" stopped by SIGTERM, exit status 0", fmt.Sprintf("pid %d", sv.pid()))
+	return nil
+}
+
+func (p *play) died(sv *child) {
+	p.ended = true
+	p.tl.DeadPIDs = append(p.tl.DeadPIDs, sv.pid())
+}
+
+// snapRecovered reads the database once a serve that followed a dead one
+// is ready: its startup recovery has committed.
+func (p *play) snapRecovered(ctx context.Context) error {
+	if !p.ended {
+		return nil
+	}
+	idx, err := p.snap(ctx, KindRecovered, fmt.Sprintf("after restart (serve#%d recovered and ready)", p.starts))
+	if err != nil {
+		return err
+	}
+	if runs := p.tl.Snaps[idx].Runs; len(runs) > 0 {
+		r := runs[len(runs)-1]
+		p.event(fmt.Sprintf("serve#%d recovered: recovery run %d closed %d attempt(s) and failed %d job(s), then reported ready",
+			p.starts, r.ID, r.AttemptsClosed, r.Failed), "")
+	}
+	return nil
+}
+
+// snap reads the database and the ledgers and keeps the snapshot.
+func (p *play) snap(ctx context.Context, kind Kind, label string) (int, error) {
+	s, err := Inspect(ctx, p.dsn)
+	if err != nil {
+		return -1, fmt.Errorf("snapshot %s: %w", label, err)
+	}
+	s.Label, s.Kind = label, kind
+	if s.Ledger, err = readLedgers(ctx, p.good, p.failing); err != nil {
+		return -1, fmt.Errorf("snapshot %s: %w", label, err)
+	}
+	p.tl.Snaps = append(p.tl.Snaps, s)
+	return len(p.tl.Snaps) - 1, nil
+}
+
+func (p *play) event(what, extra string) {
+	p.tl.Events = append(p.tl.Events, Event{What: what, Extra: extra})
+}
+
+// finish collects what the clients saw and runs the checker.
+func (p *play) finish(start time.Time) {
+	tl := p.tl
+	tl.Requests = p.log.all()
+	tl.Gets = p.log.gets.Load()
+	for _, c := range p.clients {
+		c.mu.Lock()
+		for _, it := range c.items {
+			if it.status == inkwell.StatusDone {
+				tl.Texts[it.key] = it.text
+			}
+		}
+		c.mu.Unlock()
+	}
+	if tl.Recovered < 0 && tl.Crash >= 0 {
+		for i := tl.Crash + 1; i < len(tl.Snaps); i++ {
+			if tl.Snaps[i].Kind == KindRecovered {
+				tl.Recovered = i
+				break
+			}
+		}
+	}
+	tl.Violations = Check(Evidence{Snapshots: tl.Snaps, Keys: tl.Keys, Requests: tl.Requests, Texts: tl.Texts, DeadPIDs: tl.DeadPIDs})
+	if tl.Err == nil && tl.Final < 0 {
+		tl.Err = errors.New("the scenario ended without a final snapshot")
+	}
+	tl.Took = time.Since(start)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,240 @@
+package drill
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+
+	"github.com/inkwell/inkwell/internal/provider/providersim"
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+// Kind says when a snapshot was taken, which decides what it must show.
+type Kind string
+
+const (
+	// KindCrash: serve has just died (SIGKILL); nothing runs.
+	KindCrash Kind = "crash"
+	// KindRecovered: a restarted serve has finished startup recovery and
+	// is ready (its lane may already be claiming).
+	KindRecovered Kind = "recovered"
+	// KindQuiet: serve was stopped gracefully in the middle of a scenario.
+	KindQuiet Kind = "quiet"
+	// KindFinal: the end: every client is done and serve stopped gracefully.
+	KindFinal Kind = "final"
+)
+
+// Snapshot is what the database (and the provider's ledger) said at one
+// instant, read through SQL. Times are kept as the text the driver gave,
+// because they are only compared for equality and presence.
+type Snapshot struct {
+	Label    string // "after crash at claim.after-commit:1", ...
+	Kind     Kind
+	Jobs     []JobRow
+	Attempts []AttemptRow
+	Results  []ResultRow
+	Charges  []ChargeRow
+	Runs     []RecoveryRunRow
+	Lanes    []LaneRow
+	// Integrity lists what the database's own checks reported; empty is ok.
+	Integrity []string
+	// Ledger is every entry of every provider simulator the drill runs.
+	Ledger []providersim.LedgerEntry
+}
+
+// JobRow is one row of jobs.
+type JobRow struct {
+	ID                             int64
+	Key, RequestHash, Payload      string
+	Status                         string
+	Error, Lane                    sql.NullString
+	CreatedAt, StartedAt, Finished sql.NullString
+}
+
+// AttemptRow is one row of job_attempts.
+type AttemptRow struct {
+	ID, JobID     int64
+	Number        int
+	Status        string
+	Error, Lane   sql.NullString
+	StartedAt     sql.NullString
+	FinishedAt    sql.NullString
+	RecoveryRunID sql.NullInt64
+}
+
+// ResultRow is one row of results.
+type ResultRow struct {
+	JobID, AttemptID int64
+	Text             string
+}
+
+// ChargeRow is one row of charges.
+type ChargeRow struct {
+	JobID, AttemptID  int64
+	Account           string
+	AmountMicros      int64
+	ProviderRequestID string
+}
+
+// RecoveryRunRow is one row of recovery_runs.
+type RecoveryRunRow struct {
+	ID                                         int64
+	Lane, Incarnation, LockMethod, Evidence    string
+	PrevPID                                    sql.NullInt64
+	AttemptsClosed, AttemptsBackfilled, Failed int64
+	Anomalies                                  sql.NullString
+}
+
+// LaneRow is one row of lanes.
+type LaneRow struct {
+	Name, Incarnation string
+	PID               int64
+	StoppedAt         sql.NullString
+	StopReason        sql.NullString
+}
+
+// Inspect reads every row Inkwell keeps in the database at dsn, in one
+// read transaction so the tables agree with each other, and runs the
+// database's own integrity checks. It writes nothing.
+func Inspect(ctx context.Context, dsn string) (Snapshot, error) {
+	st, err := store.Open(ctx, dsn, store.Options{NoMigrate: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("inspect: %w", err)
+	}
+	defer st.Close()
+	opts := &sql.TxOptions{} // SQLite: the store begins IMMEDIATE, which is a consistent read too
+	if st.Dialect() == "postgres" {
+		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+	}
+	tx, err := st.DB().BeginTx(ctx, opts)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("inspect: begin: %w", err)
+	}
+	defer tx.Rollback()
+	var s Snapshot
+	for _, read := range []func(context.Context, *sql.Tx, *Snapshot) error{
+		readJobs, readAttempts, readResults, readCharges, readRuns, readLanes,
+	} {
+		if err := read(ctx, tx, &s); err != nil {
+			return Snapshot{}, fmt.Errorf("inspect: %w", err)
+		}
+	}
+	if st.Dialect() == "sqlite" {
+		if s.Integrity, err = sqliteIntegrity(ctx, tx); err != nil {
+			return Snapshot{}, fmt.Errorf("inspect: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// The queries take no parameters, so one text serves both dialects.
+const (
+	qJobs = `SELECT id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at
+		FROM jobs ORDER BY id`
+	qAttempts = `SELECT id, job_id, attempt_number, status, error, lane, started_at, finished_at, recovery_run_id
+		FROM job_attempts ORDER BY job_id, attempt_number, id`
+	qResults = `SELECT job_id, attempt_id, text FROM results ORDER BY job_id`
+	qCharges = `SELECT job_id, attempt_id, account, amount_micros, provider_request_id FROM charges ORDER BY job_id`
+	qRuns    = `SELECT id, lane, incarnation, lock_method, evidence, prev_pid, attempts_closed, attempts_backfilled, jobs_failed, anomalies
+		FROM recovery_runs ORDER BY id`
+	qLanes = `SELECT name, incarnation, pid, stopped_at, stop_reason FROM lanes ORDER BY name`
+)
+
+func readJobs(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
+	return each(ctx, tx, qJobs, func(rows *sql.Rows) error {
+		var j JobRow
+		err := rows.Scan(&j.ID, &j.Key, &j.RequestHash, &j.Payload, &j.Status, &j.Error, &j.Lane, &j.CreatedAt, &j.StartedAt, &j.Finished)
+		s.Jobs = append(s.Jobs, j)
+		return err
+	})
+}
+
+func readAttempts(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
+	return each(ctx, tx, qAttempts, func(rows *sql.Rows) error {
+		var a AttemptRow
+		err := rows.Scan(&a.ID, &a.JobID, &a.Number, &a.Status, &a.Error, &a.Lane, &a.StartedAt, &a.FinishedAt, &a.RecoveryRunID)
+		s.Attempts = append(s.Attempts, a)
+		return err
+	})
+}
+
+func readResults(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
+	return each(ctx, tx, qResults, func(rows *sql.Rows) error {
+		var r ResultRow
+		err := rows.Scan(&r.JobID, &r.AttemptID, &r.Text)
+		s.Results = append(s.Results, r)
+		return err
+	})
+}
+
+func readCharges(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
+	return each(ctx, tx, qCharges, func(rows *sql.Rows) error {
+		var c ChargeRow
+		err := rows.Scan(&c.JobID, &c.AttemptID, &c.Account, &c.AmountMicros, &c.ProviderRequestID)
+		s.Charges = append(s.Charges, c)
+		return err
+	})
+}
+
+func readRuns(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
+	return each(ctx, tx, qRuns, func(rows *sql.Rows) error {
+		var r RecoveryRunRow
+		err := rows.Scan(&r.ID, &r.Lane, &r.Incarnation, &r.LockMethod, &r.Evidence, &r.PrevPID,
+			&r.AttemptsClosed, &r.AttemptsBackfilled, &r.Failed, &r.Anomalies)
+		s.Runs = append(s.Runs, r)
+		return err
+	})
+}
+
+func readLanes(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
+	return each(ctx, tx, qLanes, func(rows *sql.Rows) error {
+		var l LaneRow
+		err := rows.Scan(&l.Name, &l.Incarnation, &l.PID, &l.StoppedAt, &l.StopReason)
+		s.Lanes = append(s.Lanes, l)
+		return err
+	})
+}
+
+// sqliteIntegrity runs SQLite's own checks: the b-trees and indexes, and
+// the foreign keys. It returns what they found wrong.
+func sqliteIntegrity(ctx context.Context, tx *sql.Tx) ([]string, error) {
+	var problems []string
+	err := each(ctx, tx, `PRAGMA integrity_check`, func(rows *sql.Rows) error {
+		var msg string
+		if err := rows.Scan(&msg); err != nil {
+			return err
+		}
+		if msg != "ok" {
+			problems = append(problems, "integrity_check: "+msg)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = each(ctx, tx, `PRAGMA foreign_key_check`, func(rows *sql.Rows) error {
+		var table, parent string
+		var rowid, fkid sql.NullInt64
+		if err := rows.Scan(&table, &rowid, &parent, &fkid); err != nil {
+			return err
+		}
+		problems = append(problems, fmt.Sprintf("foreign_key_check: %s row %d points at a missing %s row", table, rowid.Int64, parent))
+		return nil
+	})
+	return problems, err
+}
+
+func each(ctx context.Context, tx *sql.Tx, query string, scan func(*sql.Rows) error) error {
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return fmt.Errorf("%.40s...: %w", query, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return fmt.Errorf("%.40s...: %w", query, err)
+		}
+	}
+	return rows.Err()
+}
