@@ -73,16 +73,17 @@ func (l *Lane) call(ctx context.Context, c *store.Claimed, req inkwell.Request) 
 // complete records a provider answer. Its outcome is written even during
 // shutdown, on a context that outlives the stop signal.
 func (l *Lane) complete(ctx context.Context, c *store.Claimed, req inkwell.Request, resp inkwell.ProviderResponse, secs float64) error {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DBTimeout)
-	defer cancel()
 	account := req.Account
 	if account == "" {
 		account = inkwell.DefaultAccount
 	}
-	err := l.store.CompleteIfRunning(wctx, store.CompleteParams{
-		JobID: c.Job.ID, AttemptID: c.Attempt.ID, Text: resp.Text,
-		Account: account, AmountMicros: resp.AmountMicros, ProviderRequestID: resp.RequestID,
+	err := l.record(ctx, func(wctx context.Context) error {
+		return l.store.CompleteIfRunning(wctx, store.CompleteParams{
+			JobID: c.Job.ID, AttemptID: c.Attempt.ID, Text: resp.Text,
+			Account: account, AmountMicros: resp.AmountMicros, ProviderRequestID: resp.RequestID,
+		})
 	})
+	wctx := context.WithoutCancel(ctx)
 	log := l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)
 	switch {
 	case inkwell.ErrorCode(err) == inkwell.ECONFLICT:
@@ -91,7 +92,7 @@ func (l *Lane) complete(ctx context.Context, c *store.Claimed, req inkwell.Reque
 		return nil
 	case err != nil:
 		l.observe(OutcomeAborted, secs, c.Job)
-		return fmt.Errorf("complete job %d: %w", c.Job.ID, err)
+		return fmt.Errorf("%w: complete job %d: %w", errUnrecorded, c.Job.ID, err)
 	}
 	log.InfoContext(wctx, "job done", "provider_request_id", resp.RequestID, "amount_micros", resp.AmountMicros, "provider_seconds", secs)
 	l.observe(OutcomeDone, secs, c.Job)
@@ -99,9 +100,10 @@ func (l *Lane) complete(ctx context.Context, c *store.Claimed, req inkwell.Reque
 }
 
 func (l *Lane) fail(ctx context.Context, c *store.Claimed, msg string, secs float64) error {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DBTimeout)
-	defer cancel()
-	err := l.store.FailIfRunning(wctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg})
+	err := l.record(ctx, func(wctx context.Context) error {
+		return l.store.FailIfRunning(wctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg})
+	})
+	wctx := context.WithoutCancel(ctx)
 	log := l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)
 	if inkwell.ErrorCode(err) == inkwell.ECONFLICT {
 		log.WarnContext(wctx, "failure not recorded: attempt is no longer the running one", "error", msg)
@@ -110,7 +112,7 @@ func (l *Lane) fail(ctx context.Context, c *store.Claimed, msg string, secs floa
 	}
 	if err != nil {
 		l.observe(OutcomeAborted, secs, c.Job)
-		return fmt.Errorf("fail job %d: %w", c.Job.ID, err)
+		return fmt.Errorf("%w: fail job %d: %w", errUnrecorded, c.Job.ID, err)
 	}
 	log.WarnContext(wctx, "job failed", "error", msg)
 	l.observe(OutcomeFailed, secs, c.Job)
@@ -120,5 +122,30 @@ func (l *Lane) fail(ctx context.Context, c *store.Claimed, msg string, secs floa
 func (l *Lane) observe(outcome string, secs float64, job inkwell.Job) {
 	if l.cfg.Observer != nil {
 		l.cfg.Observer.Finished(l.cfg.Name, outcome, secs, job)
+	}
+}
+
+// errUnrecorded marks an outcome the lane could not write. The job stays
+// running under this lane, which then stops: only a restart's recovery,
+// on the evidence of the lock, may close it.
+var errUnrecorded = errors.New("outcome not recorded")
+
+// record writes an outcome, retrying while the database is unavailable
+// (busy, locked, disk full) for up to Config.RecordPatience: the provider
+// has answered and may have billed, so the answer is worth waiting for. It
+// runs on a context that outlives a stop signal.
+func (l *Lane) record(ctx context.Context, write func(ctx context.Context) error) error {
+	deadline := time.Now().Add(l.cfg.RecordPatience)
+	backoff := 50 * time.Millisecond
+	for {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DBTimeout)
+		err := write(wctx)
+		cancel()
+		if inkwell.ErrorCode(err) != inkwell.EUNAVAILABLE || time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		l.log.WarnContext(ctx, "database unavailable; retrying the write of an outcome", "err", err, "retry_in", backoff)
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Second)
 	}
 }

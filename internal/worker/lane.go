@@ -22,6 +22,9 @@ type Config struct {
 	Poll      time.Duration    // how often an idle lane looks for work queued by other processes (default 1s)
 	Grace     time.Duration    // how long a running provider call may finish after stop (default 30s)
 	DBTimeout time.Duration    // bound on each database call of the loop (default 10s)
+	// RecordPatience is how long an outcome's write is retried while the
+	// database is unavailable before the lane gives up and stops (default 1m).
+	RecordPatience time.Duration
 	// Observer, if set, hears about each outcome (metrics live in the caller).
 	Observer Observer
 }
@@ -77,6 +80,7 @@ func New(st laneStore, cfg Config) *Lane {
 	setDefault(&cfg.Poll, time.Second)
 	setDefault(&cfg.Grace, 30*time.Second)
 	setDefault(&cfg.DBTimeout, 10*time.Second)
+	setDefault(&cfg.RecordPatience, time.Minute)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -151,7 +155,7 @@ func (l *Lane) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); l.heartbeat(laneCtx, stopLane) }()
 	l.log.InfoContext(ctx, "lane running", "pid", l.lock.Self.PID, "incarnation", l.lock.Self.Incarnation)
-	l.loop(laneCtx)
+	l.loop(laneCtx, stopLane)
 	stopLane(nil)
 	wg.Wait()
 	cause := context.Cause(laneCtx)
@@ -177,11 +181,16 @@ func (l *Lane) Close() error {
 	return l.lock.Release()
 }
 
-func (l *Lane) loop(ctx context.Context) {
+func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) {
 	poll := time.NewTicker(l.cfg.Poll)
 	defer poll.Stop()
 	for ctx.Err() == nil {
 		worked, err := l.runOne(ctx)
+		if errors.Is(err, errUnrecorded) {
+			l.log.ErrorContext(ctx, "stopping the lane: a job's outcome could not be recorded; restart recovery will close it", "err", err)
+			stopLane(err)
+			return
+		}
 		if err != nil {
 			l.log.ErrorContext(ctx, "lane step", "err", err)
 		}
