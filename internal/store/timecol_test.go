@@ -8,7 +8,9 @@ import (
 
 func TestNullTime_Scan(t *testing.T) {
 	t.Parallel()
-	utc := func(y int, mo time.Month, d, h, mi, s, ns int) time.Time { return time.Date(y, mo, d, h, mi, s, ns, time.UTC) }
+	utc := func(y int, mo time.Month, d, h, mi, s, ns int) time.Time {
+		return time.Date(y, mo, d, h, mi, s, ns, time.UTC)
+	}
 	paris := time.FixedZone("CET", 3600)
 	tests := []struct {
 		name    string
