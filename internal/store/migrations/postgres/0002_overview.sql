@@ -1,0 +1,232 @@
+-- Operator views, PostgreSQL dialect: the same views, columns and words as
+-- migrations/sqlite/0002_overview.sql. Type in psql:
+--
+--   SELECT * FROM job_overview;   -- one row per status, with the next safe action
+--   SELECT * FROM job_board;      -- every job that is not done, with its own
+--   SELECT * FROM lane_liveness;  -- every lane: alive, silent or stopped
+--
+-- Every action is computed from evidence in the database at the moment of
+-- the query: lane heartbeats against statement_timestamp() (one instant for
+-- the whole statement, the same clock the store writes with), attempt
+-- errors and job states. Silence is never reported as waiting.
+--
+-- Where SQLite differs: times are timestamptz (no julianday), text is
+-- joined with string_agg (not group_concat), alive is a boolean (not 1/0),
+-- and zero padding is lpad (format() has no %02d). The readable age
+-- ('42s', '3m07s', '2h05m', '4d03h') is the same CASE in each view, so
+-- that both dialects print the same words.
+
+-- The thresholds live here and nowhere else. Operators may tune them:
+--   UPDATE overview_settings SET value = 30 WHERE name = 'lane_silence_seconds';
+-- Do not delete a row: without it no lane counts as alive.
+CREATE TABLE overview_settings (
+    name    text PRIMARY KEY,
+    value   double precision NOT NULL CHECK (value > 0),
+    meaning text NOT NULL
+);
+INSERT INTO overview_settings (name, value, meaning) VALUES
+    ('lane_silence_seconds', 15,
+     'a lane whose last heartbeat is older than this is not alive; lanes beat every 2 s by default (serve --heartbeat), so 15 s is seven missed beats: keep it at five beats or more'),
+    ('claim_stall_seconds', 30,
+     'a live lane with nothing running, beside a job queued longer than this, is stuck rather than about to claim (an idle lane polls every 1 s and is woken at once by a new job)');
+
+-- lane_liveness: one row per lane. state is 'alive' (not stopped, heartbeat
+-- no older than lane_silence_seconds), 'silent' (heartbeat too old: the
+-- process is dead, hung or cut off) or 'stopped' (a clean shutdown was
+-- recorded). Liveness is for display; the lane lock alone decides that a
+-- holder is dead.
+CREATE VIEW lane_liveness AS
+SELECT lane, state,
+       state = 'alive' AS alive,
+       age_s AS heartbeat_age_seconds,
+       CASE WHEN age_s < 60 THEN age_s || 's'
+            WHEN age_s < 3600 THEN age_s / 60 || 'm' || lpad((age_s % 60)::text, 2, '0') || 's'
+            WHEN age_s < 86400 THEN age_s / 3600 || 'h' || lpad((age_s % 3600 / 60)::text, 2, '0') || 'm'
+            ELSE age_s / 86400 || 'd' || lpad((age_s % 86400 / 3600)::text, 2, '0') || 'h' END AS heartbeat_age,
+       running_jobs, heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason
+FROM (
+    SELECT l.name AS lane,
+           CASE WHEN l.stopped_at IS NOT NULL THEN 'stopped'
+                WHEN EXTRACT(EPOCH FROM statement_timestamp() - l.heartbeat_at)
+                     <= (SELECT value FROM overview_settings WHERE name = 'lane_silence_seconds') THEN 'alive'
+                ELSE 'silent' END AS state,
+           GREATEST(0, ROUND(EXTRACT(EPOCH FROM statement_timestamp() - l.heartbeat_at)))::bigint AS age_s,
+           (SELECT COUNT(*) FROM jobs j WHERE j.status = 'running' AND j.lane = l.name) AS running_jobs,
+           l.heartbeat_at, l.pid, l.host, l.incarnation, l.started_at, l.stopped_at, l.stop_reason
+    FROM lanes l
+) x;
+
+-- job_board: every job that is not done, with its own next safe action.
+-- since is when the job entered its status: accepted (or, for a retried
+-- job, no earlier than its last attempt's end), started, or failed.
+-- ahead counts the queued jobs a lane claims before this one (claims go
+-- in id order).
+CREATE VIEW job_board AS
+WITH
+open_jobs AS (
+    -- One branch per status, so each reads its partial index and none
+    -- scans the done history.
+    SELECT id, status, lane, error, created_at, started_at, finished_at FROM jobs WHERE status = 'queued'
+    UNION ALL
+    SELECT id, status, lane, error, created_at, started_at, finished_at FROM jobs WHERE status = 'running'
+    UNION ALL
+    SELECT id, status, lane, error, created_at, started_at, finished_at FROM jobs WHERE status = 'failed'
+),
+dated AS (
+    SELECT o.*,
+           (SELECT MAX(a.attempt_number) FROM job_attempts a WHERE a.job_id = o.id) AS attempt,
+           CASE o.status
+               WHEN 'queued' THEN GREATEST(o.created_at, (SELECT MAX(a.finished_at) FROM job_attempts a WHERE a.job_id = o.id))
+               WHEN 'running' THEN o.started_at
+               ELSE o.finished_at END AS since,
+           CASE WHEN o.status = 'queued' THEN ROW_NUMBER() OVER (PARTITION BY o.status ORDER BY o.id) - 1 END AS ahead
+    FROM open_jobs o
+),
+aged AS (
+    -- GREATEST skips NULLs in PostgreSQL: an unknown since stays unknown.
+    SELECT d.*, CASE WHEN d.since IS NOT NULL THEN GREATEST(0, ROUND(EXTRACT(EPOCH FROM statement_timestamp() - d.since)))::bigint END AS age_s
+    FROM dated d
+),
+board AS MATERIALIZED (
+    SELECT a.*,
+           CASE WHEN a.age_s IS NULL THEN NULL
+                WHEN a.age_s < 60 THEN a.age_s || 's'
+                WHEN a.age_s < 3600 THEN a.age_s / 60 || 'm' || lpad((a.age_s % 60)::text, 2, '0') || 's'
+                WHEN a.age_s < 86400 THEN a.age_s / 3600 || 'h' || lpad((a.age_s % 3600 / 60)::text, 2, '0') || 'm'
+                ELSE a.age_s / 86400 || 'd' || lpad((a.age_s % 86400 / 3600)::text, 2, '0') || 'h' END AS age_text
+    FROM aged a
+),
+queue AS (
+    SELECT
+        (SELECT MIN(lane) FROM lane_liveness WHERE alive AND running_jobs = 0) AS idle_lane,
+        (SELECT MIN(lane) FROM lane_liveness WHERE alive) AS live_lane,
+        (SELECT string_agg(lane || ' ' || state || ' ' || heartbeat_age, ', ' ORDER BY lane) FROM lane_liveness) AS lanes_seen,
+        (SELECT value FROM overview_settings WHERE name = 'claim_stall_seconds') AS stall_s,
+        (SELECT id FROM board WHERE status = 'queued' AND ahead = 0) AS head_id,
+        (SELECT age_s FROM board WHERE status = 'queued' AND ahead = 0) AS head_age_s,
+        (SELECT age_text FROM board WHERE status = 'queued' AND ahead = 0) AS head_age
+)
+SELECT b.id, b.status, b.lane,
+       COALESCE(b.attempt, 0) AS attempt,
+       b.since,
+       b.age_s AS age_seconds,
+       b.age_text AS age,
+       b.error,
+       CASE
+           WHEN b.status = 'queued' AND q.live_lane IS NULL THEN
+               'no live worker lane: start inkwell serve'
+               || CASE WHEN q.lanes_seen IS NULL THEN ' (no lane has ever registered)'
+                       ELSE ' (last seen: ' || q.lanes_seen || ')' END
+           WHEN b.status = 'queued' AND q.idle_lane IS NOT NULL AND q.head_age_s > q.stall_s THEN
+               'not moving: lane ' || q.idle_lane || ' is alive and idle but has not claimed job ' || q.head_id
+               || ', queued ' || q.head_age || ': read that lane''s log (database errors?) and restart it'
+           WHEN b.status = 'queued' AND b.ahead = 0 THEN
+               'wait: lane ' || COALESCE(q.idle_lane, q.live_lane) || ' claims next'
+               || CASE WHEN q.idle_lane IS NULL THEN ', when its running job ends' ELSE '' END
+           WHEN b.status = 'queued' THEN
+               'wait: ' || b.ahead || ' queued ahead; live lanes claim in id order'
+           WHEN b.status = 'running' AND ll.alive THEN
+               'wait: running on live lane ' || b.lane || ' (attempt ' || b.attempt || ', heartbeat ' || ll.heartbeat_age || ' ago)'
+           WHEN b.status = 'running' AND b.lane IS NULL THEN
+               'restart any lane: its startup recovery closes these as failed (a legacy running job with no lane; inkwell serve)'
+           WHEN b.status = 'running' THEN
+               'restart that lane: its startup recovery closes these as failed (lane ' || b.lane || ' '
+               || COALESCE(ll.state || ', last heartbeat ' || ll.heartbeat_age || ' ago', 'never registered')
+               || '; inkwell serve --lane ' || b.lane || ')'
+           WHEN b.error = 'worker restarted' THEN
+               'inspect the error, then inkwell retry ' || b.id
+               || ' (the worker died during the attempt, so the provider may already have billed it; the retry reuses the job''s provider key, so the provider answers from its record)'
+           WHEN b.error LIKE 'provider:%' OR b.error LIKE 'shutdown:%' THEN
+               'inspect the error, then inkwell retry ' || b.id
+               || ' (failed after the provider call had begun; the retry reuses the job''s provider key, so the provider answers from its record)'
+           ELSE 'inspect the error, then inkwell retry ' || b.id
+       END AS next_action
+FROM board b
+CROSS JOIN queue q
+LEFT JOIN lane_liveness ll ON ll.lane = b.lane AND b.status = 'running'
+ORDER BY CASE b.status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE 3 END, b.id;
+
+-- job_overview: exactly four rows, queued, running, failed, done, zero
+-- counts included. oldest_job_id and oldest_age name the job longest in
+-- that status. The board is read once (MATERIALIZED) and ranked, never
+-- re-scanned per row.
+CREATE VIEW job_overview AS
+WITH
+statuses (status, ord) AS (VALUES ('queued', 1), ('running', 2), ('failed', 3), ('done', 4)),
+board AS MATERIALIZED (SELECT * FROM job_board),
+ranked AS (
+    SELECT b.*,
+           ROW_NUMBER() OVER (PARTITION BY status ORDER BY age_seconds DESC NULLS LAST, id) AS age_rank,
+           ROW_NUMBER() OVER (PARTITION BY status ORDER BY id) AS id_rank
+    FROM board b
+),
+open_counts AS (
+    SELECT status, COUNT(*) AS jobs,
+           MAX(CASE WHEN age_rank = 1 THEN id END) AS oldest_job_id,
+           MAX(age_seconds) AS oldest_age_seconds,
+           MIN(id) AS first_id,
+           MAX(CASE WHEN id_rank = 1 THEN next_action END) AS first_action,
+           SUM(CASE WHEN error = 'worker restarted' THEN 1 ELSE 0 END) AS restarted,
+           SUM(CASE WHEN error = 'worker restarted' OR error LIKE 'provider:%' OR error LIKE 'shutdown:%' THEN 1 ELSE 0 END) AS after_call
+    FROM ranked GROUP BY status
+),
+done_counts AS (
+    SELECT 'done' AS status, COUNT(*) AS jobs,
+           CASE WHEN MIN(finished_at) IS NOT NULL THEN GREATEST(0, ROUND(EXTRACT(EPOCH FROM statement_timestamp() - MIN(finished_at))))::bigint END AS oldest_age_seconds
+    FROM jobs WHERE status = 'done'
+),
+running_lanes AS (
+    SELECT j.lane, COUNT(*) AS n, COALESCE(ll.alive, false) AS alive,
+           COALESCE(ll.state || ', last heartbeat ' || ll.heartbeat_age || ' ago', 'never registered') AS seen
+    FROM jobs j LEFT JOIN lane_liveness ll ON ll.lane = j.lane
+    WHERE j.status = 'running'
+    GROUP BY j.lane, ll.alive, ll.state, ll.heartbeat_age
+),
+running_summary AS (
+    SELECT
+        (SELECT string_agg(n || ' on lane ' || COALESCE(lane, '(none: legacy)') || ' ' || seen, '; ' ORDER BY lane) FROM running_lanes WHERE NOT alive) AS dead,
+        (SELECT SUM(n) FROM running_lanes WHERE alive) AS live_n,
+        (SELECT string_agg(lane, ', ' ORDER BY lane) FROM running_lanes WHERE alive) AS live_lanes
+),
+counted AS (
+    SELECT s.status, s.ord,
+           COALESCE(o.jobs, d.jobs, 0) AS jobs,
+           o.oldest_job_id,
+           COALESCE(o.oldest_age_seconds, d.oldest_age_seconds) AS oldest_age_seconds,
+           o.first_id, o.first_action,
+           COALESCE(o.restarted, 0) AS restarted,
+           COALESCE(o.after_call, 0) AS after_call
+    FROM statuses s
+    LEFT JOIN open_counts o ON o.status = s.status
+    LEFT JOIN done_counts d ON d.status = s.status
+)
+SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
+       CASE WHEN c.oldest_age_seconds IS NULL THEN NULL
+            WHEN c.oldest_age_seconds < 60 THEN c.oldest_age_seconds || 's'
+            WHEN c.oldest_age_seconds < 3600 THEN c.oldest_age_seconds / 60 || 'm' || lpad((c.oldest_age_seconds % 60)::text, 2, '0') || 's'
+            WHEN c.oldest_age_seconds < 86400 THEN c.oldest_age_seconds / 3600 || 'h' || lpad((c.oldest_age_seconds % 3600 / 60)::text, 2, '0') || 'm'
+            ELSE c.oldest_age_seconds / 86400 || 'd' || lpad((c.oldest_age_seconds % 86400 / 3600)::text, 2, '0') || 'h' END AS oldest_age,
+       CASE
+           WHEN c.jobs = 0 AND c.status = 'queued' THEN 'nothing queued'
+           WHEN c.jobs = 0 AND c.status = 'running' THEN 'nothing running'
+           WHEN c.jobs = 0 AND c.status = 'failed' THEN 'nothing to retry'
+           WHEN c.status = 'done' THEN 'nothing to do: each has its result and charge'
+           -- The queue moves in id order: its head's action is the queue's.
+           WHEN c.status = 'queued' THEN c.first_action
+           WHEN c.status = 'running' AND r.dead IS NOT NULL THEN
+               'restart that lane: its startup recovery closes these as failed (' || r.dead || ')'
+               || CASE WHEN r.live_n > 0 THEN '; ' || r.live_n || ' more on live lane ' || r.live_lanes || ': wait' ELSE '' END
+           WHEN c.status = 'running' THEN
+               'wait: running on live lane ' || r.live_lanes
+           ELSE
+               'inspect the error, then inkwell retry ' || c.first_id
+               || CASE WHEN c.jobs > 1 THEN ' (and ' || (c.jobs - 1) || ' more: SELECT * FROM job_board)' ELSE '' END
+               || CASE WHEN c.after_call > 0 THEN
+                      '; ' || c.after_call || ' failed after the provider call had begun'
+                      || CASE WHEN c.restarted > 0 THEN ' (' || c.restarted || ' by a worker restart: the provider may already have billed them)' ELSE '' END
+                      || ': the retry reuses the job''s provider key, so the provider answers from its record'
+                  ELSE '' END
+       END AS next_action
+FROM counted c
+CROSS JOIN running_summary r
+ORDER BY c.ord;

@@ -1,0 +1,209 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Operator reads. The answers come from the views of migration 0002
+// (job_overview, job_board, lane_liveness), so an operator typing
+// SELECT * FROM job_overview in sqlite3 or psql sees exactly what
+// inkwell status, /metrics and the dashboard show. The views compare
+// against the database's wall clock, not the store's NowFunc.
+
+// OverviewRow is one row of job_overview: one status.
+type OverviewRow struct {
+	Status           string `json:"status"`
+	Jobs             int64  `json:"jobs"`
+	OldestJobID      *int64 `json:"oldest_job_id,omitempty"`      // the job longest in this status; nil for done and when empty
+	OldestAgeSeconds *int64 `json:"oldest_age_seconds,omitempty"` // nil when empty
+	OldestAge        string `json:"oldest_age,omitempty"`         // e.g. "3m07s"
+	NextAction       string `json:"next_action"`
+}
+
+// BoardRow is one row of job_board: a job that is not done.
+type BoardRow struct {
+	ID         int64      `json:"id"`
+	Status     string     `json:"status"`
+	Lane       string     `json:"lane,omitempty"`
+	Attempt    int        `json:"attempt"` // highest attempt number; 0 before the first claim
+	Since      *time.Time `json:"since,omitempty"`
+	AgeSeconds *int64     `json:"age_seconds,omitempty"`
+	Age        string     `json:"age,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	NextAction string     `json:"next_action"`
+}
+
+// LaneState is one row of lane_liveness.
+type LaneState struct {
+	Lane                string     `json:"lane"`
+	State               string     `json:"state"` // alive, silent or stopped
+	Alive               bool       `json:"alive"`
+	HeartbeatAgeSeconds int64      `json:"heartbeat_age_seconds"`
+	HeartbeatAge        string     `json:"heartbeat_age"`
+	RunningJobs         int64      `json:"running_jobs"`
+	HeartbeatAt         time.Time  `json:"heartbeat_at"`
+	PID                 int        `json:"pid"`
+	Host                string     `json:"host"`
+	Incarnation         string     `json:"incarnation"`
+	StartedAt           time.Time  `json:"started_at"`
+	StoppedAt           *time.Time `json:"stopped_at,omitempty"`
+	StopReason          string     `json:"stop_reason,omitempty"`
+}
+
+// Overview returns job_overview: four rows, queued, running, failed, done.
+func (s *Store) Overview(ctx context.Context) ([]OverviewRow, error) {
+	const q = `SELECT status, jobs, oldest_job_id, oldest_age_seconds, oldest_age, next_action FROM job_overview`
+	rows, err := s.rdb.QueryContext(ctx, q)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("overview: %w", err))
+	}
+	defer rows.Close()
+	var out []OverviewRow
+	for rows.Next() {
+		var r OverviewRow
+		var oldestID, age sql.NullInt64
+		var ageText sql.NullString
+		if err := rows.Scan(&r.Status, &r.Jobs, &oldestID, &age, &ageText, &r.NextAction); err != nil {
+			return nil, fmt.Errorf("overview: %w", err)
+		}
+		r.OldestJobID, r.OldestAgeSeconds, r.OldestAge = nullInt(oldestID), nullInt(age), ageText.String
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.classify(fmt.Errorf("overview: %w", err))
+	}
+	return out, nil
+}
+
+// Board returns up to limit rows of job_board (running first, then queued
+// in claim order, then failed), only of the given statuses when any are
+// named. A limit of 0 or less means every row.
+func (s *Store) Board(ctx context.Context, limit int, statuses ...string) ([]BoardRow, error) {
+	var where string
+	args := make([]any, 0, len(statuses))
+	if len(statuses) > 0 {
+		marks := make([]string, len(statuses))
+		for i, st := range statuses {
+			marks[i] = fmt.Sprintf("$%d", i+1)
+			args = append(args, st)
+		}
+		where = ` WHERE status IN (` + strings.Join(marks, ", ") + `)`
+	}
+	q := `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action FROM job_board` + where +
+		` ORDER BY CASE status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE 3 END, id`
+	if limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), args...)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("board: %w", err))
+	}
+	defer rows.Close()
+	out := []BoardRow{}
+	for rows.Next() {
+		var r BoardRow
+		var lane, ageText, errText sql.NullString
+		var since nullTime
+		var age sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Status, &lane, &r.Attempt, &since, &age, &ageText, &errText, &r.NextAction); err != nil {
+			return nil, fmt.Errorf("board: %w", err)
+		}
+		r.Lane, r.Age, r.Error = lane.String, ageText.String, errText.String
+		r.Since, r.AgeSeconds = since.Ptr(), nullInt(age)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.classify(fmt.Errorf("board: %w", err))
+	}
+	return out, nil
+}
+
+// LiveLanes returns every lane with its liveness (lane_liveness), by name:
+// alive ones and the others, so a caller can show why a lane is not alive.
+func (s *Store) LiveLanes(ctx context.Context) ([]LaneState, error) {
+	const q = `SELECT lane, state, alive, heartbeat_age_seconds, heartbeat_age, running_jobs,
+		heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason
+		FROM lane_liveness ORDER BY lane`
+	rows, err := s.rdb.QueryContext(ctx, q)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("lanes: %w", err))
+	}
+	defer rows.Close()
+	out := []LaneState{}
+	for rows.Next() {
+		var l LaneState
+		var beat, started, stopped nullTime
+		var reason sql.NullString
+		if err := rows.Scan(&l.Lane, &l.State, &l.Alive, &l.HeartbeatAgeSeconds, &l.HeartbeatAge, &l.RunningJobs,
+			&beat, &l.PID, &l.Host, &l.Incarnation, &started, &stopped, &reason); err != nil {
+			return nil, fmt.Errorf("lanes: %w", err)
+		}
+		l.HeartbeatAt, l.StartedAt, l.StoppedAt, l.StopReason = beat.Time, started.Time, stopped.Ptr(), reason.String
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.classify(fmt.Errorf("lanes: %w", err))
+	}
+	return out, nil
+}
+
+// LastRecoveryRun returns the most recent recovery run of any lane, or nil
+// when none has run.
+func (s *Store) LastRecoveryRun(ctx context.Context) (*RecoveryRun, error) {
+	var id int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT id FROM recovery_runs ORDER BY id DESC LIMIT 1`).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("last recovery run: %w", err))
+	}
+	r, err := s.RecoveryRunByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// RecoveredAttempts returns the attempts recovery run runID closed or
+// back-filled, by job id: the rows that run changed, one per job.
+func (s *Store) RecoveredAttempts(ctx context.Context, runID int64) ([]RecoveredAttempt, error) {
+	const q = `SELECT job_id, id, attempt_number, lane FROM job_attempts WHERE recovery_run_id = $1 ORDER BY job_id`
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), runID)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("jobs of recovery run %d: %w", runID, err))
+	}
+	defer rows.Close()
+	var out []RecoveredAttempt
+	for rows.Next() {
+		var a RecoveredAttempt
+		var lane sql.NullString
+		if err := rows.Scan(&a.JobID, &a.AttemptID, &a.AttemptNumber, &lane); err != nil {
+			return nil, fmt.Errorf("jobs of recovery run %d: %w", runID, err)
+		}
+		a.Lane = lane.String
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// RecoveredAttempt is an attempt a recovery run closed (or back-filled).
+type RecoveredAttempt struct {
+	JobID         int64  `json:"job_id"`
+	AttemptID     int64  `json:"attempt_id"`
+	AttemptNumber int    `json:"attempt_number"`
+	Lane          string `json:"lane,omitempty"`
+}
+
+func nullInt(n sql.NullInt64) *int64 {
+	if !n.Valid {
+		return nil
+	}
+	v := n.Int64
+	return &v
+}
