@@ -23,6 +23,10 @@ type dialect struct {
 	claimLock string
 	// classify maps driver errors to inkwell error codes (busy, full…).
 	classify func(err error) error
+	// migrateLock, when set, is run first in the migration transaction so
+	// that processes started together migrate one after another. SQLite
+	// needs none: BEGIN IMMEDIATE already serializes them.
+	migrateLock string
 }
 
 // TimeLayout is how SQLite columns store time: UTC, fixed width, so text

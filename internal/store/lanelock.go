@@ -39,14 +39,18 @@ func (h Holder) String() string {
 // file (and so drops the lock) when it is garbage collected.
 type LaneLock struct {
 	Lane   string
-	Method string // "flock"
-	Path   string // the lock file
+	Method string // "flock", or "pg_advisory_lock" on PostgreSQL
+	Path   string // the lock file, or the advisory lock's keys and session
 	Self   Holder
 	// Previous is what the lock file said about the last holder, if it
 	// said anything: recorded as evidence, never trusted as liveness.
 	Previous *Holder
+	// RescuedBy names the running lane that took this (dead) lane's lock
+	// to close its orphans; empty for a lane's own lock. See rescue.go.
+	RescuedBy string
 
 	file *os.File
+	pg   *pgLock // PostgreSQL: the session holding the advisory lock
 }
 
 var laneNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -105,6 +109,9 @@ func lockFile(path, lane string, now time.Time) (*LaneLock, error) {
 // still be the very inode this process locked. A deleted or replaced lock
 // file would let a second process "take" the lane, so the lane must stop.
 func (l *LaneLock) Check() error {
+	if l.pg != nil {
+		return l.pg.check()
+	}
 	if l.file == nil {
 		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: lock was released", l.Lane)
 	}
@@ -116,6 +123,11 @@ func (l *LaneLock) Check() error {
 
 // Release drops the lock. The lock file stays, naming the last holder.
 func (l *LaneLock) Release() error {
+	if l.pg != nil {
+		err := l.pg.release()
+		l.pg = nil
+		return err
+	}
 	if l.file == nil {
 		return nil
 	}

@@ -32,6 +32,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`
 	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if s.dialect.migrateLock != "" {
+			if _, err := tx.ExecContext(ctx, s.dialect.migrateLock); err != nil {
+				return fmt.Errorf("migrate: lock: %w", err)
+			}
+		}
 		legacy, err := s.isLegacy(ctx, tx)
 		if err != nil {
 			return err

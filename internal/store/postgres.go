@@ -2,17 +2,181 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// openPostgres is the PostgreSQL seam. The dialect is not built yet.
-func (s *Store) openPostgres(ctx context.Context, dsn string) error {
-	return inkwell.Errorf(inkwell.EINVALID, "PostgreSQL backend is not built yet; use a SQLite file path")
+// PostgreSQL runs through pgx's database/sql driver, so every statement in
+// this package serves both dialects unchanged: SQL is already written in
+// PostgreSQL form, rebind is the identity, and claims add FOR UPDATE SKIP
+// LOCKED so that lanes in many processes never wait on each other's claims.
+
+var postgresDialect = dialect{
+	name:   "postgres",
+	rebind: func(q string) string { return q },
+	// timestamptz takes a time.Time as it is; the value comes from the
+	// database's own clock (dbClock), not from this machine's.
+	ts:          func(t time.Time) any { return t.UTC() },
+	claimLock:   " FOR UPDATE SKIP LOCKED",
+	classify:    classifyPostgres,
+	migrateLock: `SELECT pg_advisory_xact_lock(` + migrateLockKey + `)`,
 }
 
-func isPostgresUniqueViolation(err error) bool { return false }
+// migrateLockKey serializes migrations of one database: lanes started at the
+// same moment would otherwise race to create the same tables. It is an
+// advisory key pair in Inkwell's own namespace ('inkm', 0).
+const migrateLockKey = "1768844141, 0"
 
-func (s *Store) lockLanePostgres(ctx context.Context, lane string) (*LaneLock, error) {
-	return nil, inkwell.Errorf(inkwell.EINVALID, "PostgreSQL lane locks are not built yet")
+// postgresPoolSize bounds one process's connections (the lane lock uses one
+// more of its own): enough for the lane, the accept batcher and reads.
+const postgresPoolSize = 10
+
+// openPostgres opens one pool for reads and writes. Pool connections keep
+// TCP keepalives on, so a call to a vanished server fails instead of
+// hanging past its context's deadline.
+func (s *Store) openPostgres(ctx context.Context, dsn string) error {
+	cfg, err := postgresConfig(dsn, "inkwell")
+	if err != nil {
+		return err
+	}
+	s.dialect = postgresDialect
+	s.db = stdlib.OpenDB(*cfg)
+	s.db.SetMaxOpenConns(postgresPoolSize)
+	s.db.SetMaxIdleConns(postgresPoolSize)
+	s.db.SetConnMaxIdleTime(5 * time.Minute)
+	s.rdb = s.db
+	if err := s.db.PingContext(ctx); err != nil {
+		s.db.Close()
+		return s.classify(fmt.Errorf("open %s: %w", redactDSN(dsn), err))
+	}
+	if s.now == nil {
+		s.now = newDBClock(s.db, s.log).now
+	}
+	return nil
+}
+
+// postgresConfig parses dsn into a pgx config that names the application
+// (visible in pg_stat_activity) and dials with TCP keepalives.
+func postgresConfig(dsn, appName string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s: %v", redactDSN(dsn), err)
+	}
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = appName
+	}
+	d := &net.Dialer{
+		Timeout:         cfg.ConnectTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: keepaliveIdle, Interval: keepaliveInterval, Count: keepaliveCount},
+	}
+	if d.Timeout == 0 {
+		d.Timeout = 10 * time.Second
+	}
+	cfg.DialFunc = d.DialContext
+	return cfg, nil
+}
+
+// redactDSN drops the password from a URL for messages and logs.
+func redactDSN(dsn string) string {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil || cfg.Password == "" {
+		return dsn
+	}
+	return strings.Replace(dsn, ":"+cfg.Password+"@", ":xxxxx@", 1)
+}
+
+// classifyPostgres maps the errors after which a caller should simply try
+// again later (the server is busy, full, restarting or out of reach) to
+// EUNAVAILABLE. A unique violation stays as it is: isUniqueViolation reads it.
+func classifyPostgres(err error) error {
+	if msg := unavailableReason(err); msg != "" {
+		return fmt.Errorf("%w: %w", inkwell.Errorf(inkwell.EUNAVAILABLE, "%s", msg), err)
+	}
+	return err
+}
+
+func unavailableReason(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03":
+			return "database is busy (serialization failure, deadlock or lock wait); retry shortly"
+		case pe.Code == "53300":
+			return "database has too many connections; retry shortly"
+		case pe.Code == "53100":
+			return "database disk is full"
+		case strings.HasPrefix(pe.Code, "53"):
+			return "database is out of resources; retry shortly"
+		case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
+			return "database connection lost or server restarting; retry shortly"
+		}
+		return ""
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &ce):
+		return "database unreachable; retry shortly"
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.As(err, &ne), pgconn.SafeToRetry(err):
+		return "database connection lost; retry shortly"
+	}
+	return ""
+}
+
+func isPostgresUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// dbClock is the store's clock on PostgreSQL. Why the database's clock:
+// lanes run on many machines whose clocks disagree, and a history written
+// with each machine's own time could show a job finished before it started.
+// One clock, the server's, keeps every lane's timestamps in one order.
+//
+// How: one SELECT clock_timestamp() per transition, before its transaction,
+// on the pool (s.now() is taken once per transition, and once per group of
+// accepts). That costs one round trip and leaves every statement, and the
+// SQLite path, unchanged. If the query fails, the transaction that follows
+// will almost surely fail too; should it not, the time written is this
+// machine's clock corrected by the offset last measured against the server,
+// never the raw local time.
+type dbClock struct {
+	db     *sql.DB
+	log    *slog.Logger
+	offset atomic.Int64 // server minus local in nanoseconds, at the last successful read
+}
+
+func newDBClock(db *sql.DB, log *slog.Logger) *dbClock {
+	return &dbClock{db: db, log: log}
+}
+
+// dbClockTimeout bounds the clock read; it is one tiny query.
+const dbClockTimeout = 5 * time.Second
+
+func (c *dbClock) now() time.Time {
+	ctx, cancel := context.WithTimeout(context.Background(), dbClockTimeout)
+	defer cancel()
+	before := time.Now()
+	var t time.Time
+	if err := c.db.QueryRowContext(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		c.log.WarnContext(ctx, "database clock unreadable; using the local clock corrected by the last offset", "err", err)
+		return time.Now().Add(time.Duration(c.offset.Load())).UTC()
+	}
+	mid := before.Add(time.Since(before) / 2)
+	c.offset.Store(int64(t.Sub(mid)))
+	return t.UTC()
 }

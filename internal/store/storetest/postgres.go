@@ -1,12 +1,172 @@
 package storetest
 
-import "testing"
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
 
-// freshPostgres is filled in with the PostgreSQL backend: it will create a
-// database from a migrated template and drop it at cleanup. Until then a
-// set INKWELL_TEST_POSTGRES_URL fails loudly rather than skipping.
+	"github.com/inkwell/inkwell/internal/store"
+	_ "github.com/jackc/pgx/v5/stdlib" // the admin connection's driver, "pgx"
+)
+
+// Each PostgreSQL test gets a database of its own, cloned from a template
+// that holds the migrated schema: CREATE DATABASE … TEMPLATE copies files,
+// which is much faster than migrating every time, and tests in parallel
+// never see each other's rows or lane locks.
+//
+// The template is named by a digest of the embedded migrations, so a changed
+// migration gets a new template. `go test ./...` runs packages in parallel
+// processes against one server, so the template is built under a
+// cross-process advisory lock, under a temporary name, and renamed into
+// place only once complete: a process that finds it finds it finished.
+
+// templateLockKey is the advisory lock that serializes template builds
+// ('inkt', 0); Inkwell's own locks use other first keys.
+const templateLockKey = "1768846452, 0"
+
+type pgServer struct {
+	url      string
+	admin    *sql.DB
+	template string
+	err      error
+}
+
+var (
+	serversMu sync.Mutex
+	servers   = map[string]*pgServer{}
+)
+
+// freshPostgres creates a database from the migrated template and drops it
+// (WITH (FORCE), so a leaked connection cannot keep it) when t ends.
 func freshPostgres(t *testing.T, url string) string {
 	t.Helper()
-	t.Fatalf("%s is set but the PostgreSQL backend is not built yet", PostgresEnv)
-	return ""
+	srv := server(url)
+	if srv.err != nil {
+		t.Fatalf("%s is set but PostgreSQL is not usable: %v", PostgresEnv, srv.err)
+	}
+	name := "inkwell_t_" + randomHex(6)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := srv.admin.ExecContext(ctx, `CREATE DATABASE `+name+` TEMPLATE `+srv.template); err != nil {
+		t.Fatalf("create test database %s from %s: %v", name, srv.template, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := srv.admin.ExecContext(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+		}
+	})
+	dsn, err := withDatabase(url, name)
+	if err != nil {
+		t.Fatalf("%s: %v", PostgresEnv, err)
+	}
+	return dsn
+}
+
+// server connects to url and makes sure the template exists, once per
+// process; the outcome, error included, is kept for every later test.
+func server(url string) *pgServer {
+	serversMu.Lock()
+	defer serversMu.Unlock()
+	if srv, ok := servers[url]; ok {
+		return srv
+	}
+	srv := &pgServer{url: url}
+	servers[url] = srv
+	srv.admin, srv.err = sql.Open("pgx", url)
+	if srv.err != nil {
+		return srv
+	}
+	srv.admin.SetMaxOpenConns(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := srv.admin.PingContext(ctx); err != nil {
+		srv.err = fmt.Errorf("cannot reach %s: %w", url, err)
+		return srv
+	}
+	srv.template, srv.err = ensureTemplate(ctx, srv.admin, url)
+	return srv
+}
+
+func ensureTemplate(ctx context.Context, admin *sql.DB, url string) (string, error) {
+	digest, err := store.MigrationsDigest("postgres")
+	if err != nil {
+		return "", err
+	}
+	tpl := "inkwell_tpl_" + digest
+	conn, err := admin.Conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(`+templateLockKey+`)`); err != nil {
+		return "", fmt.Errorf("lock template build: %w", err)
+	}
+	// The connection goes back to the pool: the session lock must not.
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+templateLockKey+`)`)
+	var exists bool
+	if err := conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, tpl).Scan(&exists); err != nil {
+		return "", fmt.Errorf("look for template %s: %w", tpl, err)
+	}
+	if exists {
+		return tpl, nil
+	}
+	return tpl, buildTemplate(ctx, conn, url, tpl)
+}
+
+// buildTemplate migrates a scratch database, closes every connection to
+// it, and renames it to tpl, which then accepts no connections at all.
+func buildTemplate(ctx context.Context, conn *sql.Conn, url, tpl string) error {
+	build := tpl + "_build"
+	for _, q := range []string{`DROP DATABASE IF EXISTS ` + build + ` WITH (FORCE)`, `CREATE DATABASE ` + build} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("build template: %w", err)
+		}
+	}
+	dsn, err := withDatabase(url, build)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, dsn, store.Options{})
+	if err != nil {
+		return fmt.Errorf("build template: migrate: %w", err)
+	}
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("build template: close: %w", err)
+	}
+	// A closed connection's backend may still be exiting; FORCE-terminate
+	// any that lingers before the rename, which needs the database idle.
+	if _, err := conn.ExecContext(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = $1`, build); err != nil {
+		return fmt.Errorf("build template: close sessions: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `ALTER DATABASE `+build+` RENAME TO `+tpl); err != nil {
+		return fmt.Errorf("build template: rename: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `ALTER DATABASE `+tpl+` WITH ALLOW_CONNECTIONS false`); err != nil {
+		return fmt.Errorf("build template: seal: %w", err)
+	}
+	return nil
+}
+
+// withDatabase returns url with its database replaced by name.
+func withDatabase(raw, name string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("parse %q: %w", raw, err)
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
