@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/drill"
@@ -47,6 +49,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	short := fs.Bool("short", false, "CI mode: fewer hits, kills and requests, shorter waits")
 	keep := fs.Bool("keep", false, "keep the work dir (databases, ledgers, child logs) and print where it is")
 	bin := fs.String("inkwell-bin", "", "the inkwell binary the children run (default: this executable)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up (and fail) after this long in all; every wait inside is bounded too")
 	logf := addLogFlags(fs)
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -66,7 +69,15 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.DB, cfg.Runs, cfg.Seed, cfg.Short, cfg.Keep = *db, *runs, *seed, *short, *keep
 	cfg.Out, cfg.Logger = stdout, log
 	cfg.Command = "inkwell drill " + strings.Join(args, " ")
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, *timeout, fmt.Errorf("--timeout %s reached", *timeout))
+		defer cancel()
+	}
 	rep, err := drill.Run(ctx, cfg)
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		fmt.Fprintf(stderr, "inkwell drill: %v: stopped early\n", cause)
+	}
 	if rep != nil {
 		rep.WriteSummary(stdout)
 		if *report != "" {

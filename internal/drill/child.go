@@ -23,6 +23,7 @@ type child struct {
 	name    string // "serve#2", "provider-sim"
 	cmd     *exec.Cmd
 	logPath string
+	url     string // the base URL it serves, once known
 	started time.Time
 	exited  chan struct{} // closed once the process is reaped
 	drained chan struct{} // closed once all its output is read

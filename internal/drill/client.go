@@ -41,8 +41,9 @@ type Sent struct {
 	Key     string // the Idempotency-Key of a POST /v1/jobs
 	JobID   int64  // the job the answer named, or the job retried
 	Outcome Outcome
-	Status  int    // the HTTP status, 0 without an answer
-	Detail  string // why, for refusals and unknowns
+	Status  int           // the HTTP status, 0 without an answer
+	Detail  string        // why, for refusals and unknowns
+	At      time.Duration // when the outcome was known, since the scenario began
 }
 
 func (s Sent) String() string {
@@ -64,15 +65,16 @@ func (s Sent) String() string {
 
 // requestLog records every POST of a scenario, in the order sent.
 type requestLog struct {
-	mu   sync.Mutex
-	list []Sent
-	gets atomic.Int64
+	start time.Time
+	mu    sync.Mutex
+	list  []Sent
+	gets  atomic.Int64
 }
 
 func (l *requestLog) add(s Sent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s.Seq = len(l.list) + 1
+	s.Seq, s.At = len(l.list)+1, time.Since(l.start)
 	l.list = append(l.list, s)
 }
 

@@ -172,6 +172,7 @@ func (p *play) playRandom(ctx context.Context, pl plan) error {
 		return err
 	}
 	p.retry.Store(true)
+	p.retryAfterReady = true
 	p.startClients(ctx, pl.workloads(p.slug))
 	defer p.stopClients()
 	for i, k := range pl.Kills {
@@ -184,7 +185,7 @@ func (p *play) playRandom(ctx context.Context, pl plan) error {
 			return err
 		}
 		if ready {
-			if err := p.snapRecovered(ctx); err != nil {
+			if err := p.snapRecovered(ctx, sv); err != nil {
 				return err
 			}
 		}

@@ -284,7 +284,7 @@ func (t *Timeline) writeText(w io.Writer, compact bool) {
 	fmt.Fprintf(w, "   requests: %s\n", t.requestSummary())
 	if t.Seed == 0 {
 		for _, s := range t.Requests {
-			fmt.Fprintf(w, "     #%d %s\n", s.Seq, s)
+			fmt.Fprintf(w, "     #%d %s (at %s)\n", s.Seq, s, s.At.Round(time.Millisecond))
 		}
 	}
 	t.writeProblems(w)

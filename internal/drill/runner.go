@@ -62,19 +62,23 @@ type play struct {
 	good, failing   *sim
 	providerTimeout time.Duration
 
-	retry         atomic.Bool
-	clients       []*client
-	clientsDone   chan struct{}
-	cancelClients context.CancelFunc
-	clientErr     error
+	retry           atomic.Bool
+	retryAfterReady bool // the run's retry setting, applied once it is ready
+	clients         []*client
+	clientsDone     chan struct{}
+	cancelClients   context.CancelFunc
+	clientErr       error
 
 	starts int
-	ended  bool // a serve has died or stopped: the next one recovers
+	ended  bool      // a serve has died or stopped: the next one recovers
+	began  time.Time // for the times of events in the terminal
 }
 
 func (d *drill) newPlay(name, slug string) *play {
 	tl := &Timeline{Name: name, Crash: -1, Recovered: -1, Final: -1, Texts: map[string]string{}}
-	return &play{d: d, tl: tl, slug: slug, good: d.good, failing: d.failing, providerTimeout: 5 * time.Second}
+	p := &play{d: d, tl: tl, slug: slug, good: d.good, failing: d.failing, providerTimeout: 5 * time.Second}
+	p.log.start, p.began = time.Now(), time.Now()
+	return p
 }
 
 // runScenario plays sc and checks what it saw. It never returns early
@@ -99,7 +103,8 @@ func (p *play) playPoint(ctx context.Context, sc scenario) error {
 	p.startClients(ctx, [][]item{sc.items()})
 	defer p.stopClients()
 	for i, spec := range sc.runs {
-		p.retry.Store(spec.retry)
+		p.retry.Store(false) // until the run is ready: see snapRecovered
+		p.retryAfterReady = spec.retry
 		sv, err := p.startServe(ctx, spec.crashAt, spec.failing)
 		if err != nil {
 			return err
@@ -216,7 +221,7 @@ func (p *play) startServe(ctx context.Context, crashAt string, failing bool) (*c
 		}
 		return nil, fmt.Errorf("%w; log %s, last lines:\n%s", err, logPath, sv.tailText())
 	}
-	p.srv.set("http://" + addr)
+	sv.url = "http://" + addr
 	return sv, nil
 }
 
@@ -228,7 +233,7 @@ func (p *play) armedRun(ctx context.Context, sv *child, crashAt string) error {
 		return err
 	}
 	if ready {
-		if err := p.snapRecovered(ctx); err != nil {
+		if err := p.snapRecovered(ctx, sv); err != nil {
 			return err
 		}
 	}
@@ -240,7 +245,7 @@ func (p *play) armedRun(ctx context.Context, sv *child, crashAt string) error {
 func (p *play) awaitReady(ctx context.Context, sv *child, mayDie bool) (bool, error) {
 	hc := &http.Client{Timeout: time.Second}
 	err := sv.poll(ctx, p.d.lim.start, func() bool {
-		res, err := hc.Get(p.srv.get() + "/readyz")
+		res, err := hc.Get(sv.url + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -309,7 +314,7 @@ func (p *play) cleanRun(ctx context.Context, sv *child, u until, last bool) erro
 	if _, err := p.awaitReady(ctx, sv, false); err != nil {
 		return err
 	}
-	if err := p.snapRecovered(ctx); err != nil {
+	if err := p.snapRecovered(ctx, sv); err != nil {
 		return err
 	}
 	switch u {
@@ -389,8 +394,17 @@ func (p *play) died(sv *child) {
 }
 
 // snapRecovered reads the database once a serve that followed a dead one
-// is ready: its startup recovery has committed.
-func (p *play) snapRecovered(ctx context.Context) error {
+// is ready (its startup recovery has committed), and only then lets the
+// clients reach it, as a load balancer routes only to ready instances:
+// the "after recovery" snapshot shows what recovery left, not what a quick
+// client did next.
+func (p *play) snapRecovered(ctx context.Context, sv *child) error {
+	defer func() {
+		p.srv.set(sv.url)
+		if p.retryAfterReady {
+			p.retry.Store(true)
+		}
+	}()
 	if !p.ended {
 		return nil
 	}
@@ -421,7 +435,11 @@ func (p *play) snap(ctx context.Context, kind Kind, label string) (int, error) {
 }
 
 func (p *play) event(what, extra string) {
-	p.tl.Events = append(p.tl.Events, Event{What: what, Extra: extra})
+	at := "at " + time.Since(p.began).Round(time.Millisecond).String()
+	if extra != "" {
+		at += ", " + extra
+	}
+	p.tl.Events = append(p.tl.Events, Event{What: what, Extra: at})
 }
 
 // finish collects what the clients saw and runs the checker.
