@@ -71,7 +71,14 @@ func (sqliteDir) kind() string                { return "sqlite" }
 // default goes through store.Open, so it works as soon as the store
 // speaks PostgreSQL, and fails with the store's message until then.
 var CreatePostgresDatabase = func(ctx context.Context, adminURL, name string) (string, error) {
-	return pgAdmin(ctx, adminURL, "CREATE DATABASE "+name, name)
+	dsn, err := pgAdmin(ctx, adminURL, "CREATE DATABASE "+name, name)
+	if err != nil {
+		return "", err
+	}
+	// amcheck lets each snapshot verify the indexes (see postgresIntegrity).
+	// Without it (no contrib, no privilege) the snapshots skip that check.
+	_, _ = pgAdmin(ctx, dsn, "CREATE EXTENSION IF NOT EXISTS amcheck", name)
+	return dsn, nil
 }
 
 // DropPostgresDatabase drops a database CreatePostgresDatabase made.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
 // inkwellBin is the real inkwell binary, built once in TestMain: the
@@ -149,6 +150,35 @@ func TestDrill_Random(t *testing.T) {
 	}
 	if final := rep.Timelines[0].Snaps[rep.Timelines[0].Final]; len(final.Jobs) == 0 {
 		t.Errorf("random run made no jobs")
+	}
+}
+
+// TestDrill_Postgres runs two points with a fresh PostgreSQL database per
+// scenario, made (and dropped) by the drill on the test server.
+func TestDrill_Postgres(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv(storetest.PostgresEnv)
+	if url == "" {
+		t.Skip("PostgreSQL drill skipped: set " + storetest.PostgresEnv + "=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable to run it")
+	}
+	if testing.Short() {
+		t.Skip("runs real processes; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	rep, err := Run(ctx, Config{
+		Bin: inkwellBin, WorkDir: t.TempDir(), DB: url, Mode: ModePoints, Short: true, Out: &out,
+		Points: []string{crashpoint.CompleteBeforeCommit, crashpoint.RecoverBeforeCommit},
+	})
+	if err != nil {
+		t.Fatalf("Run with %s set: %v", storetest.PostgresEnv, err)
+	}
+	t.Log(out.String())
+	if rep.DB != "postgres" || rep.Failed() {
+		var sum bytes.Buffer
+		rep.WriteSummary(&sum)
+		t.Fatalf("postgres drill on %s:\n%s", rep.DB, sum.String())
 	}
 }
 

@@ -120,10 +120,12 @@ func Inspect(ctx context.Context, dsn string) (Snapshot, error) {
 			return Snapshot{}, fmt.Errorf("inspect: %w", err)
 		}
 	}
-	if st.Dialect() == "sqlite" {
-		if s.Integrity, err = sqliteIntegrity(ctx, tx); err != nil {
-			return Snapshot{}, fmt.Errorf("inspect: %w", err)
-		}
+	check := sqliteIntegrity
+	if st.Dialect() == "postgres" {
+		check = postgresIntegrity
+	}
+	if s.Integrity, err = check(ctx, tx); err != nil {
+		return Snapshot{}, fmt.Errorf("inspect: %w", err)
 	}
 	return s, nil
 }
@@ -223,6 +225,30 @@ func sqliteIntegrity(ctx context.Context, tx *sql.Tx) ([]string, error) {
 		return nil
 	})
 	return problems, err
+}
+
+// postgresIntegrity verifies every B-tree index of Inkwell's schema against
+// its table with amcheck, when the extension is installed (the drill
+// installs it in each database it creates). PostgreSQL enforces the
+// foreign keys itself. It runs last: a corrupt index aborts the transaction.
+func postgresIntegrity(ctx context.Context, tx *sql.Tx) ([]string, error) {
+	var installed bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'amcheck')`).Scan(&installed); err != nil {
+		return nil, fmt.Errorf("amcheck: %w", err)
+	}
+	if !installed {
+		return nil, nil
+	}
+	const q = `SELECT count(bt_index_check(c.oid, true)) FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indexrelid
+		JOIN pg_am a ON a.oid = c.relam
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE a.amname = 'btree' AND n.nspname = current_schema()`
+	var n int
+	if err := tx.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return []string{"amcheck bt_index_check: " + err.Error()}, nil
+	}
+	return nil, nil
 }
 
 func each(ctx context.Context, tx *sql.Tx, query string, scan func(*sql.Rows) error) error {
