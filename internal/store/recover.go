@@ -20,6 +20,9 @@ type Evidence struct {
 	Recoverer  Holder   `json:"recoverer"`
 	LockFile   *Holder  `json:"previous_holder_per_lock_file,omitempty"`
 	LaneRow    *LaneRow `json:"previous_holder_per_lanes_row,omitempty"`
+	// RescuedBy is the running lane that proved this lane dead and closed
+	// its orphans (rescue on proof, PostgreSQL); empty at startup recovery.
+	RescuedBy string `json:"rescued_by_lane,omitempty"`
 }
 
 // RecoveryReport is what one recovery run did (or, dry, would do).
@@ -142,10 +145,10 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 
 func (s *Store) evidence(l *LaneLock, prev *LaneRow) Evidence {
 	proof := "flock(LOCK_EX|LOCK_NB) granted on the lane's lock file: the kernel drops the lock when its holder dies, so no live process holds this lane"
-	if l.Method != "flock" {
-		proof = l.Method + " granted: no live session holds this lane"
+	if l.pg != nil {
+		proof = advisoryProof(l)
 	}
-	return Evidence{LockMethod: l.Method, LockPath: l.Path, Proof: proof, Recoverer: l.Self, LockFile: l.Previous, LaneRow: prev}
+	return Evidence{LockMethod: l.Method, LockPath: l.Path, Proof: proof, Recoverer: l.Self, LockFile: l.Previous, LaneRow: prev, RescuedBy: l.RescuedBy}
 }
 
 // recoveryAnomalies finds, before any change, the rows of this lane that

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -46,15 +47,25 @@ var (
 // (WITH (FORCE), so a leaked connection cannot keep it) when t ends.
 func freshPostgres(t *testing.T, url string) string {
 	t.Helper()
+	return createDatabase(t, url, "")
+}
+
+// createDatabase creates a database from template (the migrated template
+// when empty) and drops it when t ends.
+func createDatabase(t *testing.T, url, template string) string {
+	t.Helper()
 	srv := server(url)
 	if srv.err != nil {
 		t.Fatalf("%s is set but PostgreSQL is not usable: %v", PostgresEnv, srv.err)
 	}
+	if template == "" {
+		template = srv.template
+	}
 	name := "inkwell_t_" + randomHex(6)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := srv.admin.ExecContext(ctx, `CREATE DATABASE `+name+` TEMPLATE `+srv.template); err != nil {
-		t.Fatalf("create test database %s from %s: %v", name, srv.template, err)
+	if _, err := srv.admin.ExecContext(ctx, `CREATE DATABASE `+name+` TEMPLATE `+template); err != nil {
+		t.Fatalf("create test database %s from %s: %v", name, template, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -68,6 +79,19 @@ func freshPostgres(t *testing.T, url string) string {
 		t.Fatalf("%s: %v", PostgresEnv, err)
 	}
 	return dsn
+}
+
+// EmptyPostgresDSN returns the URL of a new database with no schema at all,
+// dropped when t ends, for tests of migration itself. Like PostgresDSN it
+// skips when INKWELL_TEST_POSTGRES_URL is unset and fails when it is set
+// but the server cannot be reached.
+func EmptyPostgresDSN(t *testing.T) string {
+	t.Helper()
+	url := os.Getenv(PostgresEnv)
+	if url == "" {
+		t.Skip("PostgreSQL tests skipped: set " + PostgresEnv + "=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable to run them")
+	}
+	return createDatabase(t, url, "template0")
 }
 
 // server connects to url and makes sure the template exists, once per
