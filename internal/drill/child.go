@@ -152,7 +152,7 @@ func (c *child) poll(ctx context.Context, timeout time.Duration, cond func() boo
 		case <-deadline.C:
 			return fmt.Errorf("timed out after %s", timeout)
 		case <-ctx.Done():
-			return ctx.Err()
+			return context.Cause(ctx)
 		case <-tick.C:
 		}
 	}
@@ -168,7 +168,7 @@ func (c *child) waitExit(ctx context.Context, timeout time.Duration) error {
 	case <-t.C:
 		return fmt.Errorf("%s (pid %d) still running after %s", c.name, c.pid(), timeout)
 	case <-ctx.Done():
-		return ctx.Err()
+		return context.Cause(ctx)
 	}
 }
 

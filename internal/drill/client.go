@@ -160,7 +160,7 @@ func (c *client) submit(ctx context.Context, i int) error {
 			var d inkwell.JobDetail
 			s := c.post(ctx, base, pathJobs, it.key, body, &d)
 			if ctx.Err() != nil {
-				return fmt.Errorf("%s: submit key %s: %w", c.name, it.key, ctx.Err())
+				return fmt.Errorf("%s: submit key %s: %w", c.name, it.key, context.Cause(ctx))
 			}
 			s.Key = it.key
 			if s.Outcome == OutcomeOK {
@@ -192,7 +192,7 @@ func (c *client) await(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: waiting for jobs %s: %w", c.name, c.pending(), ctx.Err())
+			return fmt.Errorf("%s: waiting for jobs %s: %w", c.name, c.pending(), context.Cause(ctx))
 		case <-tick.C:
 		}
 	}
@@ -352,13 +352,13 @@ func (b *backoff) wait(ctx context.Context) error {
 // sleep is the client's think time: a timer that ctx cuts short.
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
-		return ctx.Err()
+		return context.Cause(ctx)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return context.Cause(ctx)
 	case <-t.C:
 		return nil
 	}

@@ -56,9 +56,6 @@ func buildInkwell(out string) error {
 // and the commit, and after a retry's commit.
 func TestDrill_Points(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs real processes; skipped with -short")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
@@ -129,9 +126,6 @@ func TestDrill_Points(t *testing.T) {
 // plan: the run must pass and print its seed.
 func TestDrill_Random(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs real processes; skipped with -short")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
@@ -160,9 +154,6 @@ func TestDrill_Postgres(t *testing.T) {
 	url := os.Getenv(storetest.PostgresEnv)
 	if url == "" {
 		t.Skip("PostgreSQL drill skipped: set " + storetest.PostgresEnv + "=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable to run it")
-	}
-	if testing.Short() {
-		t.Skip("runs real processes; skipped with -short")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

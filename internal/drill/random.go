@@ -129,7 +129,7 @@ func (d *drill) runRandom(ctx context.Context, rep *Report) error {
 		seed, seed, d.cfg.Runs, map[bool]string{true: " --short"}[d.cfg.Short])
 	for i := range d.cfg.Runs {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return context.Cause(ctx)
 		}
 		tl := d.runRandomPlan(ctx, i+1, makePlan(seed, d.lim, d.cfg.Points))
 		rep.Timelines = append(rep.Timelines, tl)
@@ -165,7 +165,7 @@ func (d *drill) runRandomPlan(ctx context.Context, n int, pl plan) *Timeline {
 }
 
 func (p *play) playRandom(ctx context.Context, pl plan) error {
-	ctx, cancel := context.WithTimeout(ctx, p.d.lim.scenario)
+	ctx, cancel := context.WithTimeoutCause(ctx, p.d.lim.scenario, fmt.Errorf("%s exceeded its %s bound", p.tl.Name, p.d.lim.scenario))
 	defer cancel()
 	defer p.ps.killAll()
 	if err := p.open(ctx); err != nil {
@@ -217,7 +217,7 @@ func (p *play) killAt(ctx context.Context, sv *child, k kill) error {
 	case <-sv.exited:
 	case <-t.C:
 	case <-ctx.Done():
-		return ctx.Err()
+		return context.Cause(ctx)
 	}
 	if sv.alive() {
 		sv.kill()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,7 +93,7 @@ func (d *drill) runScenario(ctx context.Context, sc scenario) *Timeline {
 }
 
 func (p *play) playPoint(ctx context.Context, sc scenario) error {
-	ctx, cancel := context.WithTimeout(ctx, p.d.lim.scenario)
+	ctx, cancel := context.WithTimeoutCause(ctx, p.d.lim.scenario, fmt.Errorf("scenario %s exceeded its %s bound", p.tl.Name, p.d.lim.scenario))
 	defer cancel()
 	defer p.ps.killAll()
 	if err := p.open(ctx); err != nil {
@@ -289,7 +288,7 @@ func (p *play) awaitCrash(ctx context.Context, sv *child, crashAt string) error 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s to die at %s: %w", sv.name, crashAt, ctx.Err())
+			return fmt.Errorf("waiting for %s to die at %s: %w", sv.name, crashAt, context.Cause(ctx))
 		case <-sv.exited:
 		case <-tick.C:
 		}
@@ -470,5 +469,3 @@ func (p *play) finish(start time.Time) {
 	}
 	tl.Took = time.Since(start)
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
