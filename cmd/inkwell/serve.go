@@ -35,6 +35,7 @@ openai provider's API key), INKWELL_CRASH_AT (arm a crash point; drills only).`
 type serveConfig struct {
 	db, addr, lane, synchronous *string
 	grace, heartbeat, poll      *time.Duration
+	rescue                      *time.Duration
 	provider                    providerFlags
 	log                         logFlags
 }
@@ -48,6 +49,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		synchronous: fs.String("synchronous", "FULL", "SQLite synchronous mode: FULL (every commit survives a power cut) or NORMAL (faster; a power cut may lose the last commits, a process crash loses nothing)"),
 		grace:       fs.Duration("grace", 30*time.Second, "on shutdown, how long a running provider call may take to finish"),
 		heartbeat:   fs.Duration("heartbeat", 2*time.Second, "how often the lane stamps its heartbeat and checks its lock"),
+		rescue:      fs.Duration("rescue-interval", 2*time.Second, "PostgreSQL: how often the lane looks for other lanes proven dead (their lock is free) and closes their orphans"),
 		poll:        fs.Duration("poll", time.Second, "how often an idle lane looks for jobs queued by other processes"),
 		provider:    addProviderFlags(fs),
 		log:         addLogFlags(fs),
@@ -84,7 +86,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	defer st.Close()
 	lane := worker.New(st, worker.Config{
 		Name: *cfg.lane, Provider: prov, Logger: log,
-		Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Grace: *cfg.grace,
+		Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Grace: *cfg.grace, Rescue: *cfg.rescue,
 	})
 	srv := api.New(api.Config{Store: st, Logger: log, OnAccepted: lane.Wake})
 	ln, err := net.Listen("tcp", *cfg.addr)

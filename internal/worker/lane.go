@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -25,6 +26,9 @@ type Config struct {
 	// RecordPatience is how long an outcome's write is retried while the
 	// database is unavailable before the lane gives up and stops (default 1m).
 	RecordPatience time.Duration
+	// Rescue is how often a lane on PostgreSQL looks for dead lanes whose
+	// orphans it can close on proof (default 2s); see rescue.go.
+	Rescue time.Duration
 	// Observer, if set, hears about each outcome (metrics live in the caller).
 	Observer Observer
 }
@@ -53,6 +57,11 @@ type laneStore interface {
 	Claim(ctx context.Context, lane string) (*store.Claimed, error)
 	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
 	FailIfRunning(ctx context.Context, p store.FailParams) error
+	// Rescue on proof (rescue.go).
+	Dialect() string
+	LanesWithRunning(ctx context.Context, except string) ([]string, error)
+	LockLaneForRescue(ctx context.Context, lane string, by *store.LaneLock) (*store.LaneLock, error)
+	Rescue(ctx context.Context, l *store.LaneLock) (store.RecoveryReport, error)
 }
 
 // Lane is one worker lane. Open it, Run it, and Close it.
@@ -65,6 +74,8 @@ type Lane struct {
 
 	mu       sync.Mutex
 	recovery *store.RecoveryReport
+
+	rescueScans atomic.Int64 // completed looks for dead lanes (rescue.go)
 }
 
 // New returns a lane over st. It panics on a missing provider: a
@@ -81,6 +92,7 @@ func New(st laneStore, cfg Config) *Lane {
 	setDefault(&cfg.Grace, 30*time.Second)
 	setDefault(&cfg.DBTimeout, 10*time.Second)
 	setDefault(&cfg.RecordPatience, time.Minute)
+	setDefault(&cfg.Rescue, 2*time.Second)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -154,6 +166,10 @@ func (l *Lane) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); l.heartbeat(laneCtx, stopLane) }()
+	if l.store.Dialect() == "postgres" { // SQLite: one lane per file in practice; orphans close at restart
+		wg.Add(1)
+		go func() { defer wg.Done(); l.rescue(laneCtx) }()
+	}
 	l.log.InfoContext(ctx, "lane running", "pid", l.lock.Self.PID, "incarnation", l.lock.Self.Incarnation)
 	l.loop(laneCtx, stopLane)
 	stopLane(nil)
@@ -185,6 +201,11 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) {
 	poll := time.NewTicker(l.cfg.Poll)
 	defer poll.Stop()
 	for ctx.Err() == nil {
+		if err := l.lock.Check(); err != nil { // fencing: no claim without the lock
+			l.log.ErrorContext(ctx, "lane lock lost; no more claims, stopping the lane", "err", err)
+			stopLane(err)
+			return
+		}
 		worked, err := l.runOne(ctx)
 		if errors.Is(err, errUnrecorded) {
 			l.log.ErrorContext(ctx, "stopping the lane: a job's outcome could not be recorded; restart recovery will close it", "err", err)
@@ -213,6 +234,7 @@ func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) 
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-l.lock.Lost(): // PostgreSQL: the lock session is gone; stop now
 		}
 		if err := l.lock.Check(); err != nil {
 			l.log.ErrorContext(ctx, "lane lock lost; stopping the lane", "err", err)

@@ -31,9 +31,11 @@ import (
 // ('inkt', 0); Inkwell's own locks use other first keys.
 const templateLockKey = "1768846452, 0"
 
+// pgServer is what one process learned about the server at url. It keeps
+// no connection open between tests (goleak in other packages would see its
+// pool's goroutine): each create and drop opens and closes its own.
 type pgServer struct {
 	url      string
-	admin    *sql.DB
 	template string
 	err      error
 }
@@ -62,15 +64,11 @@ func createDatabase(t *testing.T, url, template string) string {
 		template = srv.template
 	}
 	name := "inkwell_t_" + randomHex(6)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := srv.admin.ExecContext(ctx, `CREATE DATABASE `+name+` TEMPLATE `+template); err != nil {
+	if err := adminExec(url, `CREATE DATABASE `+name+` TEMPLATE `+template); err != nil {
 		t.Fatalf("create test database %s from %s: %v", name, template, err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := srv.admin.ExecContext(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+		if err := adminExec(url, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
 			t.Errorf("drop test database %s: %v", name, err)
 		}
 	})
@@ -104,19 +102,33 @@ func server(url string) *pgServer {
 	}
 	srv := &pgServer{url: url}
 	servers[url] = srv
-	srv.admin, srv.err = sql.Open("pgx", url)
-	if srv.err != nil {
+	admin, err := sql.Open("pgx", url)
+	if err != nil {
+		srv.err = err
 		return srv
 	}
-	srv.admin.SetMaxOpenConns(4)
+	defer admin.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := srv.admin.PingContext(ctx); err != nil {
+	if err := admin.PingContext(ctx); err != nil {
 		srv.err = fmt.Errorf("cannot reach %s: %w", url, err)
 		return srv
 	}
-	srv.template, srv.err = ensureTemplate(ctx, srv.admin, url)
+	srv.template, srv.err = ensureTemplate(ctx, admin, url)
 	return srv
+}
+
+// adminExec runs one statement on a connection of its own to url.
+func adminExec(url, q string) error {
+	admin, err := sql.Open("pgx", url)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = admin.ExecContext(ctx, q)
+	return err
 }
 
 func ensureTemplate(ctx context.Context, admin *sql.DB, url string) (string, error) {
