@@ -79,17 +79,32 @@ func newFlags(name, synopsis, description string, stdout, stderr io.Writer) *fla
 }
 
 // parseFlags parses args; it returns (exit code, false) when the command
-// should stop: 0 after --help, 2 after a bad flag.
+// should stop: 0 after --help, 2 after a bad flag. Flags may follow the
+// positional arguments, as the synopses write them ('show ID --db PATH');
+// the positional arguments end up in fs.Args(), and "--" ends the flags.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-		return 0, false
+	var positional []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0, false
+		}
+		if err != nil {
+			return 2, false
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...) // after "--", nothing is a flag
+			break
+		}
+		positional, args = append(positional, rest[0]), rest[1:]
 	}
-	if err != nil {
-		return 2, false
-	}
+	_ = fs.Parse(append([]string{"--"}, positional...)) // sets fs.Args(); parses no flag
 	return 0, true
 }
 

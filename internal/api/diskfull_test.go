@@ -54,8 +54,13 @@ func TestAccept_DiskFull(t *testing.T) {
 	if got := full.Header.Get("Retry-After"); got == "" {
 		t.Error("503 without Retry-After")
 	}
-	if resp, err := http.Get(srv.URL + "/v1/jobs/1"); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /v1/jobs/1 while full: %v %v, want 200", resp, err)
+	resp, err := http.Get(srv.URL + "/v1/jobs/1")
+	if err != nil {
+		t.Fatalf("GET /v1/jobs/1 while full: %v", err)
+	}
+	resp.Body.Close() // an unclosed body keeps its connection (goleak in TestMain)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/jobs/1 while full: %d, want 200", resp.StatusCode)
 	}
 	if _, err := db.Exec(`PRAGMA max_page_count = 1073741823`); err != nil {
 		t.Fatal(err)

@@ -70,7 +70,9 @@ func decodeRequest(body []byte) (inkwell.Request, error) {
 	if err := dec.Decode(&req); err != nil {
 		return req, inkwell.Errorf(inkwell.EINVALID, "body must be a JSON object {\"prompt\", \"account\", \"max_words\"}: %s", jsonProblem(err))
 	}
-	if dec.More() {
+	// Only white space may follow the object. (dec.More would let a
+	// trailing '}' or ']' through: it reports the end of an enclosing value.)
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
 		return req, inkwell.Errorf(inkwell.EINVALID, "body must hold exactly one JSON object")
 	}
 	return req, nil

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+)
+
+// These tests run the real inkwell binary, built once in TestMain, as child
+// processes, and kill them with SIGKILL as a crash would.
+
+var inkwellBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "inkwell-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	inkwellBin = filepath.Join(dir, "inkwell")
+	if out, err := exec.Command("go", "build", "-o", inkwellBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// waitLimit bounds each wait on a child or a row; normally they take
+// milliseconds.
+const waitLimit = 60 * time.Second
+
+// childEnv is this process's environment without the variables that would
+// change what a child does behind the test's back.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "INKWELL_DB=") || strings.HasPrefix(kv, "INKWELL_CRASH_AT=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// server is a running `inkwell serve` child.
+type server struct {
+	cmd    *exec.Cmd
+	url    string
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	exited chan struct{}
+	err    error // Wait's result, once exited is closed
+}
+
+var listeningRE = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
+
+// startServe starts `inkwell serve` on a free loopback port and waits until
+// it answers /readyz with 200 (recovery done).
+func startServe(t *testing.T, db string, args ...string) *server {
+	t.Helper()
+	all := append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0"}, args...)
+	s := &server{cmd: exec.Command(inkwellBin, all...), exited: make(chan struct{})}
+	s.cmd.Env = childEnv()
+	pipe, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start serve: %v", err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.stderr.WriteString(line + "\n")
+			s.mu.Unlock()
+			if m := listeningRE.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+		s.err = s.cmd.Wait()
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		s.cmd.Process.Kill()
+		<-s.exited
+		if t.Failed() {
+			t.Logf("serve pid %d stderr:\n%s", s.cmd.Process.Pid, s.log())
+		}
+	})
+	select {
+	case a := <-addr:
+		s.url = "http://" + a
+	case <-s.exited:
+		t.Fatalf("serve exited before listening: %v\n%s", s.err, s.log())
+	case <-time.After(waitLimit):
+		t.Fatalf("serve did not listen within %v:\n%s", waitLimit, s.log())
+	}
+	waitFor(t, "serve ready", func() bool {
+		resp, err := http.Get(s.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return s
+}
+
+func (s *server) log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stderr.String()
+}
+
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+// signal sends sig and waits for the child to exit.
+func (s *server) signal(t *testing.T, sig syscall.Signal) error {
+	t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v: %v", sig, err)
+	}
+	select {
+	case <-s.exited:
+		return s.err
+	case <-time.After(waitLimit):
+		t.Fatalf("serve pid %d did not exit within %v of %v", s.pid(), waitLimit, sig)
+		return nil
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitLimit)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s: not within %v", what, waitLimit)
+		}
+	}
+}
+
+// runCLI runs the binary to completion and returns its exit code and output.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, inkwellBin, args...)
+	cmd.Env = childEnv()
+	cmd.Dir = t.TempDir() // the default inkwell.db, if ever used, lands here
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("inkwell %q did not finish within %v", args, waitLimit)
+	}
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatalf("inkwell %q: %v", args, err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+func submit(t *testing.T, url, key, body string) inkwell.JobDetail {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/jobs", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST /v1/jobs: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /v1/jobs: %d %s, want 201", resp.StatusCode, b)
+	}
+	var d inkwell.JobDetail
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func show(t *testing.T, st *store.Store, id int64) inkwell.JobDetail {
+	t.Helper()
+	d, err := st.Show(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Show %d: %v", id, err)
+	}
+	return d
+}
+
+func countWhere(t *testing.T, st *store.Store, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := st.DB().QueryRow(q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// TestServe_KillMidCallThenRecoverAndRetry is the crash test of issue 2:
+// kill -9 of a real server while a provider call is in flight, restart,
+// check the rows, refuse a second server, retry, and finish the job.
+func TestServe_KillMidCallThenRecoverAndRetry(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	first := startServe(t, db, "--sim-latency", "30s", "--heartbeat", "100ms")
+	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
+
+	job := submit(t, first.url, "crash-key", `{"prompt":"a haiku about ink","max_words":12}`).Job
+	waitFor(t, "job running in the database", func() bool {
+		d := show(t, st, job.ID)
+		return d.Job.Status == inkwell.StatusRunning && len(d.Attempts) == 1
+	})
+	if err := first.signal(t, syscall.SIGKILL); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("first serve after SIGKILL: %v, want killed", err)
+	}
+	// Death changes no row: the job is still running, mid-call.
+	if d := show(t, st, job.ID); d.Job.Status != inkwell.StatusRunning || d.Attempts[0].Status != inkwell.StatusRunning {
+		t.Fatalf("after the kill, before restart: job %s attempt %s, want both running", d.Job.Status, d.Attempts[0].Status)
+	}
+
+	second := startServe(t, db, "--sim-latency", "10ms", "--poll", "50ms")
+	d := show(t, st, job.ID)
+	if d.Job.Status != inkwell.StatusFailed || d.Job.Error != inkwell.ErrWorkerRestarted || d.Job.FinishedAt == nil {
+		t.Errorf("job after restart = %+v, want failed %q with finished_at", d.Job, inkwell.ErrWorkerRestarted)
+	}
+	a := d.Attempts[0]
+	if len(d.Attempts) != 1 || a.AttemptNumber != 1 || a.Status != inkwell.StatusFailed || a.Error != inkwell.ErrWorkerRestarted || a.FinishedAt == nil || a.RecoveryRunID == nil {
+		t.Fatalf("attempts after restart = %+v, want attempt 1 failed %q, finished, linked to a recovery run", d.Attempts, inkwell.ErrWorkerRestarted)
+	}
+	run, err := st.RecoveryRunByID(context.Background(), *a.RecoveryRunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Lane != "local" || run.AttemptsClosed != 1 || run.AttemptsBackfilled != 0 || run.JobsFailed != 1 {
+		t.Errorf("recovery run = %+v, want lane local, 1 attempt closed, 0 back-filled, 1 job failed", run)
+	}
+	var ev store.Evidence
+	if err := json.Unmarshal([]byte(run.Evidence), &ev); err != nil {
+		t.Fatalf("evidence %q: %v", run.Evidence, err)
+	}
+	if ev.Proof == "" || ev.LaneRow == nil || ev.LaneRow.PID != first.pid() || ev.LockFile == nil || ev.LockFile.PID != first.pid() || ev.Recoverer.PID != second.pid() {
+		t.Errorf("evidence = %s, want a proof, the killed pid %d as previous holder (lanes row and lock file) and pid %d as recoverer", run.Evidence, first.pid(), second.pid())
+	}
+
+	// A second server while the lane's holder lives refuses, names it, and changes nothing.
+	runsBefore := countWhere(t, st, `SELECT COUNT(*) FROM recovery_runs`)
+	code, _, stderr := runCLI(t, "serve", "--db", db, "--addr", "127.0.0.1:0", "--sim-latency", "0s")
+	if code != 1 || !strings.Contains(stderr, fmt.Sprintf("pid %d", second.pid())) {
+		t.Errorf("second serve: exit %d, stderr %q; want 1 and a message naming pid %d", code, stderr, second.pid())
+	}
+	if got := countWhere(t, st, `SELECT COUNT(*) FROM recovery_runs`); got != runsBefore {
+		t.Errorf("the refused serve wrote %d recovery runs", got-runsBefore)
+	}
+	if d := show(t, st, job.ID); d.Job.Status != inkwell.StatusFailed || len(d.Attempts) != 1 {
+		t.Errorf("the refused serve touched job %d: %+v", job.ID, d)
+	}
+
+	// Retry through the CLI; the live server runs attempt 2 to done.
+	code, stdout, stderr := runCLI(t, "retry", fmt.Sprint(job.ID), "--db", db)
+	if code != 0 || !strings.Contains(stdout, "queued") {
+		t.Fatalf("inkwell retry: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	waitFor(t, "job done after retry", func() bool { return show(t, st, job.ID).Job.Status == inkwell.StatusDone })
+	d = show(t, st, job.ID)
+	if len(d.Attempts) != 2 || d.Attempts[0].Status != inkwell.StatusFailed || d.Attempts[1].AttemptNumber != 2 || d.Attempts[1].Status != inkwell.StatusDone {
+		t.Errorf("attempts = %+v, want 1 failed then 2 done", d.Attempts)
+	}
+	if n := countWhere(t, st, `SELECT COUNT(*) FROM results WHERE job_id = ?`, job.ID); n != 1 {
+		t.Errorf("results of job %d = %d, want 1", job.ID, n)
+	}
+	if n := countWhere(t, st, `SELECT COUNT(*) FROM charges WHERE job_id = ?`, job.ID); n != 1 {
+		t.Errorf("charges of job %d = %d, want 1", job.ID, n)
+	}
+	if d.Result == nil || d.Charge == nil || d.Result.AttemptID != d.Attempts[1].ID || d.Charge.AttemptID != d.Attempts[1].ID {
+		t.Errorf("result %+v / charge %+v, want both from attempt 2 (id %d)", d.Result, d.Charge, d.Attempts[1].ID)
+	}
+	code, stdout, _ = runCLI(t, "show", fmt.Sprint(job.ID), "--db", db)
+	if code != 0 || d.Result == nil || !strings.Contains(stdout, d.Result.Text) || !strings.Contains(stdout, inkwell.ErrWorkerRestarted) {
+		t.Errorf("inkwell show: exit %d, stdout %q; want the text and the restarted attempt", code, stdout)
+	}
+
+	// SIGTERM: a clean stop, exit 0, the lane marked stopped.
+	if err := second.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("serve after SIGTERM: %v, want exit 0\n%s", err, second.log())
+	}
+	lanes, err := st.Lanes(context.Background())
+	if err != nil || len(lanes) != 1 || lanes[0].StoppedAt == nil || lanes[0].PID != second.pid() {
+		t.Errorf("lanes = %+v (%v), want lane local stopped by pid %d", lanes, err, second.pid())
+	}
+}
+
+func TestCLI_HelpForEveryCommand(t *testing.T) {
+	t.Parallel()
+	code, stdout, _ := runCLI(t, "--help")
+	if code != 0 {
+		t.Fatalf("inkwell --help: exit %d, want 0", code)
+	}
+	_, list, ok := strings.Cut(stdout, "Commands:\n")
+	if !ok {
+		t.Fatalf("inkwell --help lists no commands:\n%s", stdout)
+	}
+	var names []string
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.HasPrefix(line, "  ") {
+			break
+		}
+		names = append(names, strings.Fields(line)[0])
+	}
+	for _, want := range []string{"serve", "submit", "show", "retry", "recover", "migrate"} {
+		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
+			t.Errorf("inkwell --help does not list %q (lists %q)", want, names)
+		}
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runCLI(t, name, "--help")
+			if code != 0 {
+				t.Errorf("inkwell %s --help: exit %d, want 0 (stderr %q)", name, code, stderr)
+			}
+			if !strings.Contains(stdout, "Usage: inkwell "+name) || !strings.Contains(stdout, "Flags:") || !regexp.MustCompile(`(?m)^\s+-\w`).MatchString(stdout) {
+				t.Errorf("inkwell %s --help printed no usage and flags:\n%s", name, stdout)
+			}
+		})
+	}
+}
+
+func TestCLI_UnknownCommand(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runCLI(t, "frobnicate")
+	if code != 2 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
+		t.Errorf("inkwell frobnicate: exit %d, stderr %q; want 2 and the unknown command named", code, stderr)
+	}
+	if code, _, _ := runCLI(t); code != 2 {
+		t.Errorf("inkwell with no command: exit %d, want 2", code)
+	}
+	if code, _, _ := runCLI(t, "show", "--no-such-flag"); code != 2 {
+		t.Errorf("inkwell show --no-such-flag: exit %d, want 2", code)
+	}
+}
+
+func TestCLI_MissingDatabaseCreatesNothing(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"show", "1"}, {"retry", "1"}, {"recover"}} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			db := filepath.Join(dir, "missing.db")
+			code, _, stderr := runCLI(t, append(args, "--db", db)...)
+			if code != 1 || !strings.Contains(stderr, db) || !strings.Contains(stderr, "no such file") {
+				t.Errorf("inkwell %s on a missing database: exit %d, stderr %q; want 1 and a message naming %s", args[0], code, stderr, db)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("inkwell %s created %v", args[0], entries)
+			}
+		})
+	}
+}

@@ -1,0 +1,300 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/provider"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+	"github.com/inkwell/inkwell/internal/worker"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// waitLimit bounds every wait on a condition; the conditions normally hold
+// within milliseconds, the limit only keeps a broken lane from hanging.
+const waitLimit = 30 * time.Second
+
+// running is a lane whose Run goroutine the test owns.
+type running struct {
+	lane   *worker.Lane
+	cancel context.CancelFunc
+	done   chan error // Run's result
+}
+
+// startLane opens a lane over st and runs it until the test ends (or the
+// test stops it). Its lock is released at cleanup.
+func startLane(t *testing.T, st *store.Store, cfg worker.Config) *running {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = storetest.TestLogger(t)
+	}
+	l := worker.New(st, cfg)
+	if _, err := l.Open(t.Context()); err != nil {
+		t.Fatalf("lane Open: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{lane: l, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- l.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(waitLimit):
+			t.Errorf("lane Run did not return within %v of its stop", waitLimit)
+		}
+		l.Close()
+	})
+	return r
+}
+
+// stop cancels Run's context and returns Run's result.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	return r.wait(t)
+}
+
+func (r *running) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		return err
+	case <-time.After(waitLimit):
+		t.Fatalf("lane Run did not return within %v", waitLimit)
+		return nil
+	}
+}
+
+func accept(t *testing.T, st *store.Store, key, prompt string, maxWords int) inkwell.Job {
+	t.Helper()
+	payload, _ := json.Marshal(inkwell.Request{Prompt: prompt, Account: "acme", MaxWords: maxWords})
+	job, _, err := st.Accept(t.Context(), store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload})
+	if err != nil {
+		t.Fatalf("Accept %s: %v", key, err)
+	}
+	return job
+}
+
+// waitJob polls the job until cond holds, and returns it.
+func waitJob(t *testing.T, st *store.Store, id int64, what string, cond func(inkwell.JobDetail) bool) inkwell.JobDetail {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitLimit)
+	for {
+		d, err := st.Show(t.Context(), id)
+		if err != nil {
+			t.Fatalf("Show %d: %v", id, err)
+		}
+		if cond(d) {
+			return d
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("job %d never became %s; last seen %+v", id, what, d.Job)
+		}
+	}
+}
+
+func isStatus(status string) func(inkwell.JobDetail) bool {
+	return func(d inkwell.JobDetail) bool { return d.Job.Status == status }
+}
+
+func laneRow(t *testing.T, st *store.Store, name string) store.LaneRow {
+	t.Helper()
+	rows, err := st.Lanes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no lanes row %q in %+v", name, rows)
+	return store.LaneRow{}
+}
+
+func TestLane_RunsJobsEndToEnd(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	r := startLane(t, st, worker.Config{Name: "lane-a", Provider: provider.NewSim(5 * time.Millisecond)})
+	var jobs []inkwell.Job
+	for i := range 5 {
+		jobs = append(jobs, accept(t, st, fmt.Sprintf("k%d", i), fmt.Sprintf("poem number %d", i), 10+i))
+		r.lane.Wake()
+	}
+	for i, j := range jobs {
+		d := waitJob(t, st, j.ID, "done", isStatus(inkwell.StatusDone))
+		wantText := provider.Generate(fmt.Sprintf("poem number %d", i), 10+i)
+		if d.Result == nil || d.Result.Text != wantText {
+			t.Errorf("job %d result %+v, want the sim's text %q", j.ID, d.Result, wantText)
+		}
+		if d.Charge == nil || d.Charge.Account != "acme" || d.Charge.AmountMicros != provider.Price(wantText) || d.Charge.ProviderRequestID == "" {
+			t.Errorf("job %d charge %+v, want account acme, %d micros and a provider request id", j.ID, d.Charge, provider.Price(wantText))
+		}
+		if len(d.Attempts) != 1 || d.Attempts[0].Status != inkwell.StatusDone || d.Attempts[0].Lane != "lane-a" || d.Job.Lane != "lane-a" {
+			t.Errorf("job %d: lane %q, attempts %+v; want one done attempt on lane-a", j.ID, d.Job.Lane, d.Attempts)
+		}
+	}
+	if err := r.stop(t); err != nil {
+		t.Errorf("Run after a stop = %v, want nil", err)
+	}
+	if row := laneRow(t, st, "lane-a"); row.StoppedAt == nil || row.StopReason != "shutdown" || row.PID != os.Getpid() {
+		t.Errorf("lanes row %+v, want stopped for shutdown by pid %d", row, os.Getpid())
+	}
+}
+
+func TestLane_OpenRecoversTheDeadHolder(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	// The previous holder of lane "local" claimed a job and died.
+	orphan := accept(t, st, "orphan", "left running", 5)
+	if c, err := st.Claim(t.Context(), "local"); err != nil || c == nil || c.Job.ID != orphan.ID {
+		t.Fatalf("Claim: %+v %v", c, err)
+	}
+	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Poll: time.Hour})
+	rep := r.lane.LastRecovery()
+	if rep == nil || rep.AttemptsClosed != 1 || rep.JobsFailed != 1 {
+		t.Fatalf("LastRecovery = %+v, want one attempt closed and one job failed", rep)
+	}
+	d := waitJob(t, st, orphan.ID, "failed", isStatus(inkwell.StatusFailed))
+	if d.Job.Error != inkwell.ErrWorkerRestarted || d.Attempts[0].RecoveryRunID == nil || *d.Attempts[0].RecoveryRunID != rep.RunID {
+		t.Errorf("orphan = %+v / %+v, want failed %q by recovery run %d", d.Job, d.Attempts, inkwell.ErrWorkerRestarted, rep.RunID)
+	}
+	// The recovered job runs again only when retried, as attempt 2.
+	if _, err := st.RetryIfFailed(t.Context(), orphan.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.lane.Wake()
+	d = waitJob(t, st, orphan.ID, "done", isStatus(inkwell.StatusDone))
+	if len(d.Attempts) != 2 || d.Attempts[1].AttemptNumber != 2 || d.Attempts[1].Status != inkwell.StatusDone {
+		t.Errorf("attempts %+v, want attempt 1 failed and attempt 2 done", d.Attempts)
+	}
+}
+
+func TestLane_OpenRefusesAHeldLane(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	held, err := st.LockLane(t.Context(), "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	l := worker.New(st, worker.Config{Provider: provider.NewSim(0), Logger: storetest.TestLogger(t)})
+	_, err = l.Open(t.Context())
+	if inkwell.ErrorCode(err) != inkwell.ELANEHELD || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("Open of a held lane = %v, want %s naming pid %d", err, inkwell.ELANEHELD, os.Getpid())
+	}
+	if runs, _ := st.Lanes(t.Context()); len(runs) != 0 {
+		t.Errorf("a refused Open registered lanes %+v", runs)
+	}
+	var n int
+	if err := st.DB().QueryRow(`SELECT COUNT(*) FROM recovery_runs`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("a refused Open wrote %d recovery runs (err %v), want 0", n, err)
+	}
+	if err := l.Run(t.Context()); err == nil {
+		t.Errorf("Run of a lane that never opened = nil, want an error")
+	}
+}
+
+func TestLane_GracefulStop(t *testing.T) {
+	t.Parallel()
+	t.Run("GraceCutsTheCallShort", func(t *testing.T) {
+		t.Parallel()
+		st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+		r := startLane(t, st, worker.Config{Provider: provider.NewSim(time.Hour), Grace: 50 * time.Millisecond})
+		job := accept(t, st, "slow", "a very slow poem", 5)
+		r.lane.Wake()
+		waitJob(t, st, job.ID, "running", isStatus(inkwell.StatusRunning))
+		if err := r.stop(t); err != nil {
+			t.Errorf("Run after a stop = %v, want nil", err)
+		}
+		d, err := st.Show(t.Context(), job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Job.Status != inkwell.StatusFailed || d.Job.Error != inkwell.ErrShutdownGrace || d.Job.FinishedAt == nil {
+			t.Errorf("job = %+v, want failed %q with finished_at", d.Job, inkwell.ErrShutdownGrace)
+		}
+		if len(d.Attempts) != 1 || d.Attempts[0].Status != inkwell.StatusFailed || d.Attempts[0].Error != inkwell.ErrShutdownGrace || d.Attempts[0].FinishedAt == nil {
+			t.Errorf("attempts = %+v, want one failed with %q", d.Attempts, inkwell.ErrShutdownGrace)
+		}
+		if d.Result != nil || d.Charge != nil {
+			t.Errorf("a cut-short call left result %+v, charge %+v", d.Result, d.Charge)
+		}
+		if row := laneRow(t, st, "local"); row.StoppedAt == nil {
+			t.Errorf("lanes row %+v, want stopped_at set", row)
+		}
+	})
+	t.Run("GraceLetsTheCallFinish", func(t *testing.T) {
+		t.Parallel()
+		st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+		r := startLane(t, st, worker.Config{Provider: provider.NewSim(300 * time.Millisecond), Grace: time.Minute})
+		job := accept(t, st, "slowish", "a poem worth waiting for", 5)
+		second := accept(t, st, "not-claimed", "never started", 5)
+		r.lane.Wake()
+		waitJob(t, st, job.ID, "running", isStatus(inkwell.StatusRunning))
+		if err := r.stop(t); err != nil {
+			t.Errorf("Run after a stop = %v, want nil", err)
+		}
+		d, err := st.Show(t.Context(), job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Job.Status != inkwell.StatusDone || d.Result == nil || d.Charge == nil {
+			t.Errorf("job = %+v, want done with result and charge: the call had its grace", d.Job)
+		}
+		// A stopping lane claims nothing more.
+		if j, err := st.Job(t.Context(), second.ID); err != nil || j.Status != inkwell.StatusQueued {
+			t.Errorf("second job = %+v (%v), want still queued", j, err)
+		}
+		if row := laneRow(t, st, "local"); row.StoppedAt == nil || row.StopReason != "shutdown" {
+			t.Errorf("lanes row %+v, want stopped for shutdown", row)
+		}
+	})
+}
+
+func TestLane_StopsWhenItsLockFileIsDeleted(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Heartbeat: 10 * time.Millisecond})
+	if err := os.Remove(st.Path() + ".lane-local.lock"); err != nil {
+		t.Fatalf("delete the lock file: %v", err)
+	}
+	err := r.wait(t)
+	if err == nil || !strings.Contains(err.Error(), "deleted") {
+		t.Errorf("Run = %v, want an error saying the lock file was deleted", err)
+	}
+	if row := laneRow(t, st, "local"); row.StoppedAt == nil || !strings.Contains(row.StopReason, "deleted") {
+		t.Errorf("lanes row %+v, want stopped with the reason", row)
+	}
+}
+
+func TestLane_WakeClaimsAtOnce(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	// With an hour between polls, only Wake can make the idle lane claim.
+	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Poll: time.Hour, Heartbeat: time.Hour})
+	for i := range 3 {
+		job := accept(t, st, fmt.Sprintf("wake-%d", i), "wake up", 5)
+		r.lane.Wake()
+		waitJob(t, st, job.ID, "done", isStatus(inkwell.StatusDone))
+	}
+	if err := r.stop(t); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
