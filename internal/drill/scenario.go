@@ -100,7 +100,7 @@ func about(point string) string {
 	case crashpoint.AcceptBeforeCommit:
 		return "Serve dies inside the accept transaction: the job row is not committed, and the client's connection breaks (outcome unknown). The client re-sends the same key to the restarted serve, which creates the job once."
 	case crashpoint.AcceptAfterCommit:
-		return "Serve dies after committing the job but before answering: the client does not know. Its re-send with the same key is answered 200 with the job already stored, never a second job."
+		return "Serve dies after committing the job but before answering: the client does not know. Its re-send with the same key is answered 200 with the job already stored, never a second job. (The restarted lane claims the queued job as soon as it is ready, so the after-recovery read may show queued or running.)"
 	case crashpoint.ClaimAfterCommit:
 		return "Serve dies right after claiming: the job is running with a running attempt, and the provider was never called. Recovery closes the attempt as failed (worker restarted) and fails the job; the client retries it."
 	case crashpoint.ProviderAfterCall:
@@ -112,7 +112,7 @@ func about(point string) string {
 	case crashpoint.RecoverBeforeCommit:
 		return "Serve first dies at claim.after-commit (an orphan), then the restart dies inside startup recovery before its commit: nothing of that recovery is kept. The next restart recovers the same orphan, once."
 	case crashpoint.RetryAfterCommit:
-		return "Jobs first fail the ordinary way (a provider answering 500). The client retries; serve dies just after the retry committed, before answering. The job is queued with its attempts untouched, and the restart runs it."
+		return "Jobs first fail the ordinary way (a provider answering 500). The client retries; serve dies just after the retry committed, before answering. The job is queued with its attempts untouched, and the restart runs it. (The restarted lane claims it as soon as it is ready, so the after-recovery read may show queued or running.)"
 	}
 	return ""
 }
