@@ -84,11 +84,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
+	reg := newRegistry()
+	metrics := api.NewMetrics(reg, st)
 	lane := worker.New(st, worker.Config{
 		Name: *cfg.lane, Provider: prov, Logger: log,
 		Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Grace: *cfg.grace, Rescue: *cfg.rescue,
+		Observer: metrics,
 	})
-	srv := api.New(api.Config{Store: st, Logger: log, OnAccepted: lane.Wake})
+	srv := api.New(api.Config{Store: st, Logger: log, OnAccepted: lane.Wake, Metrics: metrics, Gatherer: reg})
 	ln, err := net.Listen("tcp", *cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *cfg.addr, err)
@@ -98,11 +101,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	go func() { httpDone <- httpSrv.Serve(ln) }()
 	log.Info("http listening", "addr", ln.Addr().String(), "db", *cfg.db, "lane", *cfg.lane, "provider", *cfg.provider.kind)
 
-	if _, err := lane.Open(ctx); err != nil {
+	rep, err := lane.Open(ctx)
+	if err != nil {
 		shutdownHTTP(httpSrv, log)
 		return err
 	}
 	defer lane.Close()
+	metrics.Recovered(rep)
+	logRecovered(ctx, st, rep, log)
 	srv.SetReady(true)
 	log.Info("ready", "lane", *cfg.lane)
 

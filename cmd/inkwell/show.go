@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
 )
 
 func init() {
@@ -53,8 +54,49 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_ = enc.Encode(d)
 		return 0
 	}
+	ev, err := readEvidence(ctx, st, d)
+	if err != nil {
+		return fail(stderr, "show", err)
+	}
 	printDetail(stdout, d)
+	printEvidence(stdout, ev)
 	return 0
+}
+
+// evidence is what the database says about why a job is where it is: the
+// recovery runs that closed its attempts, and its next safe action.
+type evidence struct {
+	runs []store.RecoveryRun
+	next *store.BoardRow // nil for a done job
+}
+
+func readEvidence(ctx context.Context, st *store.Store, d inkwell.JobDetail) (evidence, error) {
+	var ev evidence
+	seen := map[int64]bool{}
+	for _, a := range d.Attempts {
+		if a.RecoveryRunID == nil || seen[*a.RecoveryRunID] {
+			continue
+		}
+		seen[*a.RecoveryRunID] = true
+		run, err := st.RecoveryRunByID(ctx, *a.RecoveryRunID)
+		if err != nil {
+			return ev, err
+		}
+		ev.runs = append(ev.runs, run)
+	}
+	var err error
+	ev.next, err = st.BoardRowByID(ctx, d.Job.ID)
+	return ev, err
+}
+
+func printEvidence(w io.Writer, ev evidence) {
+	for _, run := range ev.runs {
+		fmt.Fprintf(w, "\nrecovery run %d\n", run.ID)
+		printRecoveryRun(w, &run)
+	}
+	if ev.next != nil {
+		fmt.Fprintf(w, "\nnext: %s\n", ev.next.NextAction)
+	}
 }
 
 func printDetail(w io.Writer, d inkwell.JobDetail) {
@@ -89,9 +131,6 @@ func printDetail(w io.Writer, d inkwell.JobDetail) {
 	}
 	if d.Result != nil {
 		fmt.Fprintf(w, "\nresult\n%s\n", d.Result.Text)
-	}
-	if j.Status == inkwell.StatusFailed {
-		fmt.Fprintf(w, "\nnext: inspect the error, then 'inkwell retry %d'\n", j.ID)
 	}
 }
 

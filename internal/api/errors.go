@@ -28,6 +28,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusInternalServerError
 	}
 	msg := inkwell.ErrorMessage(err)
+	s.cfg.Metrics.refusal(r.Pattern, code)
 	switch {
 	case status == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")

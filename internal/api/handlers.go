@@ -21,6 +21,7 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.cfg.Metrics.acceptedJob(created)
 	if created {
 		s.log.InfoContext(r.Context(), "job accepted", "job_id", job.ID)
 		if s.cfg.OnAccepted != nil {

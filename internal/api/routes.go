@@ -7,4 +7,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/jobs/{id}/retry", s.handleRetry)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	s.mux.HandleFunc("GET /v1/overview", s.handleOverview)
+	s.mux.Handle("GET /metrics", s.metricsHandler())
+	s.mux.HandleFunc("GET /{$}", s.handleDashboard)
+	s.mux.HandleFunc("GET /jobs/{id}", s.handleJobPage)
+	s.mux.Handle("GET /static/", staticHandler())
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // jobStore is what the API needs of the store.
@@ -15,6 +16,7 @@ type jobStore interface {
 	Accept(ctx context.Context, p store.AcceptParams) (inkwell.Job, bool, error)
 	Show(ctx context.Context, id int64) (inkwell.JobDetail, error)
 	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
+	operatorStore // the dashboard's, /v1/overview's and /metrics' reads
 }
 
 // Config configures a Server.
@@ -24,6 +26,10 @@ type Config struct {
 	// OnAccepted is called after a new job is committed (the serve command
 	// wakes the lane with it, so an idle lane claims at once).
 	OnAccepted func()
+	// Metrics counts requests and serves GET /metrics from Gatherer. When
+	// nil, New makes both on a private registry.
+	Metrics  *Metrics
+	Gatherer prometheus.Gatherer
 }
 
 // Server is Inkwell's HTTP handler.
@@ -32,6 +38,7 @@ type Server struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	ready atomic.Bool
+	pages pages
 }
 
 // New returns a Server; it is not ready (GET /readyz answers 503) until
@@ -44,7 +51,14 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux()}
+	if cfg.Metrics == nil {
+		reg := prometheus.NewRegistry()
+		cfg.Metrics, cfg.Gatherer = NewMetrics(reg, cfg.Store), reg
+	}
+	if cfg.Gatherer == nil {
+		panic("api.New: Metrics without a Gatherer to serve them")
+	}
+	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages()}
 	s.routes()
 	return s
 }

@@ -103,6 +103,11 @@ func (s *Store) Board(ctx context.Context, limit int, statuses ...string) ([]Boa
 	if err != nil {
 		return nil, s.classify(fmt.Errorf("board: %w", err))
 	}
+	out, err := scanBoard(rows)
+	return out, s.classify(err)
+}
+
+func scanBoard(rows *sql.Rows) ([]BoardRow, error) {
 	defer rows.Close()
 	out := []BoardRow{}
 	for rows.Next() {
@@ -118,7 +123,7 @@ func (s *Store) Board(ctx context.Context, limit int, statuses ...string) ([]Boa
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.classify(fmt.Errorf("board: %w", err))
+		return nil, fmt.Errorf("board: %w", err)
 	}
 	return out, nil
 }
@@ -206,4 +211,19 @@ func nullInt(n sql.NullInt64) *int64 {
 	}
 	v := n.Int64
 	return &v
+}
+
+// BoardRowByID returns one job's job_board row, or nil when the job is
+// done or does not exist.
+func (s *Store) BoardRowByID(ctx context.Context, id int64) (*BoardRow, error) {
+	const q = `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action FROM job_board WHERE id = $1`
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), id)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("board row of job %d: %w", id, err))
+	}
+	out, err := scanBoard(rows)
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	return &out[0], nil
 }

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+func init() {
+	register("status", "the overview: jobs by status with the next safe action, lanes, last recovery run", runStatus)
+}
+
+const statusHelp = `
+Status prints what the database says right now, read from the operator
+views that 'SELECT * FROM job_overview;' shows in sqlite3 or psql:
+
+  - one row per status (queued, running, failed, done): how many, the
+    oldest, and the next safe action, computed from lane heartbeats,
+    attempt errors and job states (docs/operations.md explains each);
+  - every lane: alive, silent (heartbeat too old) or stopped;
+  - the last startup recovery run and the evidence it acted on;
+  - the jobs that are not done (job_board), each with its own next action.
+
+It works whether or not a server is running, and changes nothing.`
+
+type statusReport struct {
+	Overview        []store.OverviewRow `json:"overview"`
+	Lanes           []store.LaneState   `json:"lanes"`
+	LastRecoveryRun *store.RecoveryRun  `json:"last_recovery_run"`
+	Jobs            []store.BoardRow    `json:"jobs"`
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("status", "[--db PATH] [--json] [--jobs N]", statusHelp, stdout, stderr)
+	db := dbFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	jobs := fs.Int("jobs", 10, "list at most this many jobs that are not done (0: none, -1: all)")
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	st, err := openExisting(ctx, *db)
+	if err != nil {
+		return fail(stderr, "status", err)
+	}
+	defer st.Close()
+	rep, err := readStatus(ctx, st, *jobs)
+	if err != nil {
+		return fail(stderr, "status", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return 0
+	}
+	printStatus(stdout, rep, *jobs)
+	return 0
+}
+
+func readStatus(ctx context.Context, st *store.Store, jobs int) (statusReport, error) {
+	var rep statusReport
+	var err error
+	if rep.Overview, err = st.Overview(ctx); err != nil {
+		return rep, err
+	}
+	if rep.Lanes, err = st.LiveLanes(ctx); err != nil {
+		return rep, err
+	}
+	if rep.LastRecoveryRun, err = st.LastRecoveryRun(ctx); err != nil {
+		return rep, err
+	}
+	rep.Jobs = []store.BoardRow{}
+	if jobs != 0 {
+		rep.Jobs, err = st.Board(ctx, jobs)
+	}
+	return rep, err
+}
+
+func printStatus(w io.Writer, rep statusReport, jobs int) {
+	fmt.Fprintln(w, "JOBS (SELECT * FROM job_overview)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  STATUS\tJOBS\tOLDEST\tNEXT SAFE ACTION")
+	for _, o := range rep.Overview {
+		oldest := orDash(o.OldestAge)
+		if o.OldestJobID != nil {
+			oldest += fmt.Sprintf(" (job %d)", *o.OldestJobID)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", o.Status, o.Jobs, oldest, o.NextAction)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nLANES (alive: not stopped and a fresh heartbeat)")
+	if len(rep.Lanes) == 0 {
+		fmt.Fprintln(w, "  none has ever registered: nothing runs until 'inkwell serve' starts")
+	} else {
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  LANE\tSTATE\tHEARTBEAT\tRUNNING\tPROCESS\tSTARTED")
+		for _, l := range rep.Lanes {
+			state := l.State
+			if l.StopReason != "" {
+				state += " (" + l.StopReason + ")"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s ago\t%d\tpid %d on %s\t%s\n", l.Lane, state, l.HeartbeatAge, l.RunningJobs, l.PID, l.Host, fmtTime(&l.StartedAt))
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(w, "\nLAST RECOVERY RUN")
+	printRecoveryRun(w, rep.LastRecoveryRun)
+
+	if jobs == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nNOT DONE (SELECT * FROM job_board)")
+	if len(rep.Jobs) == 0 {
+		fmt.Fprintln(w, "  none")
+		return
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tSTATUS\tLANE\tATTEMPT\tFOR\tERROR\tNEXT SAFE ACTION")
+	for _, j := range rep.Jobs {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, j.Status, orDash(j.Lane), j.Attempt, orDash(j.Age), orDash(j.Error), j.NextAction)
+	}
+	tw.Flush()
+	if jobs > 0 && len(rep.Jobs) == jobs {
+		fmt.Fprintf(w, "  (first %d; --jobs -1 lists all)\n", jobs)
+	}
+}
+
+func printRecoveryRun(w io.Writer, run *store.RecoveryRun) {
+	if run == nil {
+		fmt.Fprintln(w, "  none yet")
+		return
+	}
+	fmt.Fprintf(w, "  run %d on lane %s at %s: closed %d attempt(s), back-filled %d, failed %d job(s)\n",
+		run.ID, run.Lane, run.StartedAt, run.AttemptsClosed, run.AttemptsBackfilled, run.JobsFailed)
+	var ev store.Evidence
+	if json.Unmarshal([]byte(run.Evidence), &ev) == nil && ev.Proof != "" {
+		fmt.Fprintf(w, "  evidence (%s): %s\n", run.LockMethod, ev.Proof)
+		if p := ev.LaneRow; p != nil {
+			fmt.Fprintf(w, "  previous holder: pid %d on %s, last heartbeat %s\n", p.PID, p.Host, fmtTime(&p.HeartbeatAt))
+		}
+	}
+	if run.Anomalies != "" {
+		fmt.Fprintf(w, "  left unchanged (invariant breaks, need a person): %s\n", run.Anomalies)
+	}
+}

@@ -1,0 +1,168 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/inkwell/inkwell"
+)
+
+// TestDashboard_E2E drives the dashboard in headless Chromium (Debian's
+// chromium package) through chromedp: it loads the page from a real server
+// over a real SQLite file, reads the counts, clicks Retry on a failed job,
+// sees the job leave failed (in the page and in the database), opens that
+// job's timeline, and saves screenshots.
+//
+// Screenshots go to $INKWELL_TEST_ARTIFACTS (or the test's temp dir). With
+// INKWELL_DOCS_SCREENSHOT=path the dashboard shot is also written there
+// (docs/dashboard.png is made this way).
+//
+// Without a chromium binary it skips, saying why, unless CI is set: then
+// it fails, since .ci/run installs chromium.
+func TestDashboard_E2E(t *testing.T) {
+	t.Parallel()
+	browser := findChromium(t)
+	sc := mustScene(t)
+	before := sc.counts(t)
+
+	ctx := newBrowser(t, browser)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1440, 1000), chromedp.Navigate(sc.url+"/"),
+		chromedp.WaitVisible("#count-failed")); err != nil {
+		t.Fatalf("load dashboard: %v", err)
+	}
+	for _, st := range inkwell.JobStatuses {
+		text, err := chromedp.Run(ctx, chromedp.Text("#count-"+st))
+		if err != nil {
+			t.Fatalf("read count of %s: %v", st, err)
+		}
+		if got, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64); err != nil || got != before[st] {
+			t.Errorf("page shows %s = %q, want %d (the database's count)", st, text, before[st])
+		}
+	}
+	action, err := chromedp.Run(ctx, chromedp.Text("#tile-running .action"))
+	if err != nil || !strings.HasPrefix(action, "restart that lane: its startup recovery closes these as failed") {
+		t.Errorf("running tile action = %q, %v; want the restart-that-lane action for the silent lane", action, err)
+	}
+	saveShot(t, ctx, "dashboard.png", os.Getenv("INKWELL_DOCS_SCREENSHOT"))
+
+	// Retry the job that failed after its provider call had begun.
+	id := sc.providerFailed
+	wantFailed := before[inkwell.StatusFailed] - 1
+	if err := chromedp.Do(ctx, chromedp.Click(fmt.Sprintf(`button[data-retry="%d"]`, id))); err != nil {
+		t.Fatalf("click Retry on job %d: %v", id, err)
+	}
+	left := fmt.Sprintf(`document.getElementById("count-failed").dataset.count === "%d" && !document.getElementById("failed-%d")`, wantFailed, id)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](left,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Text("#tile-failed"))
+		t.Fatalf("after clicking Retry on job %d, the page never showed %d failed and the job gone: %v (failed tile: %q)", id, wantFailed, err, text)
+	}
+	job, err := sc.st.Job(t.Context(), id)
+	if err != nil || job.Status != inkwell.StatusQueued {
+		t.Errorf("job %d after Retry = %q, %v; want queued in the database", id, job.Status, err)
+	}
+	if n := sc.counts(t)[inkwell.StatusQueued]; n != before[inkwell.StatusQueued]+1 {
+		t.Errorf("queued after Retry = %d, want %d", n, before[inkwell.StatusQueued]+1)
+	}
+	queued, err := chromedp.Run(ctx, chromedp.Text(fmt.Sprintf("#active-%d", id)))
+	if err != nil || !strings.Contains(queued, "queued") {
+		t.Errorf("in-flight row of job %d = %q, %v; want it listed as queued", id, queued, err)
+	}
+	saveShot(t, ctx, "dashboard-after-retry.png", "")
+
+	// The timeline of the job recovery closed names the run and its evidence.
+	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", sc.url, sc.restarted)), chromedp.WaitVisible(".timeline")); err != nil {
+		t.Fatalf("load job %d: %v", sc.restarted, err)
+	}
+	tl, err := chromedp.Run(ctx, chromedp.Text(".timeline"))
+	if err != nil || !strings.Contains(tl, "closed by recovery run 1 of lane west") || !strings.Contains(tl, "evidence: flock") {
+		t.Errorf("timeline of job %d = %q, %v; want the recovery run and its evidence", sc.restarted, tl, err)
+	}
+	saveShot(t, ctx, "job.png", "")
+}
+
+// findChromium returns the browser to drive: $INKWELL_CHROMIUM, or the
+// first of chromium, chromium-browser, google-chrome on PATH.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("INKWELL_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	const why = "no chromium on PATH (apt-get install -y chromium, or set INKWELL_CHROMIUM)"
+	if os.Getenv("CI") != "" {
+		t.Fatal("CI is set but " + why)
+	}
+	t.Skip("dashboard e2e skipped: " + why)
+	return ""
+}
+
+// newBrowser starts a fresh headless Chromium with its own profile and
+// stops it, and every goroutine chromedp started, when the test ends.
+func newBrowser(t *testing.T, path string) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("force-color-profile", "srgb"),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	tctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancel()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(tctx); err != nil { // starts the browser
+		t.Fatalf("start %s: %v", path, err)
+	}
+	return tctx
+}
+
+// saveShot writes a full-page PNG to the artifacts directory, and to extra
+// when extra is set.
+func saveShot(t *testing.T, ctx context.Context, name, extra string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	dir := os.Getenv("INKWELL_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("artifacts dir: %v", err)
+	}
+	for _, p := range []string{filepath.Join(dir, name), extra} {
+		if p == "" {
+			continue
+		}
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Fatalf("save screenshot: %v", err)
+		}
+		t.Logf("screenshot: %s", p)
+	}
+}
