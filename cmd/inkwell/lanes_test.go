@@ -49,7 +49,9 @@ func TestLanes_ThreeProcessesDrainWhileOneIsKilled(t *testing.T) {
 	}
 	jobs := lanesSubmit(t, []string{lanes["A"].url, lanes["B"].url, lanes["C"].url})
 
-	lanesWaitFor(t, "a fifth of the jobs done", func() bool { return lanesCount(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'done'`) >= lanesJobs/5 })
+	lanesWaitFor(t, "a fifth of the jobs done", func() bool {
+		return lanesCount(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'done'`) >= lanesJobs/5
+	})
 	sim.hold()
 	var killedJob int64
 	lanesWaitFor(t, "lane B in a provider call", func() bool { killedJob = sim.heldJobOf(t, st, "B"); return killedJob != 0 })
