@@ -99,7 +99,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
-	log.Info("http listening", "addr", ln.Addr().String(), "db", *cfg.db, "lane", *cfg.lane, "provider", *cfg.provider.kind)
+	log.Info("http listening", "addr", ln.Addr().String(), "db", redactDSN(*cfg.db), "lane", *cfg.lane, "provider", *cfg.provider.kind)
 
 	rep, err := lane.Open(ctx)
 	if err != nil {

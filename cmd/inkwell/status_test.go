@@ -87,3 +87,21 @@ func TestCLI_StatusAndShow(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactDSN(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"inkwell.db", "inkwell.db"},
+		{"/var/lib/inkwell/inkwell.db", "/var/lib/inkwell/inkwell.db"},
+		{"postgres://inkwell@db:5432/inkwell", "postgres://inkwell@db:5432/inkwell"},
+		{"postgres://inkwell:s3cret@db:5432/inkwell?sslmode=disable", "postgres://inkwell:xxxxx@db:5432/inkwell?sslmode=disable"},
+		{"postgresql://db/inkwell?password=s3cret&sslmode=require", "postgresql://db/inkwell?password=xxxxx&sslmode=require"},
+	} {
+		if got := redactDSN(tc.in); got != tc.want {
+			t.Errorf("redactDSN(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if strings.Contains(redactDSN(tc.in), "s3cret") {
+			t.Errorf("redactDSN(%q) leaks the password", tc.in)
+		}
+	}
+}

@@ -239,6 +239,14 @@ var pageFuncs = template.FuncMap{
 		}
 		return shortDuration(now.Sub(*t)) + " ago"
 	},
+	// stamp reads a time the store returns as text (recovery_runs.started_at).
+	"stamp": func(now time.Time, s string) string {
+		t, err := time.Parse(store.TimeLayout, s)
+		if err != nil {
+			return s
+		}
+		return t.Format("2006-01-02 15:04:05Z") + " · " + shortDuration(now.Sub(t)) + " ago"
+	},
 	"money": func(micros int64) string { return fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000) },
 	"tp":    func(t time.Time) *time.Time { return &t },
 	"deref": func(p *int64) int64 {

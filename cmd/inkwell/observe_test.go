@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+)
+
+// TestServe_LogsEachTransitionOnce runs real servers and checks that each
+// transition of a job is logged exactly once, naming the job, its attempt,
+// the lane and the evidence: accept, claim and completion of one job; claim
+// of another, a SIGKILL under it, and the startup recovery that fails it.
+func TestServe_LogsEachTransitionOnce(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+
+	fast := startServe(t, db, "--sim-latency", "0s", "--heartbeat", "100ms")
+	done := submit(t, fast.url, "log-done", `{"prompt":"a haiku about ink"}`).Job.ID
+	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
+	waitFor(t, "job done", func() bool { return show(t, st, done).Job.Status == inkwell.StatusDone })
+	if err := fast.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	logs := fast.log()
+	wantLogged(t, logs, "job accepted", done, "component=api")
+	claim := wantLogged(t, logs, "job claimed", done, "lane=local", "attempt_id=", "attempt_number=1")
+	wantLogged(t, logs, "job done", done, "lane=local", "attempt_number=1", "provider_request_id=", "amount_micros=")
+	if !strings.Contains(claim, "component=worker") {
+		t.Errorf("claim line %q names no component", claim)
+	}
+
+	slow := startServe(t, db, "--sim-latency", "1m", "--heartbeat", "100ms")
+	orphan := submit(t, slow.url, "log-orphan", `{"prompt":"a long saga"}`).Job.ID
+	waitFor(t, "job running", func() bool { return show(t, st, orphan).Job.Status == inkwell.StatusRunning })
+	slow.signal(t, syscall.SIGKILL)
+	wantLogged(t, slow.log(), "job claimed", orphan, "lane=local", "attempt_number=1")
+
+	restarted := startServe(t, db, "--sim-latency", "0s", "--heartbeat", "100ms")
+	if err := restarted.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	line := wantLogged(t, restarted.log(), "job failed by startup recovery", orphan,
+		"lane=local", "attempt_number=1", `error="worker restarted"`, "recovery_run_id=", "evidence=flock")
+	if !regexp.MustCompile(`attempt_id=\d+`).MatchString(line) {
+		t.Errorf("recovery line %q names no attempt id", line)
+	}
+	wantLogged(t, restarted.log(), "startup recovery", 0, "attempts_closed=1", "jobs_failed=1")
+}
+
+// wantLogged finds the one line with msg and (when jobID > 0) that job id,
+// checks that it carries every attribute in attrs, and returns it.
+func wantLogged(t *testing.T, logs, msg string, jobID int64, attrs ...string) string {
+	t.Helper()
+	var found []string
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, fmt.Sprintf("msg=%q", msg)) && !strings.Contains(line, "msg="+msg+" ") {
+			continue
+		}
+		if jobID > 0 && !strings.Contains(line+" ", fmt.Sprintf(" job_id=%d ", jobID)) {
+			continue
+		}
+		found = append(found, line)
+	}
+	if len(found) != 1 {
+		t.Errorf("log lines %q for job %d: %d, want exactly 1:\n%s", msg, jobID, len(found), strings.Join(found, "\n"))
+		return ""
+	}
+	for _, a := range attrs {
+		if !strings.Contains(found[0], a) {
+			t.Errorf("log line %q lacks %q", found[0], a)
+		}
+	}
+	return found[0]
+}
