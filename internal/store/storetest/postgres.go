@@ -47,14 +47,14 @@ var (
 
 // freshPostgres creates a database from the migrated template and drops it
 // (WITH (FORCE), so a leaked connection cannot keep it) when t ends.
-func freshPostgres(t *testing.T, url string) string {
+func freshPostgres(t testing.TB, url string) string {
 	t.Helper()
 	return createDatabase(t, url, "")
 }
 
 // createDatabase creates a database from template (the migrated template
 // when empty) and drops it when t ends.
-func createDatabase(t *testing.T, url, template string) string {
+func createDatabase(t testing.TB, url, template string) string {
 	t.Helper()
 	srv := server(url)
 	if srv.err != nil {
@@ -83,7 +83,7 @@ func createDatabase(t *testing.T, url, template string) string {
 // dropped when t ends, for tests of migration itself. Like PostgresDSN it
 // skips when INKWELL_TEST_POSTGRES_URL is unset and fails when it is set
 // but the server cannot be reached.
-func EmptyPostgresDSN(t *testing.T) string {
+func EmptyPostgresDSN(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv(PostgresEnv)
 	if url == "" {

@@ -55,9 +55,10 @@ func SQLitePath(t *testing.T) string {
 	return filepath.Join(t.TempDir(), "inkwell.db")
 }
 
-// PostgresDSN returns the URL of a fresh, empty PostgreSQL database, dropped
-// when the test ends; it skips the test when INKWELL_TEST_POSTGRES_URL is unset.
-func PostgresDSN(t *testing.T) string {
+// PostgresDSN returns the URL of a fresh PostgreSQL database holding the
+// migrated schema and no rows, dropped when the test (or benchmark) ends; it
+// skips when INKWELL_TEST_POSTGRES_URL is unset.
+func PostgresDSN(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv(PostgresEnv)
 	if url == "" {

@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell/internal/api"
+	"github.com/inkwell/inkwell/internal/provider"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+	"github.com/inkwell/inkwell/internal/worker"
+)
+
+// Lanes and dialects: jobs/s drained by 1, 2 and 4 lanes, each with a store
+// of its own as a separate process would have, with a zero-latency and a
+// 200 ms provider; and accepts/s over HTTP; on SQLite and on PostgreSQL
+// (INKWELL_TEST_POSTGRES_URL; the postgres cases skip when it is unset).
+//
+//	go test -run xxx -bench 'BenchmarkLanes/.*/latency=0s' -benchtime 2000x ./internal/bench
+//	go test -run xxx -bench 'BenchmarkLanes/.*/latency=200ms' -benchtime 40x ./internal/bench
+//	go test -run xxx -bench BenchmarkDialectAcceptHTTP -benchtime 10000x ./internal/bench
+
+// BenchmarkLanes drains b.N queued jobs with n lanes.
+func BenchmarkLanes(b *testing.B) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		for _, latency := range []time.Duration{0, 200 * time.Millisecond} {
+			for _, n := range []int{1, 2, 4} {
+				b.Run(fmt.Sprintf("%s/latency=%v/lanes=%d", db, latency, n), func(b *testing.B) {
+					drainLanes(b, benchDSN(b, db), latency, n, nil)
+				})
+			}
+		}
+	}
+	// The cost of the database clock (one SELECT clock_timestamp() per
+	// transition): the same drain with the local clock injected.
+	b.Run("postgres-localclock/latency=0s/lanes=1", func(b *testing.B) {
+		drainLanes(b, benchDSN(b, "postgres"), 0, 1, time.Now)
+	})
+}
+
+func drainLanes(b *testing.B, dsn string, latency time.Duration, n int, now func() time.Time) {
+	ctx := context.Background()
+	queue(b, benchOpen(b, dsn, now), b.N)
+	obs := newCounter(b.N)
+	lanes := make([]*worker.Lane, n)
+	for i := range lanes {
+		lanes[i] = worker.New(benchOpen(b, dsn, now), worker.Config{
+			Name: fmt.Sprintf("lane-%d", i), Provider: provider.NewSim(latency), Poll: time.Millisecond, Observer: obs,
+		})
+		if _, err := lanes[i].Open(ctx); err != nil {
+			b.Fatal(err)
+		}
+		defer lanes[i].Close()
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for _, l := range lanes {
+		wg.Go(func() {
+			if err := l.Run(runCtx); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	obs.wait(b)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	stop()
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+}
+
+// BenchmarkDialectAcceptHTTP: accepted requests per second over real HTTP,
+// 16 concurrent clients, one key each, on each dialect.
+func BenchmarkDialectAcceptHTTP(b *testing.B) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		b.Run(db, func(b *testing.B) {
+			st := benchOpen(b, benchDSN(b, db), nil)
+			srv := httptest.NewServer(api.New(api.Config{Store: st}))
+			defer srv.Close()
+			tr := &http.Transport{MaxIdleConnsPerHost: 64}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr}
+			body := []byte(`{"prompt":"a haiku about ink","max_words":20}`)
+			var next, errs atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for range 16 {
+				wg.Go(func() {
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/jobs", bytes.NewReader(body))
+						req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-%d", i))
+						resp, err := client.Do(req)
+						if err != nil || resp.StatusCode != http.StatusCreated {
+							errs.Add(1)
+						}
+						if resp != nil {
+							io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if n := errs.Load(); n > 0 {
+				b.Fatalf("%d requests failed", n)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "accepts/s")
+		})
+	}
+}
+
+// benchDSN is a fresh database of the dialect: a file in b.TempDir(), or a
+// PostgreSQL database cloned from the migrated template.
+func benchDSN(b *testing.B, db string) string {
+	if db == "postgres" {
+		return storetest.PostgresDSN(b)
+	}
+	return filepath.Join(b.TempDir(), "bench.db")
+}
+
+func benchOpen(b *testing.B, dsn string, now func() time.Time) *store.Store {
+	b.Helper()
+	st, err := store.Open(context.Background(), dsn, store.Options{Synchronous: "FULL", NowFunc: now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}
