@@ -370,6 +370,29 @@ func TestStore_Overview(t *testing.T) {
 			}
 		})
 	})
+	t.Run("RunningDeadLaneBesideLiveLane", func(t *testing.T) {
+		t.Parallel()
+		runOverview(t, func(f *ovFixture) {
+			f.clk.at(-time.Hour)
+			f.lane("east")
+			f.accept("k1")
+			c := f.claim("east")
+			f.clk.at(time.Minute)
+			f.lane("west")
+			want := "restart that lane: its startup recovery closes these as failed (lane east silent, last heartbeat 1h0"
+			got := f.board()[c.Job.ID].NextAction
+			wantActionPrefix(t, "board", got, want)
+			// Only PostgreSQL lanes rescue each other (worker/rescue.go).
+			const rescue = "; live lanes rescue them by themselves once that lane's lock session ends"
+			if has := strings.HasSuffix(got, rescue); has != (f.s.Dialect() == "postgres") {
+				t.Errorf("%s board action %q: ends with the rescue clause = %v, want %v", f.s.Dialect(), got, has, !has)
+			}
+			ov := f.overview()["running"].NextAction
+			if has := strings.Contains(ov, rescue); has != (f.s.Dialect() == "postgres") {
+				t.Errorf("%s overview action %q: has the rescue clause = %v, want %v", f.s.Dialect(), ov, has, !has)
+			}
+		})
+	})
 	t.Run("FailedBeforeAndAfterTheProviderCall", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {

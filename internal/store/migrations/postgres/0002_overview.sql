@@ -14,7 +14,9 @@
 -- joined with string_agg (not group_concat), alive is a boolean (not 1/0),
 -- and zero padding is lpad (format() has no %02d). The readable age
 -- ('42s', '3m07s', '2h05m', '4d03h') is the same CASE in each view, so
--- that both dialects print the same words.
+-- that both dialects print the same words, but for one clause: here live
+-- lanes rescue a dead lane's running jobs by themselves (worker/rescue.go),
+-- and the action for those jobs says so.
 
 -- The thresholds live here and nowhere else. Operators may tune them:
 --   UPDATE overview_settings SET value = 30 WHERE name = 'lane_silence_seconds';
@@ -133,6 +135,9 @@ SELECT b.id, b.status, b.lane,
                'restart that lane: its startup recovery closes these as failed (lane ' || b.lane || ' '
                || COALESCE(ll.state || ', last heartbeat ' || ll.heartbeat_age || ' ago', 'never registered')
                || '; inkwell serve --lane ' || b.lane || ')'
+               -- PostgreSQL only: live lanes rescue a dead lane's orphans once
+               -- its lock session ends, so a row still here means it has not.
+               || CASE WHEN q.live_lane IS NOT NULL THEN '; live lanes rescue them by themselves once that lane''s lock session ends' ELSE '' END
            WHEN b.error = 'worker restarted' THEN
                'inspect the error, then inkwell retry ' || b.id
                || ' (the worker died during the attempt, so the provider may already have billed it; the retry reuses the job''s provider key, so the provider answers from its record)'
@@ -184,6 +189,7 @@ running_lanes AS (
 ),
 running_summary AS (
     SELECT
+        EXISTS (SELECT 1 FROM lane_liveness WHERE alive) AS any_live,
         (SELECT string_agg(n || ' on lane ' || COALESCE(lane, '(none: legacy)') || ' ' || seen, '; ' ORDER BY lane) FROM running_lanes WHERE NOT alive) AS dead,
         (SELECT SUM(n) FROM running_lanes WHERE alive) AS live_n,
         (SELECT string_agg(lane, ', ' ORDER BY lane) FROM running_lanes WHERE alive) AS live_lanes
@@ -215,6 +221,7 @@ SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
            WHEN c.status = 'queued' THEN c.first_action
            WHEN c.status = 'running' AND r.dead IS NOT NULL THEN
                'restart that lane: its startup recovery closes these as failed (' || r.dead || ')'
+               || CASE WHEN r.any_live THEN '; live lanes rescue them by themselves once that lane''s lock session ends' ELSE '' END
                || CASE WHEN r.live_n > 0 THEN '; ' || r.live_n || ' more on live lane ' || r.live_lanes || ': wait' ELSE '' END
            WHEN c.status = 'running' THEN
                'wait: running on live lane ' || r.live_lanes
