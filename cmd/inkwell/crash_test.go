@@ -391,3 +391,74 @@ func TestCLI_MissingDatabaseCreatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestCLI_RecoverDryRunThenReal: `inkwell recover` on the orphan of a
+// killed server, first as a dry run (prints, changes nothing), then for
+// real, then again (changes nothing); and refused while a server is alive.
+func TestCLI_RecoverDryRunThenReal(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	srv := startServe(t, db, "--sim-latency", "30s")
+	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
+	job := submit(t, srv.url, "orphan-key", `{"prompt":"left running"}`).Job
+	waitFor(t, "job running", func() bool { return show(t, st, job.ID).Job.Status == inkwell.StatusRunning })
+
+	code, _, stderr := runCLI(t, "recover", "--db", db)
+	if code != 1 || !strings.Contains(stderr, fmt.Sprintf("pid %d", srv.pid())) {
+		t.Errorf("recover while serve lives: exit %d, stderr %q; want 1 naming pid %d", code, stderr, srv.pid())
+	}
+	srv.signal(t, syscall.SIGKILL)
+
+	runs := func() int { return countWhere(t, st, `SELECT COUNT(*) FROM recovery_runs`) }
+	before := runs()
+	code, stdout, stderr := runCLI(t, "recover", "--db", db, "--dry-run")
+	if code != 0 || !strings.Contains(stdout, "would close 1 running attempt") || !strings.Contains(stdout, "nothing was changed") {
+		t.Errorf("recover --dry-run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if d := show(t, st, job.ID); d.Job.Status != inkwell.StatusRunning || runs() != before {
+		t.Errorf("the dry run changed rows: job %s, %d new recovery runs", d.Job.Status, runs()-before)
+	}
+	for i, want := range []int64{1, 0} {
+		code, stdout, stderr = runCLI(t, "recover", "--db", db, "--json")
+		var rep store.RecoveryReport
+		if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil {
+			t.Fatalf("recover %d: exit %d, stdout %q, stderr %q (%v)", i+1, code, stdout, stderr, err)
+		}
+		if rep.AttemptsClosed != want || rep.JobsFailed != want || rep.RunID == 0 {
+			t.Errorf("recover %d = %+v, want %d attempt closed and %d job failed in a recorded run", i+1, rep, want, want)
+		}
+	}
+	if d := show(t, st, job.ID); d.Job.Status != inkwell.StatusFailed || d.Job.Error != inkwell.ErrWorkerRestarted {
+		t.Errorf("job after recover = %+v, want failed %q", d.Job, inkwell.ErrWorkerRestarted)
+	}
+}
+
+// TestCLI_SubmitWaitEndToEnd is the newcomer's first five minutes: serve,
+// submit --wait prints the text; a re-send with the printed key is the same job.
+func TestCLI_SubmitWaitEndToEnd(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	srv := startServe(t, db, "--sim-latency", "10ms")
+	code, stdout, stderr := runCLI(t, "submit", "--prompt", "a haiku about ink", "--server", srv.url, "--wait")
+	if code != 0 {
+		t.Fatalf("submit --wait: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	m := regexp.MustCompile(`(?m)^job (\d+) accepted.*\nkey (\S+)`).FindStringSubmatch(stdout)
+	if m == nil || !strings.Contains(stdout, "job "+m[1]+" done") {
+		t.Fatalf("submit --wait printed %q; want the job id, the key and done", stdout)
+	}
+	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
+	var id int64
+	fmt.Sscan(m[1], &id)
+	d := show(t, st, id)
+	if d.Result == nil || !strings.Contains(stdout, d.Result.Text) {
+		t.Errorf("submit --wait printed %q; want the stored text %+v", stdout, d.Result)
+	}
+	code, stdout, _ = runCLI(t, "submit", "--prompt", "a haiku about ink", "--server", srv.url, "--key", m[2])
+	if code != 0 || !strings.Contains(stdout, "job "+m[1]+" already accepted") {
+		t.Errorf("re-submit with key %s: exit %d, stdout %q; want the same job %s", m[2], code, stdout, m[1])
+	}
+	if n := countWhere(t, st, `SELECT COUNT(*) FROM jobs`); n != 1 {
+		t.Errorf("jobs = %d, want 1", n)
+	}
+}
