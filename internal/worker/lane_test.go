@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -296,5 +297,45 @@ func TestLane_WakeClaimsAtOnce(t *testing.T) {
 	}
 	if err := r.stop(t); err != nil {
 		t.Errorf("Run = %v, want nil", err)
+	}
+}
+
+// TestLane_RunsARetriedLegacyJob: a job adopted from the old single-table
+// Inkwell (its payload holds only the prompt) is recovered at Open and,
+// once retried, runs to done like any other.
+func TestLane_RunsARetriedLegacyJob(t *testing.T) {
+	t.Parallel()
+	path := storetest.SQLitePath(t)
+	legacy, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE jobs (id INTEGER PRIMARY KEY, prompt TEXT NOT NULL, status TEXT NOT NULL, error TEXT, created_at TEXT, started_at TEXT, finished_at TEXT)`,
+		`INSERT INTO jobs VALUES (3, 'an old poem', 'running', NULL, '2024-03-01 10:00:00', '2024-03-01 10:00:01', NULL)`,
+	} {
+		if _, err := legacy.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	legacy.Close()
+	st := storetest.MustOpen(t, path, store.Options{})
+	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Poll: time.Hour})
+	if rep := r.lane.LastRecovery(); rep == nil || rep.AttemptsBackfilled != 1 || rep.JobsFailed != 1 {
+		t.Fatalf("LastRecovery = %+v, want one back-filled attempt and one failed job", rep)
+	}
+	if _, err := st.RetryIfFailed(t.Context(), 3); err != nil {
+		t.Fatal(err)
+	}
+	r.lane.Wake()
+	d := waitJob(t, st, 3, "done", isStatus(inkwell.StatusDone))
+	if want := provider.Generate("an old poem", 0); d.Result == nil || d.Result.Text != want {
+		t.Errorf("result %+v, want %q", d.Result, want)
+	}
+	if d.Charge == nil || d.Charge.Account != inkwell.DefaultAccount {
+		t.Errorf("charge %+v, want the default account", d.Charge)
+	}
+	if len(d.Attempts) != 2 || d.Attempts[0].Lane != "" || d.Attempts[1].AttemptNumber != 2 || d.Attempts[1].Status != inkwell.StatusDone {
+		t.Errorf("attempts %+v, want the back-filled attempt 1 (no lane) and attempt 2 done", d.Attempts)
 	}
 }
