@@ -7,14 +7,15 @@ import (
 
 // Error codes. The API maps each to one HTTP status in one place.
 const (
-	ECONFLICT    = "conflict"    // the row is not in the state the transition needs
-	EKEYREUSED   = "key_reused"  // same idempotency key, different body
-	EINVALID     = "invalid"     // bad input
-	ETOOLARGE    = "too_large"   // body over the limit
-	ENOTFOUND    = "not_found"   // no such row
-	EUNAVAILABLE = "unavailable" // database busy, locked or full: retry later
-	ELANEHELD    = "lane_held"   // another live process holds the lane lock
-	EINTERNAL    = "internal"    // a bug or an unexpected failure
+	ECONFLICT    = "conflict"           // the row is not in the state the transition needs
+	EKEYREUSED   = "key_reused"         // same idempotency key, different body
+	EINVALID     = "invalid"            // bad input
+	ETOOLARGE    = "too_large"          // body over the limit
+	ENOTFOUND    = "not_found"          // no such row or endpoint
+	EMETHOD      = "method_not_allowed" // the endpoint exists, the method does not
+	EUNAVAILABLE = "unavailable"        // database busy, locked or full: retry later
+	ELANEHELD    = "lane_held"          // another live process holds the lane lock
+	EINTERNAL    = "internal"           // a bug or an unexpected failure
 )
 
 // Error is an error with a machine-readable code and a message fit for a

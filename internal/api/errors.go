@@ -12,6 +12,7 @@ var statusOf = map[string]int{
 	inkwell.EINVALID:     http.StatusBadRequest,
 	inkwell.ETOOLARGE:    http.StatusRequestEntityTooLarge,
 	inkwell.ENOTFOUND:    http.StatusNotFound,
+	inkwell.EMETHOD:      http.StatusMethodNotAllowed,
 	inkwell.ECONFLICT:    http.StatusConflict,
 	inkwell.EKEYREUSED:   http.StatusUnprocessableEntity,
 	inkwell.EUNAVAILABLE: http.StatusServiceUnavailable,

@@ -66,5 +66,34 @@ func New(cfg Config) *Server {
 // SetReady marks the server ready: recovery has run and the lane is up.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request no route takes gets the
+// JSON error form too, not the mux's plain text.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r) // the mux sets the path values Handler does not
+		return
+	}
+	// Let the mux decide between 404 and 405 (and set Allow), then answer
+	// in JSON.
+	probe := &statusProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if allow := probe.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if probe.status == http.StatusMethodNotAllowed {
+		s.writeError(w, r, inkwell.Errorf(inkwell.EMETHOD, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.header.Get("Allow")))
+		return
+	}
+	s.writeError(w, r, inkwell.Errorf(inkwell.ENOTFOUND, "no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+// statusProbe records the status and headers a handler sets and drops its body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(status int)      { p.status = status }

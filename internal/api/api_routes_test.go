@@ -1,0 +1,52 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/inkwell/inkwell/internal/api"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+)
+
+// TestRoutes_UnknownIsJSON: a path or method no route takes is answered in
+// the JSON error form with the right status (and Allow on 405).
+func TestRoutes_UnknownIsJSON(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, filepath.Join(t.TempDir(), "routes.db"), store.Options{})
+	srv := httptest.NewServer(api.New(api.Config{Store: st}))
+	t.Cleanup(srv.Close)
+	cases := []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{http.MethodGet, "/v1/nope", http.StatusNotFound, "not_found"},
+		{http.MethodDelete, "/v1/jobs/1", http.StatusMethodNotAllowed, "method_not_allowed"},
+		{http.MethodGet, "/v1/jobs", http.StatusMethodNotAllowed, "method_not_allowed"},
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Code, Message string }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("%s %s: body is not JSON: %v", c.method, c.path, err)
+		}
+		if resp.StatusCode != c.status || body.Error.Code != c.code || body.Error.Message == "" {
+			t.Errorf("%s %s = %d %q %q, want %d %q with a message", c.method, c.path, resp.StatusCode, body.Error.Code, body.Error.Message, c.status, c.code)
+		}
+		if c.status == http.StatusMethodNotAllowed && resp.Header.Get("Allow") == "" {
+			t.Errorf("%s %s: 405 without Allow", c.method, c.path)
+		}
+	}
+}
