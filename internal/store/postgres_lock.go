@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -140,7 +141,7 @@ func (s *Store) tryLockPostgres(ctx context.Context, lane, role string, self Hol
 		}
 		return nil, &heldByError{role: h.role, err: h.refusal(lane)}
 	}
-	if err := p.refusePooler(ctx); err != nil {
+	if err := s.refusePooler(ctx, p); err != nil {
 		p.close()
 		return nil, err
 	}
@@ -151,55 +152,122 @@ func (s *Store) tryLockPostgres(ctx context.Context, lane, role string, self Hol
 // identifies the holder to a process that is refused, and its server-side
 // keepalives bound how long the lock outlives a dead client.
 func (s *Store) openLockSession(ctx context.Context, lane, role string, self Holder) (*pgLock, error) {
-	cfg, err := postgresConfig(s.dsn, holderAppName(role, self))
+	db, conn, err := s.openSession(ctx, holderAppName(role, self))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("lane %s: open lock session: %w", lane, err)
 	}
-	cfg.RuntimeParams["application_name"] = holderAppName(role, self)
-	cfg.RuntimeParams["tcp_keepalives_idle"] = strconv.Itoa(int(keepaliveIdle.Seconds()))
-	cfg.RuntimeParams["tcp_keepalives_interval"] = strconv.Itoa(int(keepaliveInterval.Seconds()))
-	cfg.RuntimeParams["tcp_keepalives_count"] = strconv.Itoa(keepaliveCount)
-	cfg.RuntimeParams["tcp_user_timeout"] = strconv.Itoa(int((keepaliveIdle + keepaliveCount*keepaliveInterval).Milliseconds()))
+	const keepalives = `SELECT set_config('tcp_keepalives_idle', $1, false), set_config('tcp_keepalives_interval', $2, false),
+		set_config('tcp_keepalives_count', $3, false), set_config('tcp_user_timeout', $4, false)`
+	_, err = conn.ExecContext(ctx, keepalives, strconv.Itoa(int(keepaliveIdle.Seconds())), strconv.Itoa(int(keepaliveInterval.Seconds())),
+		strconv.Itoa(keepaliveCount), strconv.Itoa(int((keepaliveIdle + keepaliveCount*keepaliveInterval).Milliseconds())))
+	if err != nil {
+		conn.Close()
+		db.Close()
+		return nil, s.classify(fmt.Errorf("lane %s: set lock session keepalives: %w", lane, err))
+	}
+	return &pgLock{lane: lane, key: laneLockKey(lane), db: db, conn: conn, lost: make(chan struct{}), stop: make(chan struct{})}, nil
+}
+
+// openSession opens one connection of its own, outside the pool. It speaks
+// the simple query protocol: every statement is one message, so even
+// through a pooler in transaction mode each one arrives whole, and the
+// pooler check below gets an answer instead of a prepared-statement error.
+// Keepalives are set by statement, not in the startup packet, which
+// poolers refuse for parameters they do not know.
+func (s *Store) openSession(ctx context.Context, appName string) (*sql.DB, *sql.Conn, error) {
+	cfg, err := postgresConfig(s.dsn, appName)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.RuntimeParams["application_name"] = appName
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(1)
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		db.Close()
-		return nil, s.classify(fmt.Errorf("lane %s: open lock session: %w", lane, err))
+		return nil, nil, s.classify(err)
 	}
-	return &pgLock{lane: lane, key: laneLockKey(lane), db: db, conn: conn, lost: make(chan struct{}), stop: make(chan struct{})}, nil
+	return db, conn, nil
 }
 
-// refusePooler makes sure the lock lives in one server session. A pooler
-// in transaction mode (PgBouncer's pool_mode=transaction) hands each
-// statement to whichever server session is free: the lock would stay in a
-// session this process no longer talks to, and prove nothing.
-func (p *pgLock) refusePooler(ctx context.Context) error {
-	var again int
-	var held bool
+// refusePooler makes sure the lock lives in a server session that belongs
+// to this connection alone. A pooler in transaction mode (PgBouncer's
+// pool_mode=transaction) hands the server session to whichever client
+// transaction comes next: the lock would stay in a session this process
+// does not own, proving nothing, and its keeper would check someone else's.
+//
+// Two looks: the lock session must keep its backend pid from statement to
+// statement, and a second connection that opens a transaction must get a
+// different backend (in transaction mode it gets the idle one that holds
+// our lock). The keeper keeps checking the pid for the life of the lock,
+// so a pooler that hid during these looks is caught as soon as it hands
+// our session elsewhere.
+func (s *Store) refusePooler(ctx context.Context, p *pgLock) error {
+	var again, other int
 	if err := p.conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&again); err != nil {
+		return s.classify(fmt.Errorf("lane %s: check lock session: %w", p.lane, err))
+	}
+	db, conn, err := s.openSession(ctx, "inkwell/probe")
+	if err != nil {
 		return fmt.Errorf("lane %s: check lock session: %w", p.lane, err)
 	}
-	if err := p.conn.QueryRowContext(ctx, heldBySessionQuery, laneLockNS, p.key, p.backendPID).Scan(&held); err != nil {
+	defer db.Close()
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return s.classify(fmt.Errorf("lane %s: check lock session: %w", p.lane, err))
+	}
+	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&other); err != nil {
+		return s.classify(fmt.Errorf("lane %s: check lock session: %w", p.lane, err))
+	}
+	held, err := p.held(ctx)
+	if err != nil {
 		return fmt.Errorf("lane %s: check lock session: %w", p.lane, err)
 	}
-	if again != p.backendPID || !held {
-		return inkwell.Errorf(inkwell.EINVALID, "lane %s: the advisory lock did not stay in one server session "+
-			"(backend pid %d, then %d; lock visible in pg_locks: %t). A connection pooler in transaction mode "+
-			"breaks session locks: point --db at PostgreSQL directly, or at a pool in session mode", p.lane, p.backendPID, again, held)
+	if again != p.backendPID || other == p.backendPID || !held {
+		s.releaseStray(ctx, p, tx)
+		return inkwell.Errorf(inkwell.EINVALID, "lane %s: the advisory lock is not in a server session of its own "+
+			"(lock taken by backend %d; the lock session then ran on backend %d; another connection's transaction got backend %d). "+
+			"A connection pooler in transaction mode breaks session locks: point --db at PostgreSQL directly, or at a pool in session mode",
+			p.lane, p.backendPID, again, other)
 	}
 	return nil
 }
 
-// heldBySessionQuery reports whether backend $3 holds the advisory lock
-// ($1, $2) in the current database. Two-key advisory locks show in pg_locks
-// with classid = key 1, objid = key 2 (as unsigned oids) and objsubid = 2.
-const heldBySessionQuery = `SELECT EXISTS (SELECT 1 FROM pg_locks
-	WHERE locktype = 'advisory' AND granted AND objsubid = 2
-	  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	  AND classid = ($1::int8 & 4294967295)::oid
-	  AND objid = ($2::int8 & 4294967295)::oid
-	  AND pid = $3)`
+// releaseStray lets go of a lock left in a pooled server session, which
+// closing our connection would not end. The unlock must run on the backend
+// that holds it: the probe's transaction has it pinned when the pooler gave
+// it that one, else the lock session may reach it. Should the lock still be
+// there, that backend is terminated: it holds this lane's lock for no live
+// holder, and the lane could never start again while the pooler kept it.
+func (s *Store) releaseStray(ctx context.Context, p *pgLock, probe *sql.Tx) {
+	const unlock = `SELECT pg_advisory_unlock($1, $2) FROM (SELECT 1) one WHERE pg_backend_pid() = $3`
+	_, _ = probe.ExecContext(ctx, unlock, laneLockNS, p.key, p.backendPID)
+	_, _ = p.conn.ExecContext(ctx, unlock, laneLockNS, p.key, p.backendPID)
+	const terminate = `SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND pid = $3
+		  AND classid = ($1::int8 & 4294967295)::oid AND objid = ($2::int8 & 4294967295)::oid`
+	if _, err := s.db.ExecContext(ctx, terminate, laneLockNS, p.key, p.backendPID); err != nil {
+		s.log.WarnContext(ctx, "pooled session may still hold the lane lock", "lane", p.lane, "backend_pid", p.backendPID, "err", err)
+	}
+}
+
+// held reports whether this session, still the backend that took the lock,
+// holds it. Two-key advisory locks show in pg_locks with classid = key 1,
+// objid = key 2 (as unsigned oids) and objsubid = 2.
+func (p *pgLock) held(ctx context.Context) (bool, error) {
+	const q = `SELECT pg_backend_pid() = $3 AND EXISTS (SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 2
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND classid = ($1::int8 & 4294967295)::oid
+		  AND objid = ($2::int8 & 4294967295)::oid
+		  AND pid = $3)`
+	var held bool
+	err := p.conn.QueryRowContext(ctx, q, laneLockNS, p.key, p.backendPID).Scan(&held)
+	return held, err
+}
 
 func (p *pgLock) describe() string {
 	return fmt.Sprintf("pg_advisory_lock(%d, %d), PostgreSQL backend pid %d", laneLockNS, p.key, p.backendPID)
@@ -234,12 +302,13 @@ func (p *pgLock) keep() {
 func (p *pgLock) verify() error {
 	ctx, cancel := context.WithTimeout(context.Background(), lockCheckTimeout)
 	defer cancel()
-	var held bool
-	if err := p.conn.QueryRowContext(ctx, heldBySessionQuery, laneLockNS, p.key, p.backendPID).Scan(&held); err != nil {
+	held, err := p.held(ctx)
+	if err != nil {
 		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: lock session lost (%v); stopping the lane", p.lane, err)
 	}
 	if !held {
-		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: the lock session no longer holds the advisory lock; stopping the lane", p.lane)
+		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: the lock session is no longer backend %d holding the advisory lock "+
+			"(lost, or moved by a connection pooler); stopping the lane", p.lane, p.backendPID)
 	}
 	return nil
 }
