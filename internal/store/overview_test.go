@@ -529,3 +529,88 @@ func TestStore_OverviewLegacyTimes(t *testing.T) {
 		t.Errorf("legacy queued oldest_age = %q, want 3h00m", o["queued"].OldestAge)
 	}
 }
+
+// BenchmarkStore_Overview measures the operator views on a database with
+// a long history: n jobs, of which 1% queued, 1% failed and the rest done,
+// each finished one with its attempt. /metrics reads Overview and
+// LiveLanes at every scrape; the dashboard reads all three.
+func BenchmarkStore_Overview(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		for _, backend := range []string{"sqlite", "postgres"} {
+			b.Run(fmt.Sprintf("%s/jobs=%d", backend, n), func(b *testing.B) {
+				dsn := filepath.Join(b.TempDir(), "bench.db")
+				if backend == "postgres" {
+					dsn = storetest.PostgresDSN(b)
+				}
+				s, err := store.Open(b.Context(), dsn, store.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				fillHistory(b, s, n)
+				b.Run("Overview", func(b *testing.B) {
+					for b.Loop() {
+						if _, err := s.Overview(b.Context()); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				b.Run("Board50", func(b *testing.B) {
+					for b.Loop() {
+						if _, err := s.Board(b.Context(), 50); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				b.Run("LiveLanes", func(b *testing.B) {
+					for b.Loop() {
+						if _, err := s.LiveLanes(b.Context()); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// fillHistory writes n jobs straight into the tables, in one statement
+// per table, since going through Accept and Complete would take minutes,
+// then analyzes them.
+func fillHistory(b *testing.B, s *store.Store, n int) {
+	b.Helper()
+	series := `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $1) SELECT i FROM n`
+	now := `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || ($1 - i) || ' seconds')`
+	if s.Dialect() == "postgres" {
+		series = `SELECT i FROM generate_series(1, $1::int) AS i`
+		now = `statement_timestamp() - make_interval(secs => $1 - i)`
+	}
+	status := `CASE WHEN i % 100 = 0 THEN 'queued' WHEN i % 100 = 1 THEN 'failed' ELSE 'done' END`
+	stmts := []string{
+		`INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at)
+		 SELECT i, 'bench-' || i, 'h', '{"prompt":"a haiku about ink","account":"default","max_words":50}', ` + status + `,
+		   CASE WHEN i % 100 = 1 THEN 'provider: HTTP 500' END, CASE WHEN i % 100 = 0 THEN NULL ELSE 'east' END,
+		   ` + now + `, CASE WHEN i % 100 = 0 THEN NULL ELSE ` + now + ` END, CASE WHEN i % 100 = 0 THEN NULL ELSE ` + now + ` END
+		 FROM (` + series + `) s`,
+		`INSERT INTO job_attempts (job_id, attempt_number, status, error, lane, started_at, finished_at)
+		 SELECT id, 1, status, error, lane, started_at, finished_at FROM jobs WHERE status <> 'queued'`,
+		// A live database has statistics (PostgreSQL's autovacuum analyzes
+		// after bulk changes); without them PostgreSQL overestimates the
+		// views' cost and JIT-compiles them, which is most of the time.
+		`ANALYZE`,
+	}
+	for _, q := range stmts {
+		q = strings.ReplaceAll(q, "$1", fmt.Sprint(n))
+		if _, err := s.DB().ExecContext(b.Context(), q); err != nil {
+			b.Fatalf("fill %d jobs: %v\n%s", n, err, q)
+		}
+	}
+	l, err := s.LockLane(b.Context(), "east")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Release() })
+	if err := s.RegisterLane(b.Context(), l); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -170,8 +170,11 @@ open_counts AS (
     FROM ranked GROUP BY status
 ),
 done_counts AS (
+    -- MIN on the text, then one julianday: the done history can be long.
+    -- Text order is time order within each format, and every legacy row
+    -- (' ' sorts before 'T') was written before any row of Inkwell's own.
     SELECT 'done' AS status, COUNT(*) AS jobs,
-           CAST(MAX(0, ROUND((julianday('now') - MIN(julianday(finished_at))) * 86400.0)) AS INTEGER) AS oldest_age_seconds
+           CAST(MAX(0, ROUND((julianday('now') - julianday(MIN(finished_at))) * 86400.0)) AS INTEGER) AS oldest_age_seconds
     FROM jobs WHERE status = 'done'
 ),
 running_lanes AS (
