@@ -91,7 +91,7 @@ func readEvidence(ctx context.Context, st *store.Store, d inkwell.JobDetail) (ev
 
 func printEvidence(w io.Writer, ev evidence) {
 	for _, run := range ev.runs {
-		fmt.Fprintf(w, "\nrecovery run %d\n", run.ID)
+		fmt.Fprintf(w, "\nclosed by startup recovery\n")
 		printRecoveryRun(w, &run)
 	}
 	if ev.next != nil {

@@ -76,7 +76,7 @@ func TestCLI_StatusAndShow(t *testing.T) {
 	}
 	for _, want := range []string{
 		"worker restarted (recovery run 1)",
-		"recovery run 1\n  run 1 on lane east",
+		"closed by startup recovery\n  run 1 on lane east",
 		"closed 1 attempt(s), back-filled 0, failed 1 job(s)",
 		"evidence (flock): flock(LOCK_EX|LOCK_NB) granted",
 		"previous holder: pid " + fmt.Sprint(os.Getpid()),

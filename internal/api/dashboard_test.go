@@ -301,6 +301,7 @@ func TestMetrics(t *testing.T) {
 		"inkwell_live_lanes 1\n",
 		`inkwell_lane_alive{lane="east",state="silent"} 0`+"\n",
 		`inkwell_lane_alive{lane="west",state="alive"} 1`+"\n",
+		`inkwell_lane_running_jobs{lane="east"} 1`+"\n",
 		"inkwell_requests_accepted_total 1\n",
 		"inkwell_requests_answered_from_key_total 1\n",
 		`inkwell_requests_refused_total{reason="key_reused",route="POST /v1/jobs"} 1`+"\n",

@@ -161,7 +161,7 @@ type stateCollector struct {
 	src     stateSource
 	timeout time.Duration
 
-	up, jobs, oldest, liveLanes, laneAlive, laneAge *prometheus.Desc
+	up, jobs, oldest, liveLanes, laneAlive, laneAge, laneRunning *prometheus.Desc
 }
 
 func newStateCollector(src stateSource) *stateCollector {
@@ -180,12 +180,14 @@ func newStateCollector(src stateSource) *stateCollector {
 			"1 when the lane is alive, 0 when it is silent or stopped.", []string{"lane", "state"}, nil),
 		laneAge: prometheus.NewDesc("inkwell_lane_heartbeat_age_seconds",
 			"Seconds since the lane's last heartbeat.", []string{"lane"}, nil),
+		laneRunning: prometheus.NewDesc("inkwell_lane_running_jobs",
+			"Jobs running on the lane; on a lane that is not alive they wait for its restart (or, on PostgreSQL, a rescue).", []string{"lane"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.jobs, c.oldest, c.liveLanes, c.laneAlive, c.laneAge} {
+	for _, d := range []*prometheus.Desc{c.up, c.jobs, c.oldest, c.liveLanes, c.laneAlive, c.laneAge, c.laneRunning} {
 		ch <- d
 	}
 }
@@ -222,6 +224,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.laneAlive, prometheus.GaugeValue, alive, l.Lane, l.State)
 		ch <- prometheus.MustNewConstMetric(c.laneAge, prometheus.GaugeValue, float64(l.HeartbeatAgeSeconds), l.Lane)
+		ch <- prometheus.MustNewConstMetric(c.laneRunning, prometheus.GaugeValue, float64(l.RunningJobs), l.Lane)
 	}
 	ch <- prometheus.MustNewConstMetric(c.liveLanes, prometheus.GaugeValue, float64(live))
 }
