@@ -111,7 +111,7 @@ func server(url string) *pgServer {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := admin.PingContext(ctx); err != nil {
-		srv.err = fmt.Errorf("cannot reach %s: %w", url, err)
+		srv.err = fmt.Errorf("cannot reach the server: %w", err)
 		return srv
 	}
 	srv.template, srv.err = ensureTemplate(ctx, admin, url)
