@@ -231,6 +231,14 @@ func TestDashboard_Pages(t *testing.T) {
 			"attempt 1 failed", "error: worker restarted", "closed by recovery run 1 of lane west", "evidence: flock",
 			"previous holder: pid", "the provider may already have billed it")
 	})
+	t.Run("DoneJobShowsResultAndCharge", func(t *testing.T) {
+		code, body := get(t, sc.url+"/jobs/1")
+		if code != http.StatusOK {
+			t.Fatalf("GET /jobs/1 = %d, want 200", code)
+		}
+		wantContains(t, "done job page", body, "attempt 1 done after", "charged 0.001250 to account default (provider request chatcmpl-0001)",
+			"Ink settles slowly", "nothing to do: the job is done")
+	})
 	t.Run("JobPageNotFound", func(t *testing.T) {
 		if code, _ := get(t, sc.url+"/jobs/999"); code != http.StatusNotFound {
 			t.Errorf("GET /jobs/999 = %d, want 404", code)
@@ -364,4 +372,19 @@ func TestMetrics_Observer(t *testing.T) {
 	if s := got["inkwell_job_accept_to_done_seconds,sum"]; s < 90 || s > 90+60 {
 		t.Errorf("accept-to-done sum = %v s, want about 90", s)
 	}
+}
+
+func TestDashboard_EmptyDatabase(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	srv := api.New(api.Config{Store: st})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	code, body := get(t, hs.URL+"/")
+	if code != http.StatusOK {
+		t.Fatalf("GET / = %d, want 200", code)
+	}
+	wantContains(t, "empty dashboard", body, `id="count-queued" data-count="0"`, `id="count-done" data-count="0"`,
+		"nothing queued", "No lane has ever registered", "No lane has run startup recovery", "No failed jobs.", "Nothing running or queued.",
+		"This server has not finished startup recovery") // SetReady was never called
 }
