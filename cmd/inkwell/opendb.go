@@ -25,7 +25,8 @@ func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 	v, err := st.SchemaVersion(ctx)
 	if err != nil || v == 0 {
 		st.Close()
-		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s holds no Inkwell schema; run 'inkwell migrate --db %s' or 'inkwell serve' first", dsn, dsn)
+		shown := redactDSN(dsn) // never print a PostgreSQL password
+		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s holds no Inkwell schema; run 'inkwell migrate --db %s' or 'inkwell serve' first", shown, shown)
 	}
 	return st, nil
 }
