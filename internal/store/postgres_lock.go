@@ -87,8 +87,9 @@ func (s *Store) lockLanePostgres(ctx context.Context, lane string) (*LaneLock, e
 }
 
 // lockPostgres opens a dedicated session and takes lane's lock on it,
-// without waiting, except for a rescuing lane's brief hold. role names the
-// holder in pg_stat_activity ("lane" or "rescue"); keep starts the keeper.
+// without waiting, except that a lane's own start waits out a rescuing
+// lane's brief hold. role names the holder in pg_stat_activity ("lane" or
+// "rescue"); keep starts the keeper.
 func (s *Store) lockPostgres(ctx context.Context, lane, role string, self Holder, keep bool) (*LaneLock, error) {
 	deadline := time.Now().Add(rescueWait)
 	for {
@@ -104,7 +105,7 @@ func (s *Store) lockPostgres(ctx context.Context, lane, role string, self Holder
 			}
 			return l, nil
 		}
-		if held.role != "rescue" || time.Now().After(deadline) {
+		if role != "lane" || held.role != "rescue" || time.Now().After(deadline) {
 			return nil, held.err
 		}
 		select { // a rescue holds the lock for one short transaction
