@@ -68,6 +68,7 @@ type pgLock struct {
 	conn       *sql.Conn
 	backendPID int
 
+	fences   *sync.Map // the store's claim fences, while this lock is one of them
 	lost     chan struct{} // closed when the lock is no longer proven held
 	lostOnce sync.Once
 	lostErr  error
@@ -83,7 +84,26 @@ func (s *Store) lockLanePostgres(ctx context.Context, lane string) (*LaneLock, e
 		return nil, err
 	}
 	l.Self.Since = s.now().UTC()
+	l.pg.fences = &s.fences
+	s.fences.Store(lane, l.pg)
 	return l, nil
+}
+
+// claimFence is Claim's guard while this process holds lane's lock on
+// PostgreSQL: the claim commits nothing unless, in the same statement,
+// pg_locks shows the lock still held by this process's lock session. The
+// keeper notices a lost lock within lockCheckEvery; this closes that
+// window, so a lane whose lock session has ended cannot claim even once.
+// It costs no round trip. Keys and pid are integers written into the text.
+func (s *Store) claimFence(lane string) string {
+	v, ok := s.fences.Load(lane)
+	if !ok {
+		return ""
+	}
+	p := v.(*pgLock)
+	return fmt.Sprintf(`
+		  AND EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+		    AND classid = %d::oid AND objid = %d::oid AND pid = %d)`, uint32(laneLockNS), uint32(p.key), p.backendPID)
 }
 
 // lockPostgres opens a dedicated session and takes lane's lock on it,
@@ -335,6 +355,9 @@ func (p *pgLock) check() error {
 // release stops the keeper, unlocks, and closes the session (closing it
 // alone would release the lock; the unlock makes it immediate).
 func (p *pgLock) release() error {
+	if p.fences != nil {
+		p.fences.CompareAndDelete(p.lane, p)
+	}
 	close(p.stop)
 	p.kept.Wait()
 	p.markLost(inkwell.Errorf(inkwell.ELANEHELD, "lane %s: lock was released", p.lane))

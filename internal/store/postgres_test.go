@@ -82,6 +82,30 @@ func TestPostgres_LaneLock(t *testing.T) {
 		}
 		pgMustLock(t, s2, "A") // the server released it with the session
 	})
+	t.Run("ClaimIsFencedByTheLock", func(t *testing.T) {
+		t.Parallel()
+		f := newPGLanes(t)
+		a := pgMustLock(t, f.sa, "A")
+		first := f.claimOn(a) // claims while the lock holds
+		pgTerminate(t, f.sb, a.BackendPID())
+		// Before the keeper has noticed, a claim must already fail: the
+		// guard reads pg_locks in the claim's own statement.
+		if _, _, err := f.sa.Accept(t.Context(), store.AcceptParams{IdempotencyKey: "after-loss", RequestHash: "h", Payload: []byte(`{"prompt":"x"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.sa.Claim(t.Context(), "A")
+		if err != nil || c != nil {
+			t.Errorf("Claim(A) after A's lock session ended = %+v, %v; want nothing claimed", c, err)
+		}
+		if n := f.count(`SELECT COUNT(*) FROM job_attempts`); n != 1 {
+			t.Errorf("job_attempts = %d rows, want only job %d's first attempt", n, first.Job.ID)
+		}
+		// Another lane, whose lock holds, claims it.
+		pgMustLock(t, f.sb, "B")
+		if c, err := f.sb.Claim(t.Context(), "B"); err != nil || c == nil {
+			t.Errorf("Claim(B) = %v, %v; want the queued job", c, err)
+		}
+	})
 	t.Run("ForeignHolderNamed", func(t *testing.T) {
 		t.Parallel()
 		dsn := storetest.PostgresDSN(t)

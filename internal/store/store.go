@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -40,6 +41,9 @@ type Store struct {
 	accepts *acceptBatcher
 	stmts   stmtCache
 	path    string // SQLite file path; empty on PostgreSQL
+	// fences maps a lane to the *pgLock this process holds for it on
+	// PostgreSQL: the claim's guard (see claimFence in postgres_lock.go).
+	fences sync.Map
 }
 
 // Open opens the database named by dsn (a SQLite file path or a

@@ -69,7 +69,7 @@ func (s *Store) Claim(ctx context.Context, lane string) (*Claimed, error) {
 	// The inner SELECT reads the jobs_queued partial index only.
 	claimJob := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, error = NULL, finished_at = NULL
 		WHERE id = (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1` + s.dialect.claimLock + `)
-		  AND status = 'queued'
+		  AND status = 'queued'` + s.claimFence(lane) + `
 		RETURNING ` + jobColumns
 	const openAttempt = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
 		SELECT $1, COALESCE(MAX(attempt_number), 0) + 1, 'running', $2, $3 FROM job_attempts WHERE job_id = $1
