@@ -68,7 +68,7 @@ type pgLock struct {
 	conn       *sql.Conn
 	backendPID int
 
-	fences   *sync.Map // the store's claim fences, while this lock is one of them
+	fences   *sync.Map     // the store's claim fences, while this lock is one of them
 	lost     chan struct{} // closed when the lock is no longer proven held
 	lostOnce sync.Once
 	lostErr  error
