@@ -20,13 +20,16 @@ import (
 // retry, recover) still meet the busy timeout.
 func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error {
 	path = strings.TrimPrefix(path, "file:")
+	if strings.ContainsAny(path, "?#") {
+		return inkwell.Errorf(inkwell.EINVALID, "database %q: give a plain file path; Inkwell sets the SQLite options itself", path)
+	}
 	canon, err := CanonicalPath(path)
 	if err != nil {
 		return err
 	}
 	s.path = canon
 	s.dialect = sqliteDialect
-	dsn, err := sqliteDSN(canon, opts)
+	dsn, err := sqliteDSN(canon, opts, true)
 	if err != nil {
 		return err
 	}
@@ -35,7 +38,10 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 	}
 	s.db.SetMaxOpenConns(1)
 	s.db.SetConnMaxIdleTime(0)
-	if s.rdb, err = sql.Open("sqlite", dsn); err != nil {
+	// Readers begin DEFERRED: a read transaction (Show's snapshot) never
+	// takes the write lock.
+	rdsn, _ := sqliteDSN(canon, opts, false)
+	if s.rdb, err = sql.Open("sqlite", rdsn); err != nil {
 		s.db.Close()
 		return fmt.Errorf("open %s: %w", canon, err)
 	}
@@ -52,7 +58,7 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 // a busy timeout, foreign keys on, and _txlock=immediate so every
 // transaction takes the write lock at BEGIN. A deferred transaction that
 // later upgrades to a write gets SQLITE_BUSY at once, ignoring the timeout.
-func sqliteDSN(path string, opts Options) (string, error) {
+func sqliteDSN(path string, opts Options, immediate bool) (string, error) {
 	sync := strings.ToUpper(opts.Synchronous)
 	if sync == "" {
 		sync = "FULL"
@@ -71,7 +77,9 @@ func sqliteDSN(path string, opts Options) (string, error) {
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate")
+	if immediate {
+		q.Set("_txlock", "immediate")
+	}
 	return "file:" + path + "?" + q.Encode(), nil
 }
 
@@ -86,8 +94,28 @@ func CanonicalPath(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("database path %q: %w", path, err)
 	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		return real, nil
+	// Follow symlinks by hand while their target does not exist yet: SQLite
+	// will create the target, and every later start resolves to it, so the
+	// first start must name the same lock file.
+	for hops := 0; ; hops++ {
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			return real, nil
+		}
+		fi, err := os.Lstat(abs)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		if hops == 40 {
+			return "", inkwell.Errorf(inkwell.EINVALID, "database path %q: too many symlinks", path)
+		}
+		target, err := os.Readlink(abs)
+		if err != nil {
+			return "", fmt.Errorf("database path %q: %w", path, err)
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(abs), target)
+		}
+		abs = filepath.Clean(target)
 	}
 	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
 	if err != nil {
