@@ -92,11 +92,20 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		Observer: metrics,
 	})
 	srv := api.New(api.Config{Store: st, Logger: log, OnAccepted: lane.Wake, Metrics: metrics, Gatherer: reg})
+	// The lock comes first: a process refused its lane never serves, so it
+	// accepts nothing and changes nothing.
+	if err := lane.Lock(ctx); err != nil {
+		return err
+	}
+	defer lane.Close()
 	ln, err := net.Listen("tcp", *cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *cfg.addr, err)
 	}
-	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	// Bodies are small (16 KiB) and every handler is one short transaction:
+	// these bound what a slow or stuck client can hold.
+	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
 	log.Info("http listening", "addr", ln.Addr().String(), "db", redactDSN(*cfg.db), "lane", *cfg.lane, "provider", *cfg.provider.kind)
@@ -106,7 +115,6 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		shutdownHTTP(httpSrv, log)
 		return err
 	}
-	defer lane.Close()
 	metrics.Recovered(rep)
 	logRecovered(ctx, st, rep, log)
 	srv.SetReady(true)

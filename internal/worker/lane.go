@@ -106,25 +106,38 @@ func setDefault(d *time.Duration, v time.Duration) {
 	}
 }
 
-// Open takes the lane lock (refusing, with the holder named, when another
-// live process holds it), runs startup recovery and registers this
-// incarnation. Nothing is claimed before Open returns.
-func (l *Lane) Open(ctx context.Context) (store.RecoveryReport, error) {
+// Lock takes the lane lock without waiting, refusing with the holder named
+// when another live process holds it. Open calls it when it has not been
+// called; serve calls it first, so a refused process never serves at all.
+func (l *Lane) Lock(ctx context.Context) error {
+	if l.lock != nil {
+		return nil
+	}
 	lock, err := l.store.LockLane(ctx, l.cfg.Name)
 	if err != nil {
-		return store.RecoveryReport{}, err
-	}
-	rep, err := l.store.Recover(ctx, lock, false)
-	if err != nil {
-		lock.Release()
-		return rep, err
-	}
-	l.logRecovery(ctx, rep)
-	if err := l.store.RegisterLane(ctx, lock); err != nil {
-		lock.Release()
-		return rep, err
+		return err
 	}
 	l.lock = lock
+	return nil
+}
+
+// Open takes the lane lock (see Lock), runs startup recovery and registers
+// this incarnation. Nothing is claimed before Open returns. On error the
+// lock is released.
+func (l *Lane) Open(ctx context.Context) (store.RecoveryReport, error) {
+	if err := l.Lock(ctx); err != nil {
+		return store.RecoveryReport{}, err
+	}
+	rep, err := l.store.Recover(ctx, l.lock, false)
+	if err == nil {
+		l.logRecovery(ctx, rep)
+		err = l.store.RegisterLane(ctx, l.lock)
+	}
+	if err != nil {
+		l.lock.Release()
+		l.lock = nil
+		return rep, err
+	}
 	l.mu.Lock()
 	l.recovery = &rep
 	l.mu.Unlock()
