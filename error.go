@@ -13,6 +13,7 @@ const (
 	ETOOLARGE    = "too_large"          // body over the limit
 	ENOTFOUND    = "not_found"          // no such row or endpoint
 	EMETHOD      = "method_not_allowed" // the endpoint exists, the method does not
+	EFORBIDDEN   = "forbidden"          // refused whatever the body: e.g. a cross-site browser request
 	EUNAVAILABLE = "unavailable"        // database busy, locked or full: retry later
 	ELANEHELD    = "lane_held"          // another live process holds the lane lock
 	EINTERNAL    = "internal"           // a bug or an unexpected failure

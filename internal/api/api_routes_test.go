@@ -2,9 +2,11 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/inkwell/inkwell/internal/api"
@@ -48,5 +50,48 @@ func TestRoutes_UnknownIsJSON(t *testing.T) {
 		if c.status == http.StatusMethodNotAllowed && resp.Header.Get("Allow") == "" {
 			t.Errorf("%s %s: 405 without Allow", c.method, c.path)
 		}
+	}
+}
+
+// TestCrossSiteWritesRefused: a browser POST on behalf of another site's
+// page is refused with 403 and writes nothing; same-origin and non-browser
+// clients pass.
+func TestCrossSiteWritesRefused(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, filepath.Join(t.TempDir(), "csrf.db"), store.Options{})
+	srv := httptest.NewServer(api.New(api.Config{Store: st}))
+	t.Cleanup(srv.Close)
+	cases := []struct {
+		name    string
+		headers map[string]string
+		want    int
+	}{
+		{"cross-site fetch", map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"same-site other port", map[string]string{"Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
+		{"foreign origin", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+		{"same origin", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": srv.URL}, http.StatusCreated},
+		{"no browser headers", nil, http.StatusCreated},
+	}
+	for i, c := range cases {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/jobs", strings.NewReader(`{"prompt":"x"}`))
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("csrf-%d", i))
+		for k, v := range c.headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: status %d, want %d", c.name, resp.StatusCode, c.want)
+		}
+	}
+	var n int
+	if err := st.DB().QueryRow(`SELECT COUNT(*) FROM jobs`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("jobs = %d, want 2 (only the allowed requests)", n)
 	}
 }

@@ -13,6 +13,7 @@ var statusOf = map[string]int{
 	inkwell.ETOOLARGE:    http.StatusRequestEntityTooLarge,
 	inkwell.ENOTFOUND:    http.StatusNotFound,
 	inkwell.EMETHOD:      http.StatusMethodNotAllowed,
+	inkwell.EFORBIDDEN:   http.StatusForbidden,
 	inkwell.ECONFLICT:    http.StatusConflict,
 	inkwell.EKEYREUSED:   http.StatusUnprocessableEntity,
 	inkwell.EUNAVAILABLE: http.StatusServiceUnavailable,

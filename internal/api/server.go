@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 
 	"github.com/inkwell/inkwell"
@@ -69,6 +70,10 @@ func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 // ServeHTTP implements http.Handler. A request no route takes gets the
 // JSON error form too, not the mux's plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && crossSite(r) {
+		s.writeError(w, r, inkwell.Errorf(inkwell.EFORBIDDEN, "cross-site %s refused: a page of another site may not make this server spend money", r.Method))
+		return
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r) // the mux sets the path values Handler does not
@@ -97,3 +102,22 @@ type statusProbe struct {
 func (p *statusProbe) Header() http.Header         { return p.header }
 func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *statusProbe) WriteHeader(status int)      { p.status = status }
+
+// crossSite reports whether a browser sent r on behalf of another site's
+// page. Retry and accept spend money, and the server has no login yet, so
+// a page the operator happens to visit must not be able to POST here.
+// Clients that are not browsers send neither header and pass.
+func crossSite(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return true
+	case "same-origin", "none":
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err != nil || u.Host != r.Host
+}
