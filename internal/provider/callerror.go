@@ -95,8 +95,11 @@ func malformed(status int, format string, args ...any) *CallError {
 	return &CallError{Class: ClassMalformed, Status: status, Msg: fmt.Sprintf(format, args...)}
 }
 
-// oneLine shortens a server's words to fit in an error column.
+// oneLine shortens a server's words to fit in an error column, as valid
+// UTF-8 without NUL: a proxy's Latin-1 error page must not make the
+// attempt's error unstorable.
 func oneLine(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "?")
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 300 {
 		s = strings.ToValidUTF8(s[:300], "") + "..."

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inkwell/inkwell"
 )
@@ -167,7 +168,30 @@ func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error
 		return inkwell.ProviderResponse{}, malformed(status, "answer has no id")
 	}
 	text := *cr.Choices[0].Message.Content
-	return inkwell.ProviderResponse{Text: text, RequestID: cr.ID, AmountMicros: p.amount(cr, text)}, nil
+	resp := inkwell.ProviderResponse{Text: text, RequestID: cr.ID, AmountMicros: p.amount(cr, text)}
+	if err := storable(resp); err != nil {
+		return inkwell.ProviderResponse{}, malformed(status, "%s", err)
+	}
+	return resp, nil
+}
+
+// maxRequestIDBytes bounds the provider's request id we store on a charge.
+const maxRequestIDBytes = 255
+
+// storable refuses an answer the database could not store, so that it
+// becomes a failed attempt with a clear error instead of a completion that
+// fails to commit (PostgreSQL refuses NUL and invalid UTF-8 in text; the
+// charge refuses a negative amount).
+func storable(r inkwell.ProviderResponse) error {
+	switch {
+	case !utf8.ValidString(r.Text) || strings.ContainsRune(r.Text, 0):
+		return fmt.Errorf("answer text is not valid UTF-8 or holds NUL")
+	case !utf8.ValidString(r.RequestID) || strings.ContainsRune(r.RequestID, 0) || len(r.RequestID) > maxRequestIDBytes:
+		return fmt.Errorf("answer id is not a short UTF-8 string")
+	case r.AmountMicros < 0:
+		return fmt.Errorf("answer bills a negative amount (%d micros)", r.AmountMicros)
+	}
+	return nil
 }
 
 // amount prefers what the provider says it billed, then its token count

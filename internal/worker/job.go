@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -86,20 +87,49 @@ func (l *Lane) complete(ctx context.Context, c *store.Claimed, req inkwell.Reque
 	wctx := context.WithoutCancel(ctx)
 	log := l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)
 	switch {
+	case inkwell.ErrorCode(err) == inkwell.ECONFLICT && l.attemptDone(wctx, c):
+		// A retried commit whose first try landed before its answer was lost.
+		log.InfoContext(wctx, "job done (the first commit of the completion had landed)", "provider_request_id", resp.RequestID)
 	case inkwell.ErrorCode(err) == inkwell.ECONFLICT:
 		log.WarnContext(wctx, "completion refused: attempt is no longer the running one; nothing written", "err", err)
 		l.observe(OutcomeFenced, secs, c.Job)
 		return nil
-	case err != nil:
+	case inkwell.ErrorCode(err) == inkwell.EUNAVAILABLE:
 		l.observe(OutcomeAborted, secs, c.Job)
-		return fmt.Errorf("%w: complete job %d: %w", errUnrecorded, c.Job.ID, err)
+		return fmt.Errorf("%w: %w", errUnrecorded, err)
+	case err != nil:
+		// The database refused this answer for good (it is not busy): record
+		// a failed attempt that says why, rather than stop the lane and
+		// leave the job running; a retry would get the same answer again.
+		log.ErrorContext(wctx, "provider answer could not be stored", "err", err)
+		return l.fail(ctx, c, "could not store the provider's answer: "+err.Error(), secs)
+	default:
+		log.InfoContext(wctx, "job done", "provider_request_id", resp.RequestID, "amount_micros", resp.AmountMicros, "provider_seconds", secs)
 	}
-	log.InfoContext(wctx, "job done", "provider_request_id", resp.RequestID, "amount_micros", resp.AmountMicros, "provider_seconds", secs)
 	l.observe(OutcomeDone, secs, c.Job)
 	return nil
 }
 
+// attemptDone reports whether the claimed attempt is already done: the
+// evidence that a completion's commit landed although its answer did not
+// reach the lane.
+func (l *Lane) attemptDone(ctx context.Context, c *store.Claimed) bool {
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
+	defer cancel()
+	attempts, err := l.store.Attempts(rctx, c.Job.ID)
+	if err != nil {
+		return false
+	}
+	for _, a := range attempts {
+		if a.ID == c.Attempt.ID {
+			return a.Status == inkwell.StatusDone
+		}
+	}
+	return false
+}
+
 func (l *Lane) fail(ctx context.Context, c *store.Claimed, msg string, secs float64) error {
+	msg = storableError(msg)
 	err := l.record(ctx, func(wctx context.Context) error {
 		return l.store.FailIfRunning(wctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg})
 	})
@@ -112,7 +142,7 @@ func (l *Lane) fail(ctx context.Context, c *store.Claimed, msg string, secs floa
 	}
 	if err != nil {
 		l.observe(OutcomeAborted, secs, c.Job)
-		return fmt.Errorf("%w: fail job %d: %w", errUnrecorded, c.Job.ID, err)
+		return fmt.Errorf("%w: %w", errUnrecorded, err)
 	}
 	log.WarnContext(wctx, "job failed", "error", msg)
 	l.observe(OutcomeFailed, secs, c.Job)
@@ -148,4 +178,17 @@ func (l *Lane) record(ctx context.Context, write func(ctx context.Context) error
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// maxErrorBytes bounds an attempt's error text.
+const maxErrorBytes = 2000
+
+// storableError makes an error text safe to store on any dialect: valid
+// UTF-8, no NUL, bounded.
+func storableError(msg string) string {
+	msg = strings.ToValidUTF8(strings.ReplaceAll(msg, "\x00", ""), "?")
+	if len(msg) > maxErrorBytes {
+		msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "..."
+	}
+	return msg
 }

@@ -57,6 +57,7 @@ type laneStore interface {
 	Claim(ctx context.Context, lane string) (*store.Claimed, error)
 	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
 	FailIfRunning(ctx context.Context, p store.FailParams) error
+	Attempts(ctx context.Context, jobID int64) ([]inkwell.Attempt, error)
 	// Rescue on proof (rescue.go).
 	Dialect() string
 	LanesWithRunning(ctx context.Context, except string) ([]string, error)
