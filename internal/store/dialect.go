@@ -1,6 +1,7 @@
 package store
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -41,6 +42,17 @@ var sqliteDialect = dialect{
 	ts:        func(t time.Time) any { return t.UTC().Format(TimeLayout) },
 	claimLock: "", // BEGIN IMMEDIATE already holds the only write lock
 	classify:  classifySQLite,
+}
+
+// snapshot is how a multi-statement read sees one consistent state. On
+// SQLite a deferred transaction on the read pool reads one WAL snapshot;
+// PostgreSQL needs REPEATABLE READ for that (READ COMMITTED would let each
+// statement see newer commits).
+func (d dialect) snapshot() *sql.TxOptions {
+	if d.name == "postgres" {
+		return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+	}
+	return nil
 }
 
 // classify passes err through the dialect's classification, keeping

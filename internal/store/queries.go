@@ -43,32 +43,52 @@ func (s *Store) jobByKeyTx(ctx context.Context, tx *sql.Tx, key string) (inkwell
 
 // Job returns one job row.
 func (s *Store) Job(ctx context.Context, id int64) (inkwell.Job, error) {
-	j, err := scanJob(s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+jobColumns+` FROM jobs WHERE id = $1`), id))
+	return s.job(ctx, s.rdb, id)
+}
+
+// queryer is what reads need: the read pool or a read transaction.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *Store) job(ctx context.Context, q queryer, id int64) (inkwell.Job, error) {
+	j, err := scanJob(q.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+jobColumns+` FROM jobs WHERE id = $1`), id))
 	return j, notFound(err, "job %d", id)
 }
 
 // Show returns one job with its attempts (in order), result and charge.
 func (s *Store) Show(ctx context.Context, id int64) (inkwell.JobDetail, error) {
+	// One read transaction, so the four reads agree: never a running job
+	// with a result, or a done attempt under a running job.
+	tx, err := s.rdb.BeginTx(ctx, s.dialect.snapshot())
+	if err != nil {
+		return inkwell.JobDetail{}, s.classify(fmt.Errorf("show job %d: %w", id, err))
+	}
+	defer tx.Rollback()
 	var d inkwell.JobDetail
-	var err error
-	if d.Job, err = s.Job(ctx, id); err != nil {
+	if d.Job, err = s.job(ctx, tx, id); err != nil {
 		return d, err
 	}
-	if d.Attempts, err = s.Attempts(ctx, id); err != nil {
+	if d.Attempts, err = s.attempts(ctx, tx, id); err != nil {
 		return d, err
 	}
-	if d.Result, err = s.result(ctx, id); err != nil {
+	if d.Result, err = s.result(ctx, tx, id); err != nil {
 		return d, err
 	}
-	d.Charge, err = s.charge(ctx, id)
+	d.Charge, err = s.charge(ctx, tx, id)
 	return d, err
 }
 
 // Attempts returns a job's attempts by attempt_number.
 func (s *Store) Attempts(ctx context.Context, jobID int64) ([]inkwell.Attempt, error) {
-	const q = `SELECT id, job_id, attempt_number, status, error, lane, started_at, finished_at, recovery_run_id
+	return s.attempts(ctx, s.rdb, jobID)
+}
+
+func (s *Store) attempts(ctx context.Context, q queryer, jobID int64) ([]inkwell.Attempt, error) {
+	const query = `SELECT id, job_id, attempt_number, status, error, lane, started_at, finished_at, recovery_run_id
 		FROM job_attempts WHERE job_id = $1 ORDER BY attempt_number`
-	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), jobID)
+	rows, err := q.QueryContext(ctx, s.dialect.rebind(query), jobID)
 	if err != nil {
 		return nil, s.classify(fmt.Errorf("attempts of job %d: %w", jobID, err))
 	}
@@ -92,11 +112,11 @@ func (s *Store) Attempts(ctx context.Context, jobID int64) ([]inkwell.Attempt, e
 	return attempts, rows.Err()
 }
 
-func (s *Store) result(ctx context.Context, jobID int64) (*inkwell.Result, error) {
-	const q = `SELECT job_id, attempt_id, text, created_at FROM results WHERE job_id = $1`
+func (s *Store) result(ctx context.Context, q queryer, jobID int64) (*inkwell.Result, error) {
+	const query = `SELECT job_id, attempt_id, text, created_at FROM results WHERE job_id = $1`
 	var r inkwell.Result
 	var created nullTime
-	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), jobID).Scan(&r.JobID, &r.AttemptID, &r.Text, &created)
+	err := q.QueryRowContext(ctx, s.dialect.rebind(query), jobID).Scan(&r.JobID, &r.AttemptID, &r.Text, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -104,11 +124,11 @@ func (s *Store) result(ctx context.Context, jobID int64) (*inkwell.Result, error
 	return &r, err
 }
 
-func (s *Store) charge(ctx context.Context, jobID int64) (*inkwell.Charge, error) {
-	const q = `SELECT job_id, attempt_id, account, amount_micros, provider_request_id, created_at FROM charges WHERE job_id = $1`
+func (s *Store) charge(ctx context.Context, q queryer, jobID int64) (*inkwell.Charge, error) {
+	const query = `SELECT job_id, attempt_id, account, amount_micros, provider_request_id, created_at FROM charges WHERE job_id = $1`
 	var c inkwell.Charge
 	var created nullTime
-	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), jobID).Scan(&c.JobID, &c.AttemptID, &c.Account, &c.AmountMicros, &c.ProviderRequestID, &created)
+	err := q.QueryRowContext(ctx, s.dialect.rebind(query), jobID).Scan(&c.JobID, &c.AttemptID, &c.Account, &c.AmountMicros, &c.ProviderRequestID, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -161,17 +161,27 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any)
 // prepared-statement cache.
 func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
 	query = s.dialect.rebind(query)
-	if st := s.stmts.lookup(query); st != nil {
+	if st := s.cached(query); st != nil {
 		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
 	return tx.ExecContext(ctx, query, args...)
+}
+
+// cached returns the prepared statement for query on SQLite. PostgreSQL
+// needs no cache of ours: pgx already prepares and caches statements per
+// connection, and drops one whose plan a migration changed.
+func (s *Store) cached(query string) *sql.Stmt {
+	if s.dialect.name != "sqlite" {
+		return nil
+	}
+	return s.stmts.lookup(query)
 }
 
 // txQueryRow runs a one-row query (in PostgreSQL form) in tx through the
 // prepared-statement cache.
 func (s *Store) txQueryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
 	query = s.dialect.rebind(query)
-	if st := s.stmts.lookup(query); st != nil {
+	if st := s.cached(query); st != nil {
 		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
 	return tx.QueryRowContext(ctx, query, args...)
