@@ -8,7 +8,6 @@ import (
 	"hash/fnv"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +31,9 @@ import (
 // Fencing: a keeper goroutine checks every lockCheckEvery that the session
 // is alive and still holds the lock, and closes Lost() when it does not.
 // Check, which the lane calls before every claim, only reads that signal.
+// The writes that must not outlive the lock carry its fence in their own
+// statement (postgres_fence.go). Pooler refusal: postgres_pooler.go; how a
+// refusal names the holder: postgres_holder.go.
 
 const (
 	keepaliveIdle     = 10 * time.Second
@@ -87,23 +89,6 @@ func (s *Store) lockLanePostgres(ctx context.Context, lane string) (*LaneLock, e
 	l.pg.fences = &s.fences
 	s.fences.Store(lane, l.pg)
 	return l, nil
-}
-
-// claimFence is Claim's guard while this process holds lane's lock on
-// PostgreSQL: the claim commits nothing unless, in the same statement,
-// pg_locks shows the lock still held by this process's lock session. The
-// keeper notices a lost lock within lockCheckEvery; this closes that
-// window, so a lane whose lock session has ended cannot claim even once.
-// It costs no round trip. Keys and pid are integers written into the text.
-func (s *Store) claimFence(lane string) string {
-	v, ok := s.fences.Load(lane)
-	if !ok {
-		return ""
-	}
-	p := v.(*pgLock)
-	return fmt.Sprintf(`
-		  AND EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
-		    AND classid = %d::oid AND objid = %d::oid AND pid = %d)`, uint32(laneLockNS), uint32(p.key), p.backendPID)
 }
 
 // lockPostgres opens a dedicated session and takes lane's lock on it,
@@ -210,69 +195,6 @@ func (s *Store) openSession(ctx context.Context, appName string) (*sql.DB, *sql.
 		return nil, nil, s.classify(err)
 	}
 	return db, conn, nil
-}
-
-// refusePooler makes sure the lock lives in a server session that belongs
-// to this connection alone. A pooler in transaction mode (PgBouncer's
-// pool_mode=transaction) hands the server session to whichever client
-// transaction comes next: the lock would stay in a session this process
-// does not own, proving nothing, and its keeper would check someone else's.
-//
-// Two looks: the lock session must keep its backend pid from statement to
-// statement, and a second connection that opens a transaction must get a
-// different backend (in transaction mode it gets the idle one that holds
-// our lock). The keeper keeps checking the pid for the life of the lock,
-// so a pooler that hid during these looks is caught as soon as it hands
-// our session elsewhere.
-func (s *Store) refusePooler(ctx context.Context, p *pgLock) error {
-	var again, other int
-	if err := p.conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&again); err != nil {
-		return s.classify(fmt.Errorf("lane %s: check lock session: %w", p.lane, err))
-	}
-	db, conn, err := s.openSession(ctx, "inkwell/probe")
-	if err != nil {
-		return fmt.Errorf("lane %s: check lock session: %w", p.lane, err)
-	}
-	defer db.Close()
-	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return s.classify(fmt.Errorf("lane %s: check lock session: %w", p.lane, err))
-	}
-	defer tx.Rollback()
-	if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&other); err != nil {
-		return s.classify(fmt.Errorf("lane %s: check lock session: %w", p.lane, err))
-	}
-	held, err := p.held(ctx)
-	if err != nil {
-		return fmt.Errorf("lane %s: check lock session: %w", p.lane, err)
-	}
-	if again != p.backendPID || other == p.backendPID || !held {
-		s.releaseStray(ctx, p, tx)
-		return inkwell.Errorf(inkwell.EINVALID, "lane %s: the advisory lock is not in a server session of its own "+
-			"(lock taken by backend %d; the lock session then ran on backend %d; another connection's transaction got backend %d). "+
-			"A connection pooler in transaction mode breaks session locks: point --db at PostgreSQL directly, or at a pool in session mode",
-			p.lane, p.backendPID, again, other)
-	}
-	return nil
-}
-
-// releaseStray lets go of a lock left in a pooled server session, which
-// closing our connection would not end. The unlock must run on the backend
-// that holds it: the probe's transaction has it pinned when the pooler gave
-// it that one, else the lock session may reach it. Should the lock still be
-// there, that backend is terminated: it holds this lane's lock for no live
-// holder, and the lane could never start again while the pooler kept it.
-func (s *Store) releaseStray(ctx context.Context, p *pgLock, probe *sql.Tx) {
-	const unlock = `SELECT pg_advisory_unlock($1, $2) FROM (SELECT 1) one WHERE pg_backend_pid() = $3`
-	_, _ = probe.ExecContext(ctx, unlock, laneLockNS, p.key, p.backendPID)
-	_, _ = p.conn.ExecContext(ctx, unlock, laneLockNS, p.key, p.backendPID)
-	const terminate = `SELECT pg_terminate_backend(pid) FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND pid = $3
-		  AND classid = ($1::int8 & 4294967295)::oid AND objid = ($2::int8 & 4294967295)::oid`
-	if _, err := s.db.ExecContext(ctx, terminate, laneLockNS, p.key, p.backendPID); err != nil {
-		s.log.WarnContext(ctx, "pooled session may still hold the lane lock", "lane", p.lane, "backend_pid", p.backendPID, "err", err)
-	}
 }
 
 // held reports whether this session, still the backend that took the lock,
@@ -387,86 +309,4 @@ func (l *LaneLock) BackendPID() int {
 		return 0
 	}
 	return l.pg.backendPID
-}
-
-// holderAppName is the lock session's application_name, which is how a
-// refused process learns who holds the lane: role, pid, incarnation and
-// host, cut to PostgreSQL's 63 bytes (the host goes last, so only it is cut).
-func holderAppName(role string, h Holder) string {
-	name := fmt.Sprintf("inkwell/%s/%d/%s/%s", role, h.PID, h.Incarnation, h.Host)
-	if len(name) > 63 {
-		name = name[:63]
-	}
-	return name
-}
-
-// pgHolder is what the server says about the session holding a lane.
-type pgHolder struct {
-	role       string // "lane", "rescue", or "" for a session that is not Inkwell's
-	holder     Holder
-	backendPID int
-	appName    string
-	clientAddr string
-	known      bool // a session holds it (false: it went away while we looked)
-}
-
-// lockHolder reads the holder of lane's lock from pg_locks and
-// pg_stat_activity, and fills in what the lanes row knows.
-func (s *Store) lockHolder(ctx context.Context, conn *sql.Conn, lane string) (pgHolder, error) {
-	const q = `SELECT a.pid, COALESCE(a.application_name, ''), COALESCE(host(a.client_addr), 'local socket'), a.backend_start
-		FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND l.classid = ($1::int8 & 4294967295)::oid
-		  AND l.objid = ($2::int8 & 4294967295)::oid
-		LIMIT 1`
-	var h pgHolder
-	var since time.Time
-	err := conn.QueryRowContext(ctx, q, laneLockNS, laneLockKey(lane)).Scan(&h.backendPID, &h.appName, &h.clientAddr, &since)
-	if errors.Is(err, sql.ErrNoRows) {
-		return h, nil
-	}
-	if err != nil {
-		return h, s.classify(fmt.Errorf("lane %s: read lock holder: %w", lane, err))
-	}
-	h.known = true
-	h.holder.Since = since.UTC()
-	h.parseAppName()
-	if h.role == "lane" {
-		var row LaneRow
-		err := conn.QueryRowContext(ctx, `SELECT `+laneColumns+` FROM lanes WHERE name = $1`, lane).Scan(
-			&row.Name, &row.Incarnation, &row.PID, &row.Host, new(nullTime), new(nullTime), new(nullTime), new(sql.NullString))
-		if err == nil && row.Incarnation == h.holder.Incarnation {
-			h.holder.Host = row.Host // the application name may have cut it
-		}
-	}
-	return h, nil
-}
-
-func (h *pgHolder) parseAppName() {
-	parts := strings.SplitN(h.appName, "/", 5)
-	if len(parts) != 5 || parts[0] != "inkwell" {
-		return
-	}
-	pid, err := strconv.Atoi(parts[2])
-	if err != nil {
-		return
-	}
-	h.role = parts[1]
-	h.holder.PID, h.holder.Incarnation, h.holder.Host = pid, parts[3], parts[4]
-}
-
-func (h pgHolder) refusal(lane string) error {
-	var who string
-	switch {
-	case !h.known:
-		who = "a session that ended while we looked; try again"
-	case h.role == "":
-		who = fmt.Sprintf("a session that is not an Inkwell lane (application_name %q, backend pid %d, client %s, since %s)",
-			h.appName, h.backendPID, h.clientAddr, h.holder.Since.Format(time.RFC3339))
-	default:
-		who = fmt.Sprintf("%s (%s session: backend pid %d, client %s)", h.holder, h.role, h.backendPID, h.clientAddr)
-	}
-	return inkwell.Errorf(inkwell.ELANEHELD, "lane %s is held by %s; lock pg_advisory_lock(%d, %d). "+
-		"Refusing to start the lane or recover its rows while its holder is alive", lane, who, laneLockNS, laneLockKey(lane))
 }
