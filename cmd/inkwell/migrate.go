@@ -13,8 +13,8 @@ func init() {
 }
 
 const migrateHelp = `
-Migrate applies every pending schema migration, each in its own
-transaction. Pointed at a database of the old single-table Inkwell, it
+Migrate applies every pending schema migration in one transaction: all
+of them or none. A database migrated by a newer inkwell is refused. Pointed at a database of the old single-table Inkwell, it
 adopts it in place: every row is kept with the key legacy-<id>. Run
 'inkwell recover' (or 'inkwell serve') afterwards to close the legacy
 jobs that were left running. 'inkwell serve' migrates by itself.`

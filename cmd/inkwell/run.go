@@ -83,6 +83,11 @@ func newFlags(name, synopsis, description string, stdout, stderr io.Writer) *fla
 // positional arguments, as the synopses write them ('show ID --db PATH');
 // the positional arguments end up in fs.Args(), and "--" ends the flags.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
+	// flag prints the usage itself on -h and on a bad flag; keep it quiet
+	// and print once, here: help to stdout, a mistake to stderr.
+	stderr := fs.Output()
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(stderr)
 	var positional []string
 	for {
 		err := fs.Parse(args)
@@ -92,6 +97,9 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 			return 0, false
 		}
 		if err != nil {
+			fmt.Fprintf(stderr, "inkwell %s: %v\n\n", fs.Name(), err)
+			fs.SetOutput(stderr)
+			fs.Usage()
 			return 2, false
 		}
 		rest := fs.Args()
@@ -122,7 +130,7 @@ func fail(stderr io.Writer, cmd string, err error) int {
 	var ie *inkwell.Error
 	if errors.As(err, &ie) {
 		fmt.Fprintf(stderr, "inkwell %s: %s\n", cmd, ie.Message)
-		if errors.Unwrap(err) != nil && err.Error() != ie.Error() {
+		if err.Error() != ie.Error() { // the cause: host, driver message…
 			fmt.Fprintf(stderr, "  detail: %v\n", err)
 		}
 		return 1

@@ -57,6 +57,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
+	if err := cfg.checkDurations(); err != nil {
+		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
+		return 2
+	}
 	log, err := cfg.log.logger(stderr)
 	if err != nil {
 		return fail(stderr, "serve", err)
@@ -69,6 +73,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// checkDurations refuses a zero or negative interval, which would
+// otherwise silently mean the default (or spin).
+func (c serveConfig) checkDurations() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--grace", *c.grace}, {"--heartbeat", *c.heartbeat}, {"--poll", *c.poll}, {"--rescue-interval", *c.rescue}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive, not %s", d.name, d.v)
+		}
+	}
+	return nil
 }
 
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {

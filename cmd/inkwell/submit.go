@@ -95,8 +95,12 @@ func postJSON(ctx context.Context, url, key string, body []byte, out any) (int, 
 	return doJSON(req, out)
 }
 
+// submitClient bounds each request: a server that hangs must not hang the
+// command (the outcome is then unknown, and the key makes a re-send safe).
+var submitClient = &http.Client{Timeout: 30 * time.Second}
+
 func doJSON(req *http.Request, out any) (int, error) {
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := submitClient.Do(req)
 	if err != nil {
 		return 0, err
 	}

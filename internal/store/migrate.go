@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"github.com/inkwell/inkwell"
 	"io/fs"
 	"path"
 	"sort"
@@ -21,9 +22,10 @@ type migration struct {
 	sql     string
 }
 
-// Migrate applies every pending migration of this dialect, each in its own
-// transaction, and records it in schema_migrations. A legacy single-table
-// database is adopted in place first (see adoptLegacy).
+// Migrate applies every pending migration of this dialect in one
+// transaction (all or none) and records each in schema_migrations. A legacy
+// single-table database is adopted in place first (see legacy.go). A
+// database migrated by a newer Inkwell is refused, not guessed at.
 func (s *Store) Migrate(ctx context.Context) error {
 	migs, err := loadMigrations(s.dialect.name)
 	if err != nil {
@@ -47,6 +49,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		applied, err := s.appliedVersions(ctx, tx)
 		if err != nil {
 			return err
+		}
+		if newest := migs[len(migs)-1].version; maxVersion(applied) > newest {
+			return inkwell.Errorf(inkwell.EINVALID, "database schema is at version %d, newer than this inkwell knows (%d): run a newer inkwell", maxVersion(applied), newest)
 		}
 		if legacy {
 			if err := s.renameLegacy(ctx, tx); err != nil {
@@ -122,4 +127,12 @@ func loadMigrations(dialect string) ([]migration, error) {
 	}
 	sort.Slice(migs, func(i, j int) bool { return migs[i].version < migs[j].version })
 	return migs, nil
+}
+
+func maxVersion(applied map[int]bool) int {
+	top := 0
+	for v := range applied {
+		top = max(top, v)
+	}
+	return top
 }
