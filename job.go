@@ -14,9 +14,12 @@ type Request struct {
 
 // Limits on a request, enforced before anything is written.
 const (
-	MaxKeyBytes     = 255
-	MaxPromptBytes  = 8 << 10
-	MaxBodyBytes    = 16 << 10
+	MaxKeyBytes    = 255
+	MaxPromptBytes = 8 << 10
+	// MaxBodyBytes leaves room for a prompt at MaxPromptBytes written with
+	// JSON escapes (\u00e9 is 6 bytes for one 2-byte character), so the
+	// prompt limit, not the body limit, is the one a client meets.
+	MaxBodyBytes    = 6*MaxPromptBytes + 4<<10
 	MaxAccountBytes = 64
 	DefaultAccount  = "default"
 	DefaultMaxWords = 50

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
@@ -93,5 +94,45 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("jobs = %d, want 2 (only the allowed requests)", n)
+	}
+}
+
+// TestAccept_LimitsAreThePromptsOwn: a prompt at the prompt limit is
+// accepted however its JSON escapes it, and two Idempotency-Key headers are
+// refused rather than one silently chosen.
+func TestAccept_LimitsAreThePromptsOwn(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, filepath.Join(t.TempDir(), "limits.db"), store.Options{})
+	srv := httptest.NewServer(api.New(api.Config{Store: st}))
+	t.Cleanup(srv.Close)
+	// 4,096 × "é" = 8,192 bytes of prompt, sent as \u00e9 escapes: 24 KiB of body.
+	escaped := strings.Repeat(`\u00e9`, inkwell.MaxPromptBytes/2)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/jobs", strings.NewReader(`{"prompt":"`+escaped+`"}`))
+	req.Header.Set("Idempotency-Key", "escaped")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("escaped prompt at the limit: status %d, want 201", resp.StatusCode)
+	}
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/v1/jobs", strings.NewReader(`{"prompt":"x"}`))
+	req.Header.Add("Idempotency-Key", "one")
+	req.Header.Add("Idempotency-Key", "two")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("two keys: status %d, want 400", resp.StatusCode)
+	}
+	var n int
+	if err := st.DB().QueryRow(`SELECT COUNT(*) FROM jobs`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("jobs = %d, want 1", n)
 	}
 }

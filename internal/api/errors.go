@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/inkwell/inkwell"
@@ -32,6 +34,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	msg := inkwell.ErrorMessage(err)
 	s.cfg.Metrics.refusal(r.Pattern, code)
 	switch {
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away while waiting: nothing to log as a failure.
+		s.log.DebugContext(r.Context(), "client gone before its answer", "method", r.Method, "path", r.URL.Path)
+		return
 	case status == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
 		s.log.WarnContext(r.Context(), "request refused: unavailable", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -45,6 +45,10 @@ func parseAccept(w http.ResponseWriter, r *http.Request) (store.AcceptParams, er
 }
 
 func idempotencyKey(r *http.Request) (string, error) {
+	keys := r.Header.Values("Idempotency-Key")
+	if len(keys) > 1 {
+		return "", inkwell.Errorf(inkwell.EINVALID, "send one Idempotency-Key header, not %d", len(keys))
+	}
 	key := r.Header.Get("Idempotency-Key")
 	switch {
 	case key == "":
