@@ -34,6 +34,6 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fail(stderr, "migrate", err)
 	}
-	fmt.Fprintf(stdout, "%s: schema version %d\n", *db, v)
+	fmt.Fprintf(stdout, "%s: schema version %d\n", store.RedactDSN(*db), v)
 	return 0
 }

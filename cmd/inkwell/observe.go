@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"net/url"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
@@ -37,20 +36,4 @@ func logRecovered(ctx context.Context, st *store.Store, rep store.RecoveryReport
 			"attempt_id", a.AttemptID, "attempt_number", a.AttemptNumber, "lane", rep.Lane,
 			"error", inkwell.ErrWorkerRestarted, "recovery_run_id", rep.RunID, "evidence", rep.Evidence.LockMethod)
 	}
-}
-
-// redactDSN hides a password in a postgres:// URL (in its user part or a
-// password= parameter) before the URL is logged. A file path is returned
-// as it is.
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme == "" {
-		return dsn
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
 }

@@ -126,7 +126,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
-	log.Info("http listening", "addr", ln.Addr().String(), "db", redactDSN(*cfg.db), "lane", *cfg.lane, "provider", *cfg.provider.kind)
+	log.Info("http listening", "addr", ln.Addr().String(), "db", store.RedactDSN(*cfg.db), "lane", *cfg.lane, "provider", *cfg.provider.kind)
 
 	rep, err := lane.Open(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,20 +89,40 @@ func TestCLI_StatusAndShow(t *testing.T) {
 	}
 }
 
-func TestRedactDSN(t *testing.T) {
+// TestCLI_NeverPrintsThePassword runs commands against a real PostgreSQL
+// with a password in the URL (the test server trusts local connections,
+// so the password is ignored by the server but still in --db): neither a
+// success nor a refusal prints it, however it is spelled.
+func TestCLI_NeverPrintsThePassword(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ in, want string }{
-		{"inkwell.db", "inkwell.db"},
-		{"/var/lib/inkwell/inkwell.db", "/var/lib/inkwell/inkwell.db"},
-		{"postgres://inkwell@db:5432/inkwell", "postgres://inkwell@db:5432/inkwell"},
-		{"postgres://inkwell:s3cret@db:5432/inkwell?sslmode=disable", "postgres://inkwell:xxxxx@db:5432/inkwell?sslmode=disable"},
-		{"postgresql://db/inkwell?password=s3cret&sslmode=require", "postgresql://db/inkwell?password=xxxxx&sslmode=require"},
+	u, err := url.Parse(storetest.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "s3cr@t") // percent-encoded in the URL
+	withParam := *u
+	withParam.User = url.User("nosuchuser")
+	withParam.RawQuery += "&password=s3cr3t"
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"MigrateEncoded", []string{"migrate", "--db", u.String()}, 0},
+		{"RefusedEncoded", []string{"status", "--db", strings.Replace(u.String(), "//"+u.User.Username()+":", "//nosuchuser:", 1)}, 1},
+		{"RefusedParameter", []string{"status", "--db", withParam.String()}, 1},
 	} {
-		if got := redactDSN(tc.in); got != tc.want {
-			t.Errorf("redactDSN(%q) = %q, want %q", tc.in, got, tc.want)
+		code, stdout, stderr := runCLI(t, tc.args...)
+		if code != tc.code {
+			t.Errorf("%s: inkwell %s: exit %d, want %d; stdout %q, stderr %q", tc.name, tc.args[0], code, tc.code, stdout, stderr)
 		}
-		if strings.Contains(redactDSN(tc.in), "s3cret") {
-			t.Errorf("redactDSN(%q) leaks the password", tc.in)
+		for _, secret := range []string{"s3cr", "s3cr3t"} {
+			if strings.Contains(stdout+stderr, secret) {
+				t.Errorf("%s: inkwell %s prints the password:\nstdout %q\nstderr %q", tc.name, tc.args[0], stdout, stderr)
+			}
+		}
+		if tc.code == 0 && !strings.Contains(stdout, "xxxxx") {
+			t.Errorf("%s: inkwell %s does not show the redacted URL:\nstdout %q\nstderr %q", tc.name, tc.args[0], stdout, stderr)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -60,7 +62,7 @@ func (s *Store) openPostgres(ctx context.Context, dsn string) error {
 	s.rdb = s.db
 	if err := s.db.PingContext(ctx); err != nil {
 		s.db.Close()
-		return s.classify(fmt.Errorf("open %s: %w", redactDSN(dsn), err))
+		return s.classify(fmt.Errorf("open %s: %w", RedactDSN(dsn), err))
 	}
 	if s.now == nil {
 		s.now = newDBClock(s.db, s.log).now
@@ -73,7 +75,7 @@ func (s *Store) openPostgres(ctx context.Context, dsn string) error {
 func postgresConfig(dsn, appName string) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s: %v", redactDSN(dsn), err)
+		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s: %v", RedactDSN(dsn), err)
 	}
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = appName
@@ -89,14 +91,40 @@ func postgresConfig(dsn, appName string) (*pgx.ConnConfig, error) {
 	return cfg, nil
 }
 
-// redactDSN drops the password from a URL for messages and logs.
-func redactDSN(dsn string) string {
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil || cfg.Password == "" {
+// RedactDSN returns dsn fit for messages and logs: a URL's password,
+// whether in its user part (percent-encoded or not) or in a password=
+// parameter, becomes xxxxx, and so does a password= in a keyword/value
+// string, which Inkwell would take for a file name. A DSN without a
+// password, a SQLite path among them, comes back unchanged; a URL too
+// broken to parse is hidden whole, since where its password starts
+// cannot be known.
+func RedactDSN(dsn string) string {
+	if !strings.Contains(dsn, "://") {
+		return keywordPassword.ReplaceAllString(dsn, "${1}xxxxx")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return scheme + "://(unparsable URL, not shown)"
+	}
+	_, hasPassword := u.User.Password()
+	params := strings.Split(u.RawQuery, "&")
+	for i, p := range params {
+		key, _, _ := strings.Cut(p, "=")
+		if k, err := url.QueryUnescape(key); err == nil && k == "password" {
+			params[i], hasPassword = "password=xxxxx", true
+		}
+	}
+	if !hasPassword {
 		return dsn
 	}
-	return strings.Replace(dsn, ":"+cfg.Password+"@", ":xxxxx@", 1)
+	u.RawQuery = strings.Join(params, "&")
+	return u.Redacted()
 }
+
+// keywordPassword is the password of a keyword/value connection string
+// (password=secret or password='se cret').
+var keywordPassword = regexp.MustCompile(`(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
 // classifyPostgres maps the errors after which a caller should simply try
 // again later (the server is busy, full, restarting or out of reach) to
