@@ -144,19 +144,23 @@ func BenchmarkAcceptToClaim(b *testing.B) {
 }
 
 func latencies(b *testing.B, st *store.Store) []float64 {
-	rows, err := st.DB().Query(`SELECT (julianday(a.started_at) - julianday(j.created_at)) * 86400000.0
-		FROM jobs j JOIN job_attempts a ON a.job_id = j.id`)
+	rows, err := st.DB().Query(`SELECT j.created_at, a.started_at FROM jobs j JOIN job_attempts a ON a.job_id = j.id`)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rows.Close()
 	var out []float64
 	for rows.Next() {
-		var ms float64
-		if err := rows.Scan(&ms); err != nil {
+		var created, started string
+		if err := rows.Scan(&created, &started); err != nil {
 			b.Fatal(err)
 		}
-		out = append(out, ms)
+		c, err1 := time.Parse(store.TimeLayout, created)
+		s, err2 := time.Parse(store.TimeLayout, started)
+		if err1 != nil || err2 != nil {
+			b.Fatalf("times %q %q: %v %v", created, started, err1, err2)
+		}
+		out = append(out, float64(s.Sub(c).Microseconds())/1000)
 	}
 	sort.Float64s(out)
 	return out
