@@ -74,6 +74,9 @@ func (l *Lane) call(ctx context.Context, c *store.Claimed, req inkwell.Request) 
 // complete records a provider answer. Its outcome is written even during
 // shutdown, on a context that outlives the stop signal.
 func (l *Lane) complete(ctx context.Context, c *store.Claimed, req inkwell.Request, resp inkwell.ProviderResponse, secs float64) error {
+	// The API decides who pays (api.decideAccount) and stores it in the
+	// payload; only a legacy row, adopted from before accounts existed, has
+	// none, and it is charged to the default account as the API would.
 	account := req.Account
 	if account == "" {
 		account = inkwell.DefaultAccount
