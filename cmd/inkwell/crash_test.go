@@ -81,6 +81,7 @@ func startServe(t *testing.T, db string, args ...string) *server {
 	all := append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0"}, args...)
 	s := &server{cmd: exec.Command(inkwellBin, all...), exited: make(chan struct{})}
 	s.cmd.Env = childEnv()
+	s.cmd.SysProcAttr = ChildProcAttr()
 	pipe, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func startServe(t *testing.T, db string, args ...string) *server {
 	case <-time.After(waitLimit):
 		t.Fatalf("serve did not listen within %v:\n%s", waitLimit, s.log())
 	}
-	waitFor(t, "serve ready", func() bool {
+	storetest.WaitFor(t, waitLimit, "serve ready", func() bool {
 		resp, err := http.Get(s.url + "/readyz")
 		if err != nil {
 			return false
@@ -155,20 +156,6 @@ func (s *server) signal(t *testing.T, sig syscall.Signal) error {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(waitLimit)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s: not within %v", what, waitLimit)
-		}
-	}
-}
-
 // runCLI runs the binary to completion and returns its exit code and output.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -176,6 +163,7 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, inkwellBin, args...)
 	cmd.Env = childEnv()
+	cmd.SysProcAttr = ChildProcAttr()
 	cmd.Dir = t.TempDir() // the default inkwell.db, if ever used, lands here
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -241,7 +229,7 @@ func TestServe_KillMidCallThenRecoverAndRetry(t *testing.T) {
 	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
 
 	job := submit(t, first.url, "crash-key", `{"prompt":"a haiku about ink","max_words":12}`).Job
-	waitFor(t, "job running in the database", func() bool {
+	storetest.WaitFor(t, waitLimit, "job running in the database", func() bool {
 		d := show(t, st, job.ID)
 		return d.Job.Status == inkwell.StatusRunning && len(d.Attempts) == 1
 	})
@@ -295,7 +283,7 @@ func TestServe_KillMidCallThenRecoverAndRetry(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "queued") {
 		t.Fatalf("inkwell retry: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	waitFor(t, "job done after retry", func() bool { return show(t, st, job.ID).Job.Status == inkwell.StatusDone })
+	storetest.WaitFor(t, waitLimit, "job done after retry", func() bool { return show(t, st, job.ID).Job.Status == inkwell.StatusDone })
 	d = show(t, st, job.ID)
 	if len(d.Attempts) != 2 || d.Attempts[0].Status != inkwell.StatusFailed || d.Attempts[1].AttemptNumber != 2 || d.Attempts[1].Status != inkwell.StatusDone {
 		t.Errorf("attempts = %+v, want 1 failed then 2 done", d.Attempts)
@@ -401,7 +389,7 @@ func TestCLI_RecoverDryRunThenReal(t *testing.T) {
 	srv := startServe(t, db, "--sim-latency", "30s")
 	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
 	job := submit(t, srv.url, "orphan-key", `{"prompt":"left running"}`).Job
-	waitFor(t, "job running", func() bool { return show(t, st, job.ID).Job.Status == inkwell.StatusRunning })
+	storetest.WaitFor(t, waitLimit, "job running", func() bool { return show(t, st, job.ID).Job.Status == inkwell.StatusRunning })
 
 	code, _, stderr := runCLI(t, "recover", "--db", db)
 	if code != 1 || !strings.Contains(stderr, fmt.Sprintf("pid %d", srv.pid())) {

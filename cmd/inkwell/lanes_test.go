@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	cli "github.com/inkwell/inkwell/cmd/inkwell"
 	"github.com/inkwell/inkwell/internal/provider/providersim"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
@@ -49,12 +50,12 @@ func TestLanes_ThreeProcessesDrainWhileOneIsKilled(t *testing.T) {
 	}
 	jobs := lanesSubmit(t, []string{lanes["A"].url, lanes["B"].url, lanes["C"].url})
 
-	lanesWaitFor(t, "a fifth of the jobs done", func() bool {
+	storetest.WaitFor(t, lanesWait, "a fifth of the jobs done", func() bool {
 		return lanesCount(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'done'`) >= lanesJobs/5
 	})
 	sim.hold()
 	var killedJob int64
-	lanesWaitFor(t, "lane B in a provider call", func() bool { killedJob = sim.heldJobOf(t, st, "B"); return killedJob != 0 })
+	storetest.WaitFor(t, lanesWait, "lane B in a provider call", func() bool { killedJob = sim.heldJobOf(t, st, "B"); return killedJob != 0 })
 	lanes["B"].kill(t)
 	sim.release()
 
@@ -238,7 +239,7 @@ func lanesPost(url, key, body string) (int64, error) {
 func lanesWaitRescue(t *testing.T, st *store.Store, dead string) store.RecoveryRun {
 	t.Helper()
 	var id int64
-	lanesWaitFor(t, "a rescue of lane "+dead, func() bool {
+	storetest.WaitFor(t, lanesWait, "a rescue of lane "+dead, func() bool {
 		err := st.DB().QueryRowContext(t.Context(), `SELECT COALESCE(MAX(id), 0) FROM recovery_runs
 			WHERE lane = $1 AND evidence LIKE '%rescued_by_lane%'`, dead).Scan(&id)
 		if err != nil {
@@ -257,7 +258,7 @@ func lanesWaitRescue(t *testing.T, st *store.Store, dead string) store.RecoveryR
 // would, until every job is done.
 func lanesRetryUntilDone(t *testing.T, st *store.Store, url string) {
 	t.Helper()
-	lanesWaitFor(t, "every job done", func() bool {
+	storetest.WaitFor(t, lanesWait, "every job done", func() bool {
 		rows, err := st.DB().QueryContext(t.Context(), `SELECT id FROM jobs WHERE status = 'failed'`)
 		if err != nil {
 			t.Fatal(err)
@@ -290,20 +291,6 @@ func lanesCount(t *testing.T, st *store.Store, q string) int {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n
-}
-
-func lanesWaitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(lanesWait)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("still waiting for %s after %v", what, lanesWait)
-		}
-	}
 }
 
 // heldSim is the provider simulator, in this process, behind a switch that
@@ -417,6 +404,7 @@ func startLaneProc(t *testing.T, bin string, args ...string) *laneProc {
 	t.Helper()
 	p := &laneProc{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), "INKWELL_CRASH_AT=")
+	p.cmd.SysProcAttr = cli.ChildProcAttr()
 	pipe, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -458,7 +446,7 @@ func startLaneProc(t *testing.T, bin string, args ...string) *laneProc {
 	case <-time.After(lanesWait):
 		t.Fatalf("%v did not listen within %v", args, lanesWait)
 	}
-	lanesWaitFor(t, "lane ready", func() bool {
+	storetest.WaitFor(t, lanesWait, "lane ready", func() bool {
 		resp, err := http.Get(p.url + "/readyz")
 		if err != nil {
 			return false

@@ -24,7 +24,7 @@ func TestServe_LogsEachTransitionOnce(t *testing.T) {
 	fast := startServe(t, db, "--sim-latency", "0s", "--heartbeat", "100ms")
 	done := submit(t, fast.url, "log-done", `{"prompt":"a haiku about ink"}`).Job.ID
 	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
-	waitFor(t, "job done", func() bool { return show(t, st, done).Job.Status == inkwell.StatusDone })
+	storetest.WaitFor(t, waitLimit, "job done", func() bool { return show(t, st, done).Job.Status == inkwell.StatusDone })
 	if err := fast.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
 	}
@@ -38,7 +38,7 @@ func TestServe_LogsEachTransitionOnce(t *testing.T) {
 
 	slow := startServe(t, db, "--sim-latency", "1m", "--heartbeat", "100ms")
 	orphan := submit(t, slow.url, "log-orphan", `{"prompt":"a long saga"}`).Job.ID
-	waitFor(t, "job running", func() bool { return show(t, st, orphan).Job.Status == inkwell.StatusRunning })
+	storetest.WaitFor(t, waitLimit, "job running", func() bool { return show(t, st, orphan).Job.Status == inkwell.StatusRunning })
 	slow.signal(t, syscall.SIGKILL)
 	wantLogged(t, slow.log(), "job claimed", orphan, "lane=local", "attempt_number=1")
 

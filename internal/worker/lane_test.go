@@ -91,23 +91,22 @@ func accept(t *testing.T, st *store.Store, key, prompt string, maxWords int) ink
 // waitJob polls the job until cond holds, and returns it.
 func waitJob(t *testing.T, st *store.Store, id int64, what string, cond func(inkwell.JobDetail) bool) inkwell.JobDetail {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(waitLimit)
-	for {
-		d, err := st.Show(t.Context(), id)
-		if err != nil {
+	var d inkwell.JobDetail
+	held := false
+	defer func() { // WaitFor's t.Fatal unwinds through here: say what the job was
+		if !held {
+			t.Logf("job %d last seen %+v", id, d.Job)
+		}
+	}()
+	storetest.WaitFor(t, waitLimit, fmt.Sprintf("job %d to become %s", id, what), func() bool {
+		var err error
+		if d, err = st.Show(t.Context(), id); err != nil {
 			t.Fatalf("Show %d: %v", id, err)
 		}
-		if cond(d) {
-			return d
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("job %d never became %s; last seen %+v", id, what, d.Job)
-		}
-	}
+		return cond(d)
+	})
+	held = true
+	return d
 }
 
 func isStatus(status string) func(inkwell.JobDetail) bool {
@@ -244,12 +243,17 @@ func TestLane_GracefulStop(t *testing.T) {
 	t.Run("GraceLetsTheCallFinish", func(t *testing.T) {
 		t.Parallel()
 		st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
-		r := startLane(t, st, worker.Config{Provider: provider.NewSim(300 * time.Millisecond), Grace: time.Minute})
+		// The call is held until the stop has been asked for, so the stop
+		// surely lands mid-call, whatever the machine's speed.
+		gate := newGatedProvider(provider.NewSim(0))
+		r := startLane(t, st, worker.Config{Provider: gate, Grace: time.Minute})
 		job := accept(t, st, "slowish", "a poem worth waiting for", 5)
 		second := accept(t, st, "not-claimed", "never started", 5)
 		r.lane.Wake()
-		waitJob(t, st, job.ID, "running", isStatus(inkwell.StatusRunning))
-		if err := r.stop(t); err != nil {
+		gate.waitStarted(t)
+		r.cancel()
+		gate.release()
+		if err := r.wait(t); err != nil {
 			t.Errorf("Run after a stop = %v, want nil", err)
 		}
 		d, err := st.Show(t.Context(), job.ID)

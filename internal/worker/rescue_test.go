@@ -46,7 +46,7 @@ func TestRescue_FencesALaneThatLostItsLock(t *testing.T) {
 	// B watches A for several looks while A's call hangs: A is alive.
 	b := startRescueLane(t, stB, worker.Config{Name: "B", Provider: openai})
 	start := worker.RescueScans(b.lane)
-	rescueWaitFor(t, "B to look for dead lanes five times", func() bool { return worker.RescueScans(b.lane) >= start+5 })
+	storetest.WaitFor(t, rescueWait, "B to look for dead lanes five times", func() bool { return worker.RescueScans(b.lane) >= start+5 })
 	if d := rescueShow(t, stB, job.ID); d.Job.Status != inkwell.StatusRunning || d.Attempts[0].Lane != "A" {
 		t.Fatalf("while A lives: job %s on %q, want running on A", d.Job.Status, d.Attempts[0].Lane)
 	}
@@ -121,7 +121,9 @@ func (g *gatedProvider) Generate(ctx context.Context, req inkwell.ProviderReques
 	select {
 	case <-g.released:
 	case <-ctx.Done():
-		return inkwell.ProviderResponse{}, ctx.Err()
+	}
+	if err := ctx.Err(); err != nil { // the caller gave up on the call first
+		return inkwell.ProviderResponse{}, err
 	}
 	return g.inner.Generate(ctx, req)
 }
@@ -238,7 +240,7 @@ func rescueWaitRun(t *testing.T, st *store.Store, lane string) store.RecoveryRun
 	t.Helper()
 	const q = `SELECT COALESCE(MAX(id), 0) FROM recovery_runs WHERE lane = $1 AND evidence LIKE '%rescued_by_lane%'`
 	var id int64
-	rescueWaitFor(t, "a rescue of lane "+lane, func() bool {
+	storetest.WaitFor(t, rescueWait, "a rescue of lane "+lane, func() bool {
 		if err := st.DB().QueryRowContext(t.Context(), q, lane).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +256,7 @@ func rescueWaitRun(t *testing.T, st *store.Store, lane string) store.RecoveryRun
 func rescueWaitDone(t *testing.T, st *store.Store, id int64) inkwell.JobDetail {
 	t.Helper()
 	var d inkwell.JobDetail
-	rescueWaitFor(t, "a job to be done", func() bool {
+	storetest.WaitFor(t, rescueWait, "a job to be done", func() bool {
 		d = rescueShow(t, st, id)
 		return d.Job.Status == inkwell.StatusDone
 	})
@@ -277,20 +279,4 @@ func rescueCount(t *testing.T, st *store.Store, q string) int {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n
-}
-
-// rescueWaitFor polls cond on a short ticker until it holds, failing the
-// test after rescueWait.
-func rescueWaitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(rescueWait)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("still waiting for %s after %v", what, rescueWait)
-		}
-	}
 }
