@@ -21,7 +21,8 @@ import (
 // sees the job leave failed (in the page and in the database), opens that
 // job's timeline, and saves screenshots.
 //
-// Screenshots go to $INKWELL_TEST_ARTIFACTS (or the test's temp dir). With
+// Screenshots go to $INKWELL_TEST_ARTIFACTS (a relative path is read from
+// the module root; unset, the test's temp dir, gone when it ends). With
 // INKWELL_DOCS_SCREENSHOT=path the dashboard shot is also written there
 // (docs/dashboard.png is made this way).
 //
@@ -111,10 +112,19 @@ func findChromium(t *testing.T) string {
 
 // newBrowser starts a fresh headless Chromium with its own profile and
 // stops it, and every goroutine chromedp started, when the test ends.
+//
+// Chromium keeps its singleton socket in a new org.chromium.Chromium.XXXXXX
+// directory under TMPDIR, not in the profile, and leaves it there when it
+// is stopped. So it gets a TMPDIR of the test's own, which the testing
+// package removes (and fails the test if it cannot), and the test checks
+// through the profile's SingletonSocket link, which names this browser's
+// directory and no other's, that the directory is in there.
 func newBrowser(t *testing.T, path string) context.Context {
 	t.Helper()
+	tmp, profile := t.TempDir(), t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
+		chromedp.Env("TMPDIR=" + tmp),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-background-networking", true),
@@ -124,7 +134,7 @@ func newBrowser(t *testing.T, path string) context.Context {
 		chromedp.Flag("disable-extensions", true),
 		chromedp.Flag("force-color-profile", "srgb"),
 		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1440, 1000),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -138,6 +148,13 @@ func newBrowser(t *testing.T, path string) context.Context {
 	if err := chromedp.Do(tctx); err != nil { // starts the browser
 		t.Fatalf("start %s: %v", path, err)
 	}
+	sock, err := os.Readlink(filepath.Join(profile, "SingletonSocket"))
+	if err != nil {
+		t.Fatalf("find the browser's singleton directory: %v", err)
+	}
+	if singletonDir := filepath.Dir(sock); filepath.Dir(singletonDir) != tmp {
+		t.Errorf("the browser's singleton directory is %s, want it under its own TMPDIR %s", singletonDir, tmp)
+	}
 	return tctx
 }
 
@@ -149,10 +166,7 @@ func saveShot(t *testing.T, ctx context.Context, name, extra string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	dir := os.Getenv("INKWELL_TEST_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
+	dir := artifactsDir(t)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("artifacts dir: %v", err)
 	}
@@ -164,5 +178,34 @@ func saveShot(t *testing.T, ctx context.Context, name, extra string) {
 			t.Fatalf("save screenshot: %v", err)
 		}
 		t.Logf("screenshot: %s", p)
+	}
+}
+
+// artifactsDir is where screenshots are kept: $INKWELL_TEST_ARTIFACTS, a
+// relative value read from the module root (go test runs each package in
+// its own directory, but .ci/run names one directory for the whole clone),
+// or the test's temporary directory when it is unset.
+func artifactsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("INKWELL_TEST_ARTIFACTS")
+	if dir == "" {
+		return t.TempDir()
+	}
+	if filepath.IsAbs(dir) {
+		return dir
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			return filepath.Join(root, dir)
+		}
+		parent := filepath.Dir(root)
+		if parent == root {
+			t.Fatalf("INKWELL_TEST_ARTIFACTS=%s is relative, and no go.mod above %s to read it from", dir, root)
+		}
+		root = parent
 	}
 }
