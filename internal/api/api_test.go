@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,11 +111,33 @@ func (e *env) post(key, body string) reply {
 // counts is the number of rows in every table of the database.
 func (e *env) counts() map[string]int {
 	e.t.Helper()
-	ctx := context.Background()
-	rows, err := e.st.DB().QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+	out := map[string]int{}
+	for tbl, rows := range e.contents() {
+		out[tbl] = len(rows)
+	}
+	return out
+}
+
+// contents is every row of every table, each row one line naming each
+// value's type (so NULL, an empty string and 0 differ), sorted: two
+// snapshots are equal only if no row was added, removed or changed in any
+// column.
+func (e *env) contents() map[string][]string {
+	e.t.Helper()
+	out := map[string][]string{}
+	for _, tbl := range e.tables() {
+		out[tbl] = e.tableRows(tbl)
+	}
+	return out
+}
+
+func (e *env) tables() []string {
+	e.t.Helper()
+	rows, err := e.st.DB().QueryContext(context.Background(), `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	defer rows.Close()
 	var tables []string
 	for rows.Next() {
 		var n string
@@ -123,25 +146,56 @@ func (e *env) counts() map[string]int {
 		}
 		tables = append(tables, n)
 	}
-	rows.Close()
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
 	if len(tables) < 6 {
 		e.t.Fatalf("found tables %q, want at least Inkwell's six", tables)
 	}
-	out := map[string]int{}
-	for _, tbl := range tables {
-		var n int
-		if err := e.st.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM "`+tbl+`"`).Scan(&n); err != nil {
+	return tables
+}
+
+func (e *env) tableRows(tbl string) []string {
+	e.t.Helper()
+	rows, err := e.st.DB().QueryContext(context.Background(), `SELECT * FROM "`+tbl+`"`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := []string{}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
 			e.t.Fatal(err)
 		}
-		out[tbl] = n
+		var line strings.Builder
+		for i, v := range vals {
+			fmt.Fprintf(&line, "%s=%T:%q ", cols[i], v, fmt.Sprint(v))
+		}
+		out = append(out, line.String())
 	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	slices.Sort(out)
 	return out
 }
 
-func (e *env) assertUnchanged(before map[string]int) {
+// assertUnchanged fails when any table's contents differ from before, a
+// snapshot taken with contents: a refusal must write nothing, not even
+// an update that keeps the row counts.
+func (e *env) assertUnchanged(before map[string][]string) {
 	e.t.Helper()
-	if diff := cmp.Diff(before, e.counts()); diff != "" {
-		e.t.Errorf("rows changed (-before +after):\n%s", diff)
+	if diff := cmp.Diff(before, e.contents()); diff != "" {
+		e.t.Errorf("database changed (-before +after):\n%s", diff)
 	}
 }
 
@@ -212,7 +266,7 @@ func TestAccept_BadInputIsRefusedAndWritesNothing(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// Not parallel: each case checks that the whole database is unchanged.
-			before := e.counts()
+			before := e.contents()
 			r := e.post(tc.key, tc.body)
 			got := assertError(t, r, tc.status, tc.code)
 			if !strings.Contains(got.Message, tc.mention) {
@@ -223,6 +277,27 @@ func TestAccept_BadInputIsRefusedAndWritesNothing(t *testing.T) {
 	}
 	if n := e.accepted.Load(); n != 1 {
 		t.Errorf("OnAccepted called %d times, want 1 (the setup job only)", n)
+	}
+}
+
+// TestContents_SeesAnUpdateThatKeepsTheCounts guards the "writes nothing"
+// checks above: a refusal that changed one column of one row, leaving
+// every count as it was, must still show as a change.
+func TestContents_SeesAnUpdateThatKeepsTheCounts(t *testing.T) {
+	t.Parallel()
+	e := setup(t, store.Options{})
+	if r := e.post("k", `{"prompt":"before"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST: %d %s", r.status, r.body)
+	}
+	counts, before := e.counts(), e.contents()
+	if _, err := e.st.WriteDB().ExecContext(t.Context(), `UPDATE jobs SET request_hash = 'changed'`); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(counts, e.counts()); diff != "" {
+		t.Fatalf("an UPDATE changed the counts:\n%s", diff)
+	}
+	if cmp.Equal(before, e.contents()) {
+		t.Errorf("contents() did not see an UPDATE of jobs.request_hash")
 	}
 }
 
@@ -251,7 +326,7 @@ func TestAccept_Idempotent(t *testing.T) {
 		if created.Job.ID < 1 || created.Job.Status != inkwell.StatusQueued || created.Job.IdempotencyKey != "key-1" {
 			t.Errorf("201 body job = %+v, want a queued job with key key-1", created.Job)
 		}
-		before := e.counts()
+		before := e.contents()
 		// The same request, spelled with the defaults written out, is the same request.
 		for _, body := range []string{`{"prompt":"a haiku about ink"}`, `{"max_words":50,"account":"default","prompt":"a haiku about ink"}`} {
 			r = e.post("key-1", body)
@@ -303,7 +378,7 @@ func TestAccept_Idempotent(t *testing.T) {
 		if first.status != http.StatusCreated {
 			t.Fatalf("POST: %d %s", first.status, first.body)
 		}
-		before := e.counts()
+		before := e.contents()
 		for _, body := range []string{`{"prompt":"second"}`, `{"prompt":"first","max_words":51}`, `{"prompt":"first","account":"other"}`} {
 			r := e.post("key-2", body)
 			assertError(t, r, http.StatusUnprocessableEntity, inkwell.EKEYREUSED)
@@ -421,11 +496,11 @@ func TestRetry(t *testing.T) {
 	if after := e.counts(); after["job_attempts"] != before["job_attempts"]+1 || after["jobs"] != before["jobs"] {
 		t.Errorf("after claim, fail and retry: %v, want one attempt more and the same jobs (before %v)", after, before)
 	}
-	before = e.counts()
+	unchanged := e.contents()
 	assertError(t, e.do(http.MethodPost, path, nil, nil), http.StatusConflict, inkwell.ECONFLICT) // queued again
 	assertError(t, e.do(http.MethodPost, "/v1/jobs/424242/retry", nil, nil), http.StatusNotFound, inkwell.ENOTFOUND)
 	assertError(t, e.do(http.MethodPost, "/v1/jobs/x/retry", nil, nil), http.StatusBadRequest, inkwell.EINVALID)
-	e.assertUnchanged(before)
+	e.assertUnchanged(unchanged)
 }
 
 func TestReadiness(t *testing.T) {
@@ -478,7 +553,7 @@ func TestAccept_BusyDatabase(t *testing.T) {
 	if _, err := conn.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
 		t.Fatalf("take the write lock: %v", err)
 	}
-	before := e.counts()
+	before := e.contents()
 	r := e.post("while-busy", `{"prompt":"during the lock"}`)
 	assertError(t, r, http.StatusServiceUnavailable, inkwell.EUNAVAILABLE)
 	if r.header.Get("Retry-After") == "" {
