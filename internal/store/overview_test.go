@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
@@ -398,14 +400,17 @@ func TestStore_Overview(t *testing.T) {
 		runOverview(t, func(f *ovFixture) {
 			f.clk.at(time.Minute)
 			f.lane("east")
-			f.accept("k1")
-			f.accept("k2")
-			f.accept("k3")
-			unreadable, provider, shutdown := f.claim("east"), f.claim("east"), f.claim("east")
+			for _, k := range []string{"k1", "k2", "k3", "k4"} {
+				f.accept(k)
+			}
+			refused, unreadable, provider, shutdown := f.claim("east"), f.claim("east"), f.claim("east"), f.claim("east")
+			f.fail(refused, refusedError)
 			f.fail(unreadable, "payload unreadable: unexpected end of JSON input")
 			f.fail(provider, "provider: HTTP 500 from the provider")
 			f.fail(shutdown, inkwell.ErrShutdownGrace)
 			b := f.board()
+			wantAction(t, "refused", b[refused.Job.ID].NextAction, fmt.Sprintf("inspect the error and fix its cause "+
+				"(the API key, the model or the request) before inkwell retry %d (the provider refused the request: a retry as it is fails the same way)", refused.Job.ID))
 			wantAction(t, "payload unreadable", b[unreadable.Job.ID].NextAction,
 				fmt.Sprintf("inspect the error, then inkwell retry %d", unreadable.Job.ID))
 			for _, c := range []*store.Claimed{provider, shutdown} {
@@ -413,11 +418,14 @@ func TestStore_Overview(t *testing.T) {
 					"(failed after the provider call had begun; the retry reuses the job's provider key, so the provider answers from its record)", c.Job.ID))
 			}
 			o := f.overview()["failed"]
-			if o.Jobs != 3 {
-				t.Errorf("failed jobs = %d, want 3", o.Jobs)
+			if o.Jobs != 4 {
+				t.Errorf("failed jobs = %d, want 4", o.Jobs)
 			}
-			wantAction(t, "failed", o.NextAction, fmt.Sprintf("inspect the error, then inkwell retry %d (and 2 more: SELECT * FROM job_board); "+
-				"2 failed after the provider call had begun: the retry reuses the job's provider key, so the provider answers from its record", unreadable.Job.ID))
+			// The first failed job is the refused one: the headline says to
+			// fix its cause, and the refusal is not counted as retry-safe.
+			wantAction(t, "failed", o.NextAction, fmt.Sprintf("inspect the error and fix its cause, then inkwell retry %d (and 3 more: SELECT * FROM job_board); "+
+				"1 refused by the provider (HTTP 4xx): fix the API key, the model or the request first, or the retry fails the same way; "+
+				"2 failed after the provider call had begun: the retry reuses the job's provider key, so the provider answers from its record", refused.Job.ID))
 		})
 	})
 	t.Run("Done", func(t *testing.T) {
@@ -439,12 +447,39 @@ func TestStore_Overview(t *testing.T) {
 			if o.OldestAge != "2h00m" && o.OldestAge != "2h01m" && o.OldestAge != "2h02m" {
 				t.Errorf("done oldest_age = %q, want 2h00m (give or take the test's own minutes)", o.OldestAge)
 			}
+			wantAction(t, "done", o.NextAction, "nothing to do: each has its result and charge")
 			if b := f.board(); len(b) != 0 {
 				t.Errorf("board = %v, want no rows: a done job is not on the board", b)
 			}
 		})
 	})
+	t.Run("DoneWithoutItsChargeBreaksAnInvariant", func(t *testing.T) {
+		t.Parallel()
+		runOverview(t, func(f *ovFixture) {
+			f.lane("east")
+			var ids []int64
+			for _, k := range []string{"k1", "k2"} {
+				f.accept(k)
+				c := f.claim("east")
+				if err := f.s.CompleteIfRunning(f.ctx, store.CompleteParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID,
+					Text: "ink", Account: "default", AmountMicros: 10, ProviderRequestID: "req-" + k}); err != nil {
+					t.Fatalf("CompleteIfRunning: %v", err)
+				}
+				ids = append(ids, c.Job.ID)
+			}
+			// Nothing in Inkwell deletes a charge; a person with SQL can.
+			if _, err := f.s.DB().ExecContext(f.ctx, fmt.Sprintf(`DELETE FROM charges WHERE job_id = %d`, ids[1])); err != nil {
+				t.Fatalf("delete a charge: %v", err)
+			}
+			wantAction(t, "done", f.overview()["done"].NextAction, fmt.Sprintf("inspect job %d (inkwell show %[1]d): "+
+				"done without its result or charge, which breaks an invariant; nothing rewrites it", ids[1]))
+		})
+	})
 }
+
+// refusedError is what worker/job.go writes when the provider refuses a
+// request with a 4xx: "provider: " and the provider's CallError.
+var refusedError = "provider: " + (&provider.CallError{Class: provider.ClassClient, Status: 401, Msg: "invalid API key"}).Error()
 
 func TestStore_LiveLanes(t *testing.T) {
 	t.Parallel()
@@ -507,6 +542,7 @@ func TestStore_OverviewLegacyTimes(t *testing.T) {
 		`INSERT INTO jobs VALUES (1, 'old queued', 'queued', NULL, '` + legacyTime(3*time.Hour) + `', NULL, NULL)`,
 		`INSERT INTO jobs VALUES (2, 'old running', 'running', NULL, '` + legacyTime(3*time.Hour) + `', '` + legacyTime(2*time.Hour) + `', NULL)`,
 		`INSERT INTO jobs VALUES (3, 'old failed', 'failed', 'boom', '` + legacyTime(3*time.Hour) + `', NULL, '` + legacyTime(time.Hour) + `')`,
+		`INSERT INTO jobs VALUES (4, 'old done', 'done', NULL, '` + legacyTime(4*time.Hour) + `', '` + legacyTime(4*time.Hour) + `', '` + legacyTime(4*time.Hour) + `')`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("legacy setup %q: %v", q, err)
@@ -528,12 +564,78 @@ func TestStore_OverviewLegacyTimes(t *testing.T) {
 	if o["queued"].OldestAge != "3h00m" && o["queued"].OldestAge != "3h01m" {
 		t.Errorf("legacy queued oldest_age = %q, want 3h00m", o["queued"].OldestAge)
 	}
+	const adopted = "adopted from a legacy database as they were (the old Inkwell kept no result or charge)"
+	wantAction(t, "legacy done", o["done"].NextAction, "nothing to do: "+adopted)
+
+	// Legacy jobs that Inkwell itself runs to done get their result and
+	// charge like any other; only the adopted done row goes without.
+	if _, err := s.RetryIfFailed(f.ctx, 3); err != nil {
+		t.Fatalf("RetryIfFailed(3): %v", err)
+	}
+	f.lane("east")
+	for range 2 {
+		c := f.claim("east")
+		if err := s.CompleteIfRunning(f.ctx, store.CompleteParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID,
+			Text: "ink", Account: "default", AmountMicros: 10, ProviderRequestID: fmt.Sprint("req-", c.Job.ID)}); err != nil {
+			t.Fatalf("CompleteIfRunning(job %d): %v", c.Job.ID, err)
+		}
+	}
+	o = f.overview()
+	if o["done"].Jobs != 3 {
+		t.Errorf("done jobs = %d, want 3", o["done"].Jobs)
+	}
+	wantAction(t, "done", o["done"].NextAction, "nothing to do: each has its result and charge, but for 1 "+adopted)
+}
+
+// TestStore_OverviewUpgradeFrom0002 migrates a database that already has
+// the views of migration 0002, as every database made before 0003 does,
+// and checks that 0003 replaces them in place: a done row adopted from a
+// legacy database is reported as such, not as having its result.
+func TestStore_OverviewUpgradeFrom0002(t *testing.T) {
+	t.Parallel()
+	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+		dsn, driver, now := b.DSN, "sqlite", `'2026-01-01T00:00:00.000000Z'`
+		if b.Name == "postgres" {
+			dsn, driver, now = storetest.EmptyPostgresDSN(t), "pgx", `statement_timestamp()`
+		}
+		db, err := sql.Open(driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts := []string{`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`}
+		for _, m := range []string{"0001_init", "0002_overview"} {
+			body, err := os.ReadFile(filepath.Join("migrations", b.Name, m+".sql"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			version, name, _ := strings.Cut(m, "_")
+			stmts = append(stmts, string(body),
+				fmt.Sprintf(`INSERT INTO schema_migrations VALUES (%s, '%s', 'before 0003')`, strings.TrimLeft(version, "0"), name))
+		}
+		stmts = append(stmts, `INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, created_at, started_at, finished_at)
+			VALUES (1, 'legacy-1', 'legacy', '{"prompt":"old"}', 'done', `+now+`, `+now+`, `+now+`)`)
+		for _, q := range stmts {
+			if _, err := db.ExecContext(t.Context(), q); err != nil {
+				t.Fatalf("set up a database at 0002: %v", err)
+			}
+		}
+		db.Close()
+
+		s := storetest.MustOpen(t, dsn, store.Options{})
+		if v, err := s.SchemaVersion(t.Context()); err != nil || v < 3 {
+			t.Fatalf("SchemaVersion = %d, %v; want 3 or more", v, err)
+		}
+		f := &ovFixture{t: t, ctx: t.Context(), s: s}
+		wantAction(t, "done", f.overview()["done"].NextAction,
+			"nothing to do: adopted from a legacy database as they were (the old Inkwell kept no result or charge)")
+	})
 }
 
 // BenchmarkStore_Overview measures the operator views on a database with
 // a long history: n jobs, of which 1% queued, 1% failed and the rest done,
-// each finished one with its attempt. /metrics reads Overview and
-// LiveLanes at every scrape; the dashboard reads all three.
+// each finished one with its attempt, each done one with its result and
+// charge. /metrics reads Overview and LiveLanes at every scrape; the
+// dashboard reads all three.
 func BenchmarkStore_Overview(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		for _, backend := range []string{"sqlite", "postgres"} {
@@ -594,6 +696,12 @@ func fillHistory(b *testing.B, s *store.Store, n int) {
 		 FROM (` + series + `) s`,
 		`INSERT INTO job_attempts (job_id, attempt_number, status, error, lane, started_at, finished_at)
 		 SELECT id, 1, status, error, lane, started_at, finished_at FROM jobs WHERE status <> 'queued'`,
+		// Each done job has its result and charge, as Complete writes them:
+		// the done row checks that they are there.
+		`INSERT INTO results (job_id, attempt_id, text, created_at)
+		 SELECT job_id, id, 'ink', finished_at FROM job_attempts WHERE status = 'done'`,
+		`INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at)
+		 SELECT job_id, id, 'default', 10, 'req-' || job_id, finished_at FROM job_attempts WHERE status = 'done'`,
 		// A live database has statistics (PostgreSQL's autovacuum analyzes
 		// after bulk changes); without them PostgreSQL overestimates the
 		// views' cost and JIT-compiles them, which is most of the time.
