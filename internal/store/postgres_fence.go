@@ -1,24 +1,47 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
 
 // The lane lock's fence (PostgreSQL): the guard that makes a write commit
 // only while, in the same statement, pg_locks shows the lane's advisory
-// lock held by this process's lock session (postgres_lock.go).
+// lock held by the very session that took it (postgres_lock.go). The
+// keeper notices a lost lock within lockCheckEvery, and a check before a
+// transaction proves nothing about its commit; the fence closes both
+// windows. It costs no round trip. Claim carries it.
+//
+// On SQLite the fence is empty: the flock is held by this process's open
+// file for as long as the process lives, and the lane checks the file
+// before every claim (LaneLock.Check).
 
-// claimFence is Claim's guard while this process holds lane's lock on
-// PostgreSQL: the claim commits nothing unless, in the same statement,
-// pg_locks shows the lock still held by this process's lock session. The
-// keeper notices a lost lock within lockCheckEvery; this closes that
-// window, so a lane whose lock session has ended cannot claim even once.
-// It costs no round trip. Keys and pid are integers written into the text.
-func (s *Store) claimFence(lane string) string {
-	v, ok := s.fences.Load(lane)
-	if !ok {
-		return ""
-	}
-	p := v.(*pgLock)
+// fence is the condition, starting with " AND", that holds while p's
+// session holds its lock. The session is named by pid and backend start,
+// since PostgreSQL reuses pids. Keys, pid and time are written into the
+// text (integers and a formatted time, never input), so callers' argument
+// lists stay as they are.
+func (p *pgLock) fence() string {
 	return fmt.Sprintf(`
 		  AND EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
-		    AND classid = %d::oid AND objid = %d::oid AND pid = %d)`, uint32(laneLockNS), uint32(p.key), p.backendPID)
+		    AND classid = %d::oid AND objid = %d::oid AND pid = %d
+		    AND (SELECT backend_start FROM pg_stat_get_activity(%[3]d)) = '%s'::timestamptz)`,
+		uint32(laneLockNS), uint32(p.key), p.backendPID, p.backendStart.UTC().Format(time.RFC3339Nano))
+}
+
+// claimFence is Claim's fence for lane. On PostgreSQL a claim needs this
+// process to hold lane's lock (LockLane): without it the claim is refused,
+// never run unfenced.
+func (s *Store) claimFence(lane string) (string, error) {
+	if s.dialect.name != postgresDialect.name {
+		return "", nil
+	}
+	v, ok := s.fences.Load(lane)
+	if !ok {
+		return "", inkwell.Errorf(inkwell.ELANEHELD, "lane %s: this process holds no lock on the lane; "+
+			"on PostgreSQL a claim commits only under the lane's lock (LockLane)", lane)
+	}
+	return v.(*pgLock).fence(), nil
 }

@@ -69,6 +69,9 @@ type pgLock struct {
 	db         *sql.DB // a pool of one, for this session alone
 	conn       *sql.Conn
 	backendPID int
+	// backendStart is when the lock's backend started: with the pid it
+	// names the session for good, since PostgreSQL reuses pids.
+	backendStart time.Time
 
 	fences   *sync.Map     // the store's claim fences, while this lock is one of them
 	lost     chan struct{} // closed when the lock is no longer proven held
@@ -135,7 +138,9 @@ func (s *Store) tryLockPostgres(ctx context.Context, lane, role string, self Hol
 		return nil, err
 	}
 	var got bool
-	if err := p.conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1, $2), pg_backend_pid()`, laneLockNS, p.key).Scan(&got, &p.backendPID); err != nil {
+	const take = `SELECT pg_try_advisory_lock($1, $2), pg_backend_pid(),
+		(SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())`
+	if err := p.conn.QueryRowContext(ctx, take, laneLockNS, p.key).Scan(&got, &p.backendPID, &p.backendStart); err != nil {
 		p.close()
 		return nil, s.classify(fmt.Errorf("lane %s: take advisory lock: %w", lane, err))
 	}

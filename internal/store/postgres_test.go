@@ -277,6 +277,7 @@ func TestPostgres_DatabaseClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pgMustLock(t, s, "A")
 	c, err := s.Claim(t.Context(), "A")
 	if err != nil || c == nil {
 		t.Fatalf("Claim = %v, %v", c, err)

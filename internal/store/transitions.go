@@ -66,17 +66,21 @@ type Claimed struct {
 // (attempt_number = highest so far + 1), in one transaction. It returns
 // nil, nil when no job is queued.
 func (s *Store) Claim(ctx context.Context, lane string) (*Claimed, error) {
+	fence, err := s.claimFence(lane) // PostgreSQL: the lane's lock, in the claim's own statement
+	if err != nil {
+		return nil, err
+	}
 	// The inner SELECT reads the jobs_queued partial index only.
 	claimJob := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, error = NULL, finished_at = NULL
 		WHERE id = (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1` + s.dialect.claimLock + `)
-		  AND status = 'queued'` + s.claimFence(lane) + `
+		  AND status = 'queued'` + fence + `
 		RETURNING ` + jobColumns
 	const openAttempt = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
 		SELECT $1, COALESCE(MAX(attempt_number), 0) + 1, 'running', $2, $3 FROM job_attempts WHERE job_id = $1
 		RETURNING id, attempt_number`
 	var c *Claimed
 	now := s.now()
-	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
+	err = s.inTxHooks(ctx, func(tx *sql.Tx) error {
 		job, err := scanJob(s.txQueryRow(ctx, tx, claimJob, lane, s.ts(now)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil

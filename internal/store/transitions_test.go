@@ -207,6 +207,7 @@ func TestStore_Claim(t *testing.T) {
 	t.Run("EmptyQueueIsNil", func(t *testing.T) {
 		t.Parallel()
 		storetest.Run(t, func(t *testing.T, s *store.Store) {
+			mustLockLane(t, s, "local")
 			c, err := s.Claim(t.Context(), "local")
 			if err != nil || c != nil {
 				t.Fatalf("Claim on an empty queue = (%+v, %v), want (nil, nil)", c, err)
@@ -227,6 +228,7 @@ func TestStore_Claim(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("claim order (-want +got):\n%s", diff)
 			}
+			mustLockLane(t, s, "local")
 			if c, err := s.Claim(t.Context(), "local"); c != nil || err != nil {
 				t.Errorf("fourth Claim = (%+v, %v), want (nil, nil)", c, err)
 			}
@@ -283,6 +285,9 @@ func TestStore_Claim(t *testing.T) {
 			}
 			var mu sync.Mutex
 			seen := map[int64]int{}
+			for w := range 4 {
+				mustLockLane(t, s, fmt.Sprintf("lane-%d", w))
+			}
 			var wg sync.WaitGroup
 			for w := range 4 {
 				wg.Go(func() {
@@ -633,8 +638,20 @@ func mustAccept(t *testing.T, s *store.Store, p store.AcceptParams) inkwell.Job 
 	return job
 }
 
+// mustClaim claims the oldest queued job for lane, as a lane that then
+// goes away. On PostgreSQL a claim commits only under the lane's lock, so
+// it takes the lock for the claim and lets go after, leaving the attempt
+// running as a dead lane leaves it; on SQLite the lane checks its own
+// lock file, and the claim needs nothing.
 func mustClaim(t *testing.T, s *store.Store, lane string) *store.Claimed {
 	t.Helper()
+	if s.Dialect() == "postgres" {
+		l, err := s.LockLane(t.Context(), lane)
+		if err != nil {
+			t.Fatalf("LockLane %s for a claim: %v", lane, err)
+		}
+		defer l.Release()
+	}
 	c, err := s.Claim(t.Context(), lane)
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
