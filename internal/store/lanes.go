@@ -24,18 +24,33 @@ type LaneRow struct {
 	StopReason  string     `json:"stop_reason,omitempty"`
 }
 
-// RegisterLane records l's incarnation as the lane's holder.
+// RegisterLane records l's incarnation as the lane's holder, under the
+// lock's fence (PostgreSQL): a lock lost by now writes nothing, so a stale
+// registration can never take the row from the lane's new holder. (On
+// SQLite the SELECT's WHERE is there for the grammar: an upsert from a
+// SELECT needs one.)
 func (s *Store) RegisterLane(ctx context.Context, l *LaneLock) error {
-	const upsert = `INSERT INTO lanes (name, incarnation, pid, host, started_at, heartbeat_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
+	fence, err := s.lockFence(l)
+	if err != nil {
+		return fmt.Errorf("register lane %s: %w", l.Lane, err)
+	}
+	upsert := `INSERT INTO lanes (name, incarnation, pid, host, started_at, heartbeat_at)
+		SELECT $1, $2, $3, $4, $5, $6 WHERE true` + fence + `
 		ON CONFLICT (name) DO UPDATE SET incarnation = excluded.incarnation, pid = excluded.pid,
 			host = excluded.host, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
 			stopped_at = NULL, stop_reason = NULL`
 	now := s.nowTS()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, s.dialect.rebind(upsert), l.Lane, l.Self.Incarnation, l.Self.PID, l.Self.Host, s.ts(l.Self.Since), now)
+		res, err := tx.ExecContext(ctx, s.dialect.rebind(upsert), l.Lane, l.Self.Incarnation, l.Self.PID, l.Self.Host, s.ts(l.Self.Since), now)
 		if err != nil {
 			return fmt.Errorf("register lane %s: %w", l.Lane, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("register lane %s: %w", l.Lane, err)
+		}
+		if n != 1 {
+			return errLockLost(l, "registration")
 		}
 		return nil
 	})

@@ -12,7 +12,8 @@ import (
 // lock held by the very session that took it (postgres_lock.go). The
 // keeper notices a lost lock within lockCheckEvery, and a check before a
 // transaction proves nothing about its commit; the fence closes both
-// windows. It costs no round trip. Claim carries it.
+// windows. It costs no round trip. Claim, the recovery run (its opening
+// INSERT and its closing UPDATE) and RegisterLane carry it.
 //
 // On SQLite the fence is empty: the flock is held by this process's open
 // file for as long as the process lives, and the lane checks the file
@@ -44,4 +45,23 @@ func (s *Store) claimFence(lane string) (string, error) {
 			"on PostgreSQL a claim commits only under the lane's lock (LockLane)", lane)
 	}
 	return v.(*pgLock).fence(), nil
+}
+
+// lockFence is the fence of a write made under l: recovery, rescue and
+// registration. A released lock has none and is refused.
+func (s *Store) lockFence(l *LaneLock) (string, error) {
+	if s.dialect.name != postgresDialect.name {
+		return "", nil
+	}
+	if l.pg == nil {
+		return "", inkwell.Errorf(inkwell.ELANEHELD, "lane %s: lock was released", l.Lane)
+	}
+	return l.pg.fence(), nil
+}
+
+// errLockLost is the refusal of a fenced write whose lock was gone by the
+// time it ran: it wrote nothing.
+func errLockLost(l *LaneLock, what string) error {
+	return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: %s refused: the lane's lock is no longer held by the session that took it "+
+		"(the session ended, or a pooler moved it); nothing written", l.Lane, what)
 }

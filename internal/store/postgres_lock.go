@@ -72,6 +72,7 @@ type pgLock struct {
 	// backendStart is when the lock's backend started: with the pid it
 	// names the session for good, since PostgreSQL reuses pids.
 	backendStart time.Time
+	keeper       bool // a keeper proves the lock every lockCheckEvery
 
 	fences   *sync.Map     // the store's claim fences, while this lock is one of them
 	lost     chan struct{} // closed when the lock is no longer proven held
@@ -222,6 +223,7 @@ func (p *pgLock) describe() string {
 }
 
 func (p *pgLock) startKeeper() {
+	p.keeper = true
 	p.kept.Add(1)
 	go p.keep()
 }
@@ -269,14 +271,22 @@ func (p *pgLock) markLost(err error) {
 }
 
 // check is Check for an advisory lock: a read of the keeper's signal, cheap
-// enough for every claim.
+// enough for every claim. A lock without a keeper (a rescue's brief hold)
+// is proven on the spot instead, one round trip on its session.
 func (p *pgLock) check() error {
 	select {
 	case <-p.lost:
 		return p.lostErr
 	default:
+	}
+	if p.keeper {
 		return nil
 	}
+	if err := p.verify(); err != nil {
+		p.markLost(err)
+		return err
+	}
+	return nil
 }
 
 // release stops the keeper, unlocks, and closes the session (closing it

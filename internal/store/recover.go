@@ -80,9 +80,17 @@ func (s *Store) Recover(ctx context.Context, l *LaneLock, dryRun bool) (Recovery
 }
 
 func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *RecoveryReport) error {
-	const openRun = `INSERT INTO recovery_runs (lane, incarnation, started_at, lock_method, evidence,
+	// The run opens and closes under the lock's fence (PostgreSQL; empty on
+	// SQLite): no row means the lock was lost, and the run writes nothing.
+	// Held by one session at both ends, it was held throughout, since a
+	// session never takes its lock again: no new holder could claim between.
+	fence, err := s.lockFence(l)
+	if err != nil {
+		return err
+	}
+	openRun := `INSERT INTO recovery_runs (lane, incarnation, started_at, lock_method, evidence,
 			prev_pid, prev_host, prev_incarnation, prev_heartbeat_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE true` + fence + ` RETURNING id`
 	// Step 1: the attempts the dead holder left running.
 	const closeAttempts = `UPDATE job_attempts SET status = 'failed', error = $1, finished_at = $2, recovery_run_id = $3
 		WHERE status = 'running' AND lane = $4
@@ -98,8 +106,8 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 	const failJobs = `UPDATE jobs SET status = 'failed', error = $1, finished_at = $2
 		WHERE status = 'running'
 		  AND id IN (SELECT job_id FROM job_attempts WHERE recovery_run_id = $3)`
-	const closeRun = `UPDATE recovery_runs SET attempts_closed = $1, attempts_backfilled = $2, jobs_failed = $3, anomalies = $4
-		WHERE id = $5`
+	closeRun := `UPDATE recovery_runs SET attempts_closed = $1, attempts_backfilled = $2, jobs_failed = $3, anomalies = $4
+		WHERE id = $5` + fence
 
 	prevRow, err := s.laneTx(ctx, tx, l.Lane)
 	if err != nil {
@@ -117,8 +125,12 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 		prevBeat = s.ts(prevRow.HeartbeatAt)
 	}
 	now := s.nowTS()
-	if err := tx.QueryRowContext(ctx, s.dialect.rebind(openRun), l.Lane, l.Self.Incarnation, now, l.Method, string(evJSON),
-		prevPID, prevHost, prevInc, prevBeat).Scan(&rep.RunID); err != nil {
+	err = tx.QueryRowContext(ctx, s.dialect.rebind(openRun), l.Lane, l.Self.Incarnation, now, l.Method, string(evJSON),
+		prevPID, prevHost, prevInc, prevBeat).Scan(&rep.RunID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errLockLost(l, "recovery")
+	}
+	if err != nil {
 		return fmt.Errorf("open recovery run: %w", err)
 	}
 	if rep.Anomalies, err = s.recoveryAnomalies(ctx, tx, l.Lane); err != nil {
@@ -137,8 +149,12 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 	if len(rep.Anomalies) > 0 {
 		anomalies = strings.Join(rep.Anomalies, "\n")
 	}
-	if _, err := s.exec(ctx, tx, closeRun, rep.AttemptsClosed, rep.AttemptsBackfilled, rep.JobsFailed, anomalies, rep.RunID); err != nil {
+	n, err := s.exec(ctx, tx, closeRun, rep.AttemptsClosed, rep.AttemptsBackfilled, rep.JobsFailed, anomalies, rep.RunID)
+	if err != nil {
 		return fmt.Errorf("close recovery run: %w", err)
+	}
+	if n != 1 {
+		return errLockLost(l, "recovery")
 	}
 	return nil
 }
