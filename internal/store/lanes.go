@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/inkwell/inkwell"
 )
 
 // The lanes table says which incarnation holds each lane and when it last
@@ -69,14 +71,31 @@ func (s *Store) Heartbeat(ctx context.Context, l *LaneLock) error {
 	})
 }
 
-// StopLane records a clean stop of this incarnation and why.
+// StopLane records a clean stop of this incarnation and why. A row that
+// is already stopped keeps its stop: when a rescuing lane stopped it (this
+// lane lost its lock and its orphans were closed), its stop_reason names
+// the rescuer and the recovery run, which is the evidence that matters,
+// and stopping again is no error. A row naming another incarnation is
+// ECONFLICT: the lane is someone else's now.
 func (s *Store) StopLane(ctx context.Context, l *LaneLock, reason string) error {
 	const stop = `UPDATE lanes SET stopped_at = $1, stop_reason = $2, heartbeat_at = $1
-		WHERE name = $3 AND incarnation = $4`
+		WHERE name = $3 AND incarnation = $4 AND stopped_at IS NULL`
+	const stopped = `SELECT COUNT(*) FROM lanes WHERE name = $1 AND incarnation = $2 AND stopped_at IS NOT NULL`
 	now := s.nowTS()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := s.execOne(ctx, tx, stop, now, reason, l.Lane, l.Self.Incarnation); err != nil {
+		n, err := s.exec(ctx, tx, stop, now, reason, l.Lane, l.Self.Incarnation)
+		if err != nil {
 			return fmt.Errorf("stop lane %s: %w", l.Lane, err)
+		}
+		if n == 1 {
+			return nil
+		}
+		var already int
+		if err := s.txQueryRow(ctx, tx, stopped, l.Lane, l.Self.Incarnation).Scan(&already); err != nil {
+			return fmt.Errorf("stop lane %s: %w", l.Lane, err)
+		}
+		if already == 0 {
+			return inkwell.Errorf(inkwell.ECONFLICT, "stop lane %s: the lanes row no longer names incarnation %s", l.Lane, l.Self.Incarnation)
 		}
 		return nil
 	})

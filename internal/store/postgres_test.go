@@ -218,6 +218,14 @@ func TestPostgres_Rescue(t *testing.T) {
 		if err := f.sa.Heartbeat(t.Context(), a); inkwell.ErrorCode(err) != inkwell.ECONFLICT {
 			t.Errorf("the rescued incarnation's Heartbeat = %v, want %s (its lanes row is stopped)", err, inkwell.ECONFLICT)
 		}
+		// It then stops, as a fenced lane does: no error, and the row keeps
+		// the rescuer's reason.
+		if err := f.sa.StopLane(t.Context(), a, "lane lock lost"); err != nil {
+			t.Errorf("the rescued incarnation's StopLane = %v, want nil (already stopped)", err)
+		}
+		if err := f.sb.DB().QueryRowContext(t.Context(), `SELECT stop_reason FROM lanes WHERE name = 'A'`).Scan(&stopped); err != nil || !strings.Contains(stopped.String, "lane B") {
+			t.Errorf("lanes row A stop_reason after A's own stop = %q, %v; want the rescuer's, naming lane B", stopped.String, err)
+		}
 
 		// A second look finds nothing left to rescue and writes nothing.
 		again, err := f.sb.LockLaneForRescue(t.Context(), "A", b)
