@@ -35,6 +35,9 @@ type pgHolder struct {
 	appName    string
 	clientAddr string
 	known      bool // a session holds it (false: it went away while we looked)
+	// otherLane is the lane the holder runs when that is not the lane
+	// asked for: the two names' keys collide (laneLockKey is 32 bits).
+	otherLane string
 }
 
 // lockHolder reads the holder of lane's lock from pg_locks and
@@ -60,11 +63,15 @@ func (s *Store) lockHolder(ctx context.Context, conn *sql.Conn, lane string) (pg
 	h.holder.Since = since.UTC()
 	h.parseAppName()
 	if h.role == "lane" {
-		var row LaneRow
-		err := conn.QueryRowContext(ctx, `SELECT `+laneColumns+` FROM lanes WHERE name = $1`, lane).Scan(
-			&row.Name, &row.Incarnation, &row.PID, &row.Host, new(nullTime), new(nullTime), new(nullTime), new(sql.NullString))
-		if err == nil && row.Incarnation == h.holder.Incarnation {
-			h.holder.Host = row.Host // the application name may have cut it
+		// The lanes row of the holder's incarnation, once it has registered:
+		// its host in full (the application name may have cut it), and the
+		// lane it runs, which may be another lane whose key is the same.
+		row, err := scanLane(conn.QueryRowContext(ctx, `SELECT `+laneColumns+` FROM lanes WHERE incarnation = $1`, h.holder.Incarnation))
+		if err == nil {
+			h.holder.Host = row.Host
+			if row.Name != lane && laneLockKey(row.Name) == laneLockKey(lane) {
+				h.otherLane = row.Name
+			}
 		}
 	}
 	return h, nil
@@ -93,6 +100,11 @@ func (h pgHolder) refusal(lane string) error {
 			h.appName, h.backendPID, h.clientAddr, h.holder.Since.Format(time.RFC3339))
 	default:
 		who = fmt.Sprintf("%s (%s session: backend pid %d, client %s)", h.holder, h.role, h.backendPID, h.clientAddr)
+	}
+	if h.otherLane != "" {
+		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s cannot take its lock pg_advisory_lock(%d, %d): lane %s has the same lock, "+
+			"because the two names hash to one key, and %s holds it for lane %s. Rename one of the two lanes",
+			lane, laneLockNS, laneLockKey(lane), h.otherLane, who, h.otherLane)
 	}
 	return inkwell.Errorf(inkwell.ELANEHELD, "lane %s is held by %s; lock pg_advisory_lock(%d, %d). "+
 		"Refusing to start the lane or recover its rows while its holder is alive", lane, who, laneLockNS, laneLockKey(lane))

@@ -60,6 +60,10 @@ func TestLaneLockKey(t *testing.T) {
 	if laneLockKey("A") == laneLockKey("B") || laneLockKey("lane-1") == laneLockKey("lane-2") {
 		t.Errorf("distinct lanes share a key")
 	}
+	// TestPostgres_LaneLock/KeyCollisionNamed relies on this pair.
+	if laneLockKey("lane-232789") != laneLockKey("lane-429192") {
+		t.Errorf("lane-232789 and lane-429192 no longer share a key; find another colliding pair")
+	}
 }
 
 // TestLockSession_Keepalives reads, inside the lock's own session, the

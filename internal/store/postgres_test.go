@@ -106,6 +106,25 @@ func TestPostgres_LaneLock(t *testing.T) {
 			t.Errorf("Claim(B) = %v, %v; want the queued job", c, err)
 		}
 	})
+	t.Run("KeyCollisionNamed", func(t *testing.T) {
+		t.Parallel()
+		dsn := storetest.PostgresDSN(t)
+		s1, s2 := storetest.MustOpen(t, dsn, store.Options{}), storetest.MustOpen(t, dsn, store.Options{})
+		// Two names whose 32-bit keys collide (see TestLaneLockKey).
+		l := pgMustLock(t, s1, "lane-232789")
+		if err := s1.RegisterLane(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s2.LockLane(t.Context(), "lane-429192")
+		if inkwell.ErrorCode(err) != inkwell.ELANEHELD {
+			t.Fatalf("LockLane(lane-429192) = %v, want %s", err, inkwell.ELANEHELD)
+		}
+		for _, want := range []string{"lane lane-232789 has the same lock", "hash to one key", l.Self.Incarnation, "Rename one of the two lanes"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("refusal %q does not say %q", err, want)
+			}
+		}
+	})
 	t.Run("ForeignHolderNamed", func(t *testing.T) {
 		t.Parallel()
 		dsn := storetest.PostgresDSN(t)
