@@ -333,6 +333,24 @@ func TestPostgres_DatabaseClock(t *testing.T) {
 	}
 }
 
+// TestPostgres_PoolRunsWithoutJIT: every pool connection has JIT off,
+// which the overview views need (see jitOff in postgres.go).
+func TestPostgres_PoolRunsWithoutJIT(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	for i := range 3 { // held at once: three connections of the pool
+		c, err := s.DB().Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var jit string
+		if err := c.QueryRowContext(t.Context(), `SHOW jit`).Scan(&jit); err != nil || jit != "off" {
+			t.Errorf("pool connection %d: jit = %q (%v), want off", i, jit, err)
+		}
+	}
+}
+
 // TestPostgres_ConcurrentFirstMigration opens several stores on one empty
 // database at once, as lanes started together do.
 func TestPostgres_ConcurrentFirstMigration(t *testing.T) {
