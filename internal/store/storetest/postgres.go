@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/inkwell/inkwell/internal/store"
+	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the admin connection's driver, "pgx"
 )
 
@@ -136,7 +138,7 @@ func ensureTemplate(ctx context.Context, admin *sql.DB, url string) (string, err
 	if err != nil {
 		return "", err
 	}
-	tpl := "inkwell_tpl_" + digest
+	tpl := templatePrefix + digest
 	conn, err := admin.Conn(ctx)
 	if err != nil {
 		return "", err
@@ -151,10 +153,65 @@ func ensureTemplate(ctx context.Context, admin *sql.DB, url string) (string, err
 	if err := conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, tpl).Scan(&exists); err != nil {
 		return "", fmt.Errorf("look for template %s: %w", tpl, err)
 	}
-	if exists {
-		return tpl, nil
+	if !exists {
+		if err := buildTemplate(ctx, conn, url, tpl); err != nil {
+			return tpl, err
+		}
+		dropStaleTemplates(ctx, conn, templatePrefix, tpl)
 	}
-	return tpl, buildTemplate(ctx, conn, url, tpl)
+	// Stamp the template's last use, which tells dropStaleTemplates that a
+	// test process may still be cloning it. Best effort, as the drop is.
+	_, _ = conn.ExecContext(ctx, `COMMENT ON DATABASE `+tpl+` IS '`+templateUsed+time.Now().UTC().Format(time.RFC3339)+`'`)
+	return tpl, nil
+}
+
+// templatePrefix starts every template's name; the migrations' digest ends it.
+const templatePrefix = "inkwell_tpl_"
+
+// templateUsed starts a template's comment, followed by when a test
+// process last began to clone it.
+const templateUsed = "inkwell test template, last used "
+
+// staleAfter is how long a template of other migrations must have gone
+// unused before it is dropped: far longer than any test run, so a process
+// still running the tests of an older tree keeps its template.
+const staleAfter = time.Hour
+
+// dropStaleTemplates drops the databases named prefix… other than keep:
+// the templates (and unfinished builds) of other migration digests, left
+// behind each time a migration changes, once nobody has used them for
+// staleAfter. It runs only when a new template was just built, under the
+// build lock. A template in use is left: DROP refuses a database with
+// sessions, and waits at most lock_timeout on one being cloned. Every
+// error is ignored: the next new template tries again.
+func dropStaleTemplates(ctx context.Context, conn *sql.Conn, prefix, keep string) {
+	rows, err := conn.QueryContext(ctx, `SELECT datname, COALESCE(shobj_description(oid, 'pg_database'), '')
+		FROM pg_database WHERE starts_with(datname, $1) AND datname <> $2`, prefix, keep)
+	if err != nil {
+		return
+	}
+	var stale []string
+	for rows.Next() {
+		var name, comment string
+		if rows.Scan(&name, &comment) != nil {
+			continue
+		}
+		used, err := time.Parse(time.RFC3339, strings.TrimPrefix(comment, templateUsed))
+		if err != nil || time.Since(used) > staleAfter {
+			stale = append(stale, name)
+		}
+	}
+	rows.Close()
+	if len(stale) == 0 {
+		return
+	}
+	if _, err := conn.ExecContext(ctx, `SET lock_timeout = '2s'`); err != nil {
+		return
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `RESET lock_timeout`)
+	for _, name := range stale {
+		_, _ = conn.ExecContext(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize())
+	}
 }
 
 // buildTemplate migrates a scratch database, closes every connection to
