@@ -16,13 +16,13 @@ import (
 // runOne claims one job and runs it to an outcome. worked is false when
 // nothing was queued.
 func (l *Lane) runOne(ctx context.Context) (worked bool, err error) {
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
+	// The claim is not cut by a stop signal: a claim whose commit raced
+	// the signal would leave a running attempt nobody runs until the next
+	// start. Once begun, it finishes, and its job gets the grace period.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DBTimeout)
 	c, err := l.store.Claim(cctx, l.cfg.Name)
 	cancel()
 	if err != nil {
-		if ctx.Err() != nil {
-			return false, nil // shutting down: not an error
-		}
 		return false, fmt.Errorf("claim: %w", err)
 	}
 	if c == nil {
