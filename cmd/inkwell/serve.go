@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/inkwell/inkwell/internal/api"
@@ -109,7 +110,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Grace: *cfg.grace, Rescue: *cfg.rescue,
 		Observer: metrics,
 	})
-	srv := api.New(api.Config{Store: st, Logger: log, OnAccepted: lane.Wake, Metrics: metrics, Gatherer: reg})
+	srv := api.New(api.Config{Store: st, Logger: log, OnAccepted: lane.Wake, Metrics: metrics, Gatherer: reg,
+		LoopbackOnly: listensOnLoopback(*cfg.addr)})
 	// The lock comes first: a process refused its lane never serves, so it
 	// accepts nothing and changes nothing.
 	if err := lane.Lock(ctx); err != nil {
@@ -164,4 +166,17 @@ func shutdownHTTP(srv *http.Server, log *slog.Logger) {
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("http shutdown", "err", err)
 	}
+}
+
+// listensOnLoopback reports whether addr binds only a loopback address.
+func listensOnLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

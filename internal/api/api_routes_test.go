@@ -136,3 +136,30 @@ func TestAccept_LimitsAreThePromptsOwn(t *testing.T) {
 		t.Errorf("jobs = %d, want 1", n)
 	}
 }
+
+// TestLoopbackOnly_RefusesForeignHost: with LoopbackOnly, a request whose
+// Host is a foreign name (a DNS-rebinding page) is refused; loopback names pass.
+func TestLoopbackOnly_RefusesForeignHost(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, filepath.Join(t.TempDir(), "host.db"), store.Options{})
+	srv := httptest.NewServer(api.New(api.Config{Store: st, LoopbackOnly: true}))
+	t.Cleanup(srv.Close)
+	for host, want := range map[string]int{
+		"evil.example:8080": http.StatusForbidden,
+		"10.1.2.3":          http.StatusForbidden,
+		"localhost:8080":    http.StatusOK,
+		"127.0.0.1:8080":    http.StatusOK,
+		"[::1]:8080":        http.StatusOK,
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/healthz", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: status %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}

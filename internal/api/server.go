@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 
 	"github.com/inkwell/inkwell"
@@ -31,6 +33,10 @@ type Config struct {
 	// nil, New makes both on a private registry.
 	Metrics  *Metrics
 	Gatherer prometheus.Gatherer
+	// LoopbackOnly refuses requests whose Host header is not a loopback
+	// name or address. serve sets it when it listens on loopback, so a
+	// web page whose DNS name rebinds to 127.0.0.1 cannot read job texts.
+	LoopbackOnly bool
 }
 
 // Server is Inkwell's HTTP handler.
@@ -70,6 +76,10 @@ func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 // ServeHTTP implements http.Handler. A request no route takes gets the
 // JSON error form too, not the mux's plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.LoopbackOnly && !loopbackHost(r.Host) {
+		s.writeError(w, r, inkwell.Errorf(inkwell.EFORBIDDEN, "host %q is not served: this server listens on loopback and answers only to localhost, 127.0.0.1 or [::1]", r.Host))
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && crossSite(r) {
 		s.writeError(w, r, inkwell.Errorf(inkwell.EFORBIDDEN, "cross-site %s refused: a page of another site may not make this server spend money", r.Method))
 		return
@@ -120,4 +130,18 @@ func crossSite(r *http.Request) bool {
 	}
 	u, err := url.Parse(origin)
 	return err != nil || u.Host != r.Host
+}
+
+// loopbackHost reports whether a Host header names this machine's loopback.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
