@@ -65,15 +65,6 @@ func ArmFromEnv() error {
 	return nil
 }
 
-// Armed reports the armed spec, or "" when none is armed.
-func Armed() string {
-	p := armed.Load()
-	if p == nil {
-		return ""
-	}
-	return fmt.Sprintf("%s:%d", p.name, p.nth)
-}
-
 // Hit kills the process with SIGKILL if name is the armed point and this is
 // its N-th hit. Nothing deferred runs and nothing is flushed.
 func Hit(name string) {
