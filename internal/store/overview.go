@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Operator reads. The answers come from the views of migrations 0002 and 0003
+// Operator reads. The answers come from the views of migration 0002
 // (job_overview, job_board, lane_liveness), so an operator typing
 // SELECT * FROM job_overview in sqlite3 or psql sees exactly what
 // inkwell status, /metrics and the dashboard show. The views compare

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -585,50 +584,6 @@ func TestStore_OverviewLegacyTimes(t *testing.T) {
 		t.Errorf("done jobs = %d, want 3", o["done"].Jobs)
 	}
 	wantAction(t, "done", o["done"].NextAction, "nothing to do: each has its result and charge, but for 1 "+adopted)
-}
-
-// TestStore_OverviewUpgradeFrom0002 migrates a database that already has
-// the views of migration 0002, as every database made before 0003 does,
-// and checks that 0003 replaces them in place: a done row adopted from a
-// legacy database is reported as such, not as having its result.
-func TestStore_OverviewUpgradeFrom0002(t *testing.T) {
-	t.Parallel()
-	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
-		dsn, driver, now := b.DSN, "sqlite", `'2026-01-01T00:00:00.000000Z'`
-		if b.Name == "postgres" {
-			dsn, driver, now = storetest.EmptyPostgresDSN(t), "pgx", `statement_timestamp()`
-		}
-		db, err := sql.Open(driver, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stmts := []string{`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`}
-		for _, m := range []string{"0001_init", "0002_overview"} {
-			body, err := os.ReadFile(filepath.Join("migrations", b.Name, m+".sql"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			version, name, _ := strings.Cut(m, "_")
-			stmts = append(stmts, string(body),
-				fmt.Sprintf(`INSERT INTO schema_migrations VALUES (%s, '%s', 'before 0003')`, strings.TrimLeft(version, "0"), name))
-		}
-		stmts = append(stmts, `INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, created_at, started_at, finished_at)
-			VALUES (1, 'legacy-1', 'legacy', '{"prompt":"old"}', 'done', `+now+`, `+now+`, `+now+`)`)
-		for _, q := range stmts {
-			if _, err := db.ExecContext(t.Context(), q); err != nil {
-				t.Fatalf("set up a database at 0002: %v", err)
-			}
-		}
-		db.Close()
-
-		s := storetest.MustOpen(t, dsn, store.Options{})
-		if v, err := s.SchemaVersion(t.Context()); err != nil || v < 3 {
-			t.Fatalf("SchemaVersion = %d, %v; want 3 or more", v, err)
-		}
-		f := &ovFixture{t: t, ctx: t.Context(), s: s}
-		wantAction(t, "done", f.overview()["done"].NextAction,
-			"nothing to do: adopted from a legacy database as they were (the old Inkwell kept no result or charge)")
-	})
 }
 
 // BenchmarkStore_Overview measures the operator views on a database with

@@ -13,10 +13,12 @@
 -- Where SQLite differs: times are timestamptz (no julianday), text is
 -- joined with string_agg (not group_concat), alive is a boolean (not 1/0),
 -- and zero padding is lpad (format() has no %02d). The readable age
--- ('42s', '3m07s', '2h05m', '4d03h') is the same CASE in each view, so
--- that both dialects print the same words, but for one clause: here live
--- lanes rescue a dead lane's running jobs by themselves (worker/rescue.go),
--- and the action for those jobs says so.
+-- ('42s', '3m07s', '2h05m', '4d03h') is written once, as the function
+-- overview_age_text (SQLite, which cannot define a function in SQL, repeats
+-- the CASE per view). Both dialects print the same words but for one
+-- clause: here live lanes rescue a dead lane's running jobs by themselves
+-- (worker/rescue.go), and the action for those jobs says so.
+
 
 -- The thresholds live here and nowhere else. Operators may tune them:
 --   UPDATE overview_settings SET value = 30 WHERE name = 'lane_silence_seconds';
@@ -32,6 +34,17 @@ INSERT INTO overview_settings (name, value, meaning) VALUES
     ('claim_stall_seconds', 30,
      'a live lane with nothing running, beside a job queued longer than this, is stuck rather than about to claim (an idle lane polls every 1 s and is woken at once by a new job)');
 
+-- overview_age_text: whole seconds as the views print them; NULL stays
+-- NULL. A one-expression SQL function, so the planner inlines it.
+CREATE FUNCTION overview_age_text(age_s bigint) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN age_s < 60 THEN age_s || 's'
+                WHEN age_s < 3600 THEN age_s / 60 || 'm' || lpad((age_s % 60)::text, 2, '0') || 's'
+                WHEN age_s < 86400 THEN age_s / 3600 || 'h' || lpad((age_s % 3600 / 60)::text, 2, '0') || 'm'
+                ELSE age_s / 86400 || 'd' || lpad((age_s % 86400 / 3600)::text, 2, '0') || 'h' END
+$$;
+
 -- lane_liveness: one row per lane. state is 'alive' (not stopped, heartbeat
 -- no older than lane_silence_seconds), 'silent' (heartbeat too old: the
 -- process is dead, hung or cut off) or 'stopped' (a clean shutdown was
@@ -41,10 +54,7 @@ CREATE VIEW lane_liveness AS
 SELECT lane, state,
        state = 'alive' AS alive,
        age_s AS heartbeat_age_seconds,
-       CASE WHEN age_s < 60 THEN age_s || 's'
-            WHEN age_s < 3600 THEN age_s / 60 || 'm' || lpad((age_s % 60)::text, 2, '0') || 's'
-            WHEN age_s < 86400 THEN age_s / 3600 || 'h' || lpad((age_s % 3600 / 60)::text, 2, '0') || 'm'
-            ELSE age_s / 86400 || 'd' || lpad((age_s % 86400 / 3600)::text, 2, '0') || 'h' END AS heartbeat_age,
+       overview_age_text(age_s) AS heartbeat_age,
        running_jobs, heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason
 FROM (
     SELECT l.name AS lane,
@@ -90,12 +100,7 @@ aged AS (
     FROM dated d
 ),
 board AS MATERIALIZED (
-    SELECT a.*,
-           CASE WHEN a.age_s IS NULL THEN NULL
-                WHEN a.age_s < 60 THEN a.age_s || 's'
-                WHEN a.age_s < 3600 THEN a.age_s / 60 || 'm' || lpad((a.age_s % 60)::text, 2, '0') || 's'
-                WHEN a.age_s < 86400 THEN a.age_s / 3600 || 'h' || lpad((a.age_s % 3600 / 60)::text, 2, '0') || 'm'
-                ELSE a.age_s / 86400 || 'd' || lpad((a.age_s % 86400 / 3600)::text, 2, '0') || 'h' END AS age_text
+    SELECT a.*, overview_age_text(a.age_s) AS age_text
     FROM aged a
 ),
 queue AS (
@@ -141,6 +146,13 @@ SELECT b.id, b.status, b.lane,
            WHEN b.error = 'worker restarted' THEN
                'inspect the error, then inkwell retry ' || b.id
                || ' (the worker died during the attempt, so the provider may already have billed it; the retry reuses the job''s provider key, so the provider answers from its record)'
+           -- Before 'provider:%': the provider refused the request itself
+           -- (HTTP 4xx other than 429), and refuses it again until its
+           -- cause is fixed. The text is worker/job.go's "provider: " and
+           -- provider.CallError's "provider call: client error: ...".
+           WHEN b.error LIKE 'provider: provider call: client error:%' THEN
+               'inspect the error and fix its cause (the API key, the model or the request) before inkwell retry ' || b.id
+               || ' (the provider refused the request: a retry as it is fails the same way)'
            WHEN b.error LIKE 'provider:%' OR b.error LIKE 'shutdown:%' THEN
                'inspect the error, then inkwell retry ' || b.id
                || ' (failed after the provider call had begun; the retry reuses the job''s provider key, so the provider answers from its record)'
@@ -161,6 +173,7 @@ statuses (status, ord) AS (VALUES ('queued', 1), ('running', 2), ('failed', 3), 
 board AS MATERIALIZED (SELECT * FROM job_board),
 ranked AS (
     SELECT b.*,
+           COALESCE(b.error LIKE 'provider: provider call: client error:%', false) AS refused,
            ROW_NUMBER() OVER (PARTITION BY status ORDER BY age_seconds DESC NULLS LAST, id) AS age_rank,
            ROW_NUMBER() OVER (PARTITION BY status ORDER BY id) AS id_rank
     FROM board b
@@ -171,14 +184,32 @@ open_counts AS (
            MAX(age_seconds) AS oldest_age_seconds,
            MIN(id) AS first_id,
            MAX(CASE WHEN id_rank = 1 THEN next_action END) AS first_action,
-           SUM(CASE WHEN error = 'worker restarted' THEN 1 ELSE 0 END) AS restarted,
-           SUM(CASE WHEN error = 'worker restarted' OR error LIKE 'provider:%' OR error LIKE 'shutdown:%' THEN 1 ELSE 0 END) AS after_call
+           bool_or(id_rank = 1 AND refused) AS first_refused,
+           COUNT(*) FILTER (WHERE refused) AS refused,
+           COUNT(*) FILTER (WHERE error = 'worker restarted') AS restarted,
+           COUNT(*) FILTER (WHERE NOT refused
+                              AND (error = 'worker restarted' OR error LIKE 'provider:%' OR error LIKE 'shutdown:%')) AS after_call
     FROM ranked GROUP BY status
 ),
 done_counts AS (
+    -- One pass over the done history. adopted counts the done rows taken
+    -- over from a legacy database and never run by Inkwell (key hash
+    -- 'legacy', store.LegacyRequestHash, and no lane: a claim sets one).
+    -- They are kept as they were, with no result or charge (DESIGN §7).
     SELECT 'done' AS status, COUNT(*) AS jobs,
-           CASE WHEN MIN(finished_at) IS NOT NULL THEN GREATEST(0, ROUND(EXTRACT(EPOCH FROM statement_timestamp() - MIN(finished_at))))::bigint END AS oldest_age_seconds
+           CASE WHEN MIN(finished_at) IS NOT NULL THEN GREATEST(0, ROUND(EXTRACT(EPOCH FROM statement_timestamp() - MIN(finished_at))))::bigint END AS oldest_age_seconds,
+           SUM(CASE WHEN request_hash = 'legacy' AND lane IS NULL THEN 1 ELSE 0 END) AS adopted
     FROM jobs WHERE status = 'done'
+),
+done_checked AS (
+    -- Every other done job must have its result and charge. Both are
+    -- unique per job and written only by Complete, with the job's done,
+    -- which is final: so none lacks one exactly when there are as many
+    -- results, and as many charges, as such jobs. Counting is cheap;
+    -- finding the job that lacks one is not, and the final CASE does it
+    -- only when bare says there is one.
+    SELECT d.*, d.jobs - d.adopted - LEAST((SELECT COUNT(*) FROM results), (SELECT COUNT(*) FROM charges)) AS bare
+    FROM done_counts d
 ),
 running_lanes AS (
     SELECT j.lane, COUNT(*) AS n, COALESCE(ll.alive, false) AS alive,
@@ -200,22 +231,34 @@ counted AS (
            o.oldest_job_id,
            COALESCE(o.oldest_age_seconds, d.oldest_age_seconds) AS oldest_age_seconds,
            o.first_id, o.first_action,
+           COALESCE(o.first_refused, false) AS first_refused,
+           COALESCE(o.refused, 0) AS refused,
            COALESCE(o.restarted, 0) AS restarted,
-           COALESCE(o.after_call, 0) AS after_call
+           COALESCE(o.after_call, 0) AS after_call,
+           COALESCE(d.adopted, 0) AS adopted,
+           COALESCE(d.bare, 0) AS bare
     FROM statuses s
     LEFT JOIN open_counts o ON o.status = s.status
-    LEFT JOIN done_counts d ON d.status = s.status
+    LEFT JOIN done_checked d ON d.status = s.status
 )
 SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
-       CASE WHEN c.oldest_age_seconds IS NULL THEN NULL
-            WHEN c.oldest_age_seconds < 60 THEN c.oldest_age_seconds || 's'
-            WHEN c.oldest_age_seconds < 3600 THEN c.oldest_age_seconds / 60 || 'm' || lpad((c.oldest_age_seconds % 60)::text, 2, '0') || 's'
-            WHEN c.oldest_age_seconds < 86400 THEN c.oldest_age_seconds / 3600 || 'h' || lpad((c.oldest_age_seconds % 3600 / 60)::text, 2, '0') || 'm'
-            ELSE c.oldest_age_seconds / 86400 || 'd' || lpad((c.oldest_age_seconds % 86400 / 3600)::text, 2, '0') || 'h' END AS oldest_age,
+       overview_age_text(c.oldest_age_seconds) AS oldest_age,
        CASE
            WHEN c.jobs = 0 AND c.status = 'queued' THEN 'nothing queued'
            WHEN c.jobs = 0 AND c.status = 'running' THEN 'nothing running'
            WHEN c.jobs = 0 AND c.status = 'failed' THEN 'nothing to retry'
+           WHEN c.status = 'done' AND c.bare > 0 THEN (
+               SELECT 'inspect job ' || MIN(j.id) || ' (inkwell show ' || MIN(j.id) || '): done without its result or charge, '
+                      || 'which breaks an invariant; nothing rewrites it'
+               FROM jobs j
+               WHERE j.status = 'done' AND NOT (j.request_hash = 'legacy' AND j.lane IS NULL)
+                 AND (NOT EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id)
+                      OR NOT EXISTS (SELECT 1 FROM charges ch WHERE ch.job_id = j.id)))
+           WHEN c.status = 'done' AND c.adopted > 0 AND c.adopted = c.jobs THEN
+               'nothing to do: adopted from a legacy database as they were (the old Inkwell kept no result or charge)'
+           WHEN c.status = 'done' AND c.adopted > 0 THEN
+               'nothing to do: each has its result and charge, but for ' || c.adopted
+               || ' adopted from a legacy database as they were (the old Inkwell kept no result or charge)'
            WHEN c.status = 'done' THEN 'nothing to do: each has its result and charge'
            -- The queue moves in id order: its head's action is the queue's.
            WHEN c.status = 'queued' THEN c.first_action
@@ -226,8 +269,13 @@ SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
            WHEN c.status = 'running' THEN
                'wait: running on live lane ' || r.live_lanes
            ELSE
-               'inspect the error, then inkwell retry ' || c.first_id
+               'inspect the error'
+               || CASE WHEN c.first_refused THEN ' and fix its cause' ELSE '' END
+               || ', then inkwell retry ' || c.first_id
                || CASE WHEN c.jobs > 1 THEN ' (and ' || (c.jobs - 1) || ' more: SELECT * FROM job_board)' ELSE '' END
+               || CASE WHEN c.refused > 0 THEN
+                      '; ' || c.refused || ' refused by the provider (HTTP 4xx): fix the API key, the model or the request first, or the retry fails the same way'
+                  ELSE '' END
                || CASE WHEN c.after_call > 0 THEN
                       '; ' || c.after_call || ' failed after the provider call had begun'
                       || CASE WHEN c.restarted > 0 THEN ' (' || c.restarted || ' by a worker restart: the provider may already have billed them)' ELSE '' END

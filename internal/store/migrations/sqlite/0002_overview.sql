@@ -135,6 +135,13 @@ SELECT b.id, b.status, b.lane,
            WHEN b.error = 'worker restarted' THEN
                'inspect the error, then inkwell retry ' || b.id
                || ' (the worker died during the attempt, so the provider may already have billed it; the retry reuses the job''s provider key, so the provider answers from its record)'
+           -- Before 'provider:%': the provider refused the request itself
+           -- (HTTP 4xx other than 429), and refuses it again until its
+           -- cause is fixed. The text is worker/job.go's "provider: " and
+           -- provider.CallError's "provider call: client error: ...".
+           WHEN b.error LIKE 'provider: provider call: client error:%' THEN
+               'inspect the error and fix its cause (the API key, the model or the request) before inkwell retry ' || b.id
+               || ' (the provider refused the request: a retry as it is fails the same way)'
            WHEN b.error LIKE 'provider:%' OR b.error LIKE 'shutdown:%' THEN
                'inspect the error, then inkwell retry ' || b.id
                || ' (failed after the provider call had begun; the retry reuses the job''s provider key, so the provider answers from its record)'
@@ -155,6 +162,7 @@ statuses (status, ord) AS (VALUES ('queued', 1), ('running', 2), ('failed', 3), 
 board AS MATERIALIZED (SELECT * FROM job_board),
 ranked AS (
     SELECT b.*,
+           b.error LIKE 'provider: provider call: client error:%' AS refused,
            ROW_NUMBER() OVER (PARTITION BY status ORDER BY age_seconds DESC NULLS LAST, id) AS age_rank,
            ROW_NUMBER() OVER (PARTITION BY status ORDER BY id) AS id_rank
     FROM board b
@@ -165,17 +173,35 @@ open_counts AS (
            MAX(age_seconds) AS oldest_age_seconds,
            MIN(id) AS first_id,
            MAX(CASE WHEN id_rank = 1 THEN next_action END) AS first_action,
+           MAX(CASE WHEN id_rank = 1 THEN refused END) AS first_refused,
+           SUM(CASE WHEN refused THEN 1 ELSE 0 END) AS refused,
            SUM(CASE WHEN error = 'worker restarted' THEN 1 ELSE 0 END) AS restarted,
-           SUM(CASE WHEN error = 'worker restarted' OR error LIKE 'provider:%' OR error LIKE 'shutdown:%' THEN 1 ELSE 0 END) AS after_call
+           SUM(CASE WHEN refused THEN 0
+                    WHEN error = 'worker restarted' OR error LIKE 'provider:%' OR error LIKE 'shutdown:%' THEN 1 ELSE 0 END) AS after_call
     FROM ranked GROUP BY status
 ),
 done_counts AS (
-    -- MIN on the text, then one julianday: the done history can be long.
-    -- Text order is time order within each format, and every legacy row
-    -- (' ' sorts before 'T') was written before any row of Inkwell's own.
+    -- One pass over the done history. adopted counts the done rows taken
+    -- over from a legacy database and never run by Inkwell (key hash
+    -- 'legacy', store.LegacyRequestHash, and no lane: a claim sets one).
+    -- They are kept as they were, with no result or charge (DESIGN §7).
+    -- MIN on the text, then one julianday: text order is time order
+    -- within each format, and every legacy row (' ' sorts before 'T') was
+    -- written before any row of Inkwell's own.
     SELECT 'done' AS status, COUNT(*) AS jobs,
-           CAST(MAX(0, ROUND((julianday('now') - julianday(MIN(finished_at))) * 86400.0)) AS INTEGER) AS oldest_age_seconds
+           CAST(MAX(0, ROUND((julianday('now') - julianday(MIN(finished_at))) * 86400.0)) AS INTEGER) AS oldest_age_seconds,
+           SUM(CASE WHEN request_hash = 'legacy' AND lane IS NULL THEN 1 ELSE 0 END) AS adopted
     FROM jobs WHERE status = 'done'
+),
+done_checked AS (
+    -- Every other done job must have its result and charge. Both are
+    -- unique per job and written only by Complete, with the job's done,
+    -- which is final: so none lacks one exactly when there are as many
+    -- results, and as many charges, as such jobs. Counting is cheap;
+    -- finding the job that lacks one is not, and the final CASE does it
+    -- only when bare says there is one.
+    SELECT d.*, d.jobs - d.adopted - MIN((SELECT COUNT(*) FROM results), (SELECT COUNT(*) FROM charges)) AS bare
+    FROM done_counts d
 ),
 running_lanes AS (
     SELECT j.lane, COUNT(*) AS n, COALESCE(ll.alive, 0) AS alive,
@@ -195,12 +221,15 @@ counted AS (
            COALESCE(o.jobs, d.jobs, 0) AS jobs,
            o.oldest_job_id,
            COALESCE(o.oldest_age_seconds, d.oldest_age_seconds) AS oldest_age_seconds,
-           o.first_id, o.first_action,
+           o.first_id, o.first_action, o.first_refused,
+           COALESCE(o.refused, 0) AS refused,
            COALESCE(o.restarted, 0) AS restarted,
-           COALESCE(o.after_call, 0) AS after_call
+           COALESCE(o.after_call, 0) AS after_call,
+           COALESCE(d.adopted, 0) AS adopted,
+           COALESCE(d.bare, 0) AS bare
     FROM statuses s
     LEFT JOIN open_counts o ON o.status = s.status
-    LEFT JOIN done_counts d ON d.status = s.status
+    LEFT JOIN done_checked d ON d.status = s.status
 )
 SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
        CASE WHEN c.oldest_age_seconds IS NULL THEN NULL
@@ -212,6 +241,18 @@ SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
            WHEN c.jobs = 0 AND c.status = 'queued' THEN 'nothing queued'
            WHEN c.jobs = 0 AND c.status = 'running' THEN 'nothing running'
            WHEN c.jobs = 0 AND c.status = 'failed' THEN 'nothing to retry'
+           WHEN c.status = 'done' AND c.bare > 0 THEN (
+               SELECT 'inspect job ' || MIN(j.id) || ' (inkwell show ' || MIN(j.id) || '): done without its result or charge, '
+                      || 'which breaks an invariant; nothing rewrites it'
+               FROM jobs j
+               WHERE j.status = 'done' AND NOT (j.request_hash = 'legacy' AND j.lane IS NULL)
+                 AND (NOT EXISTS (SELECT 1 FROM results r WHERE r.job_id = j.id)
+                      OR NOT EXISTS (SELECT 1 FROM charges ch WHERE ch.job_id = j.id)))
+           WHEN c.status = 'done' AND c.adopted > 0 AND c.adopted = c.jobs THEN
+               'nothing to do: adopted from a legacy database as they were (the old Inkwell kept no result or charge)'
+           WHEN c.status = 'done' AND c.adopted > 0 THEN
+               'nothing to do: each has its result and charge, but for ' || c.adopted
+               || ' adopted from a legacy database as they were (the old Inkwell kept no result or charge)'
            WHEN c.status = 'done' THEN 'nothing to do: each has its result and charge'
            -- The queue moves in id order: its head's action is the queue's.
            WHEN c.status = 'queued' THEN c.first_action
@@ -221,8 +262,13 @@ SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
            WHEN c.status = 'running' THEN
                'wait: running on live lane ' || r.live_lanes
            ELSE
-               'inspect the error, then inkwell retry ' || c.first_id
+               'inspect the error'
+               || CASE WHEN c.first_refused THEN ' and fix its cause' ELSE '' END
+               || ', then inkwell retry ' || c.first_id
                || CASE WHEN c.jobs > 1 THEN ' (and ' || (c.jobs - 1) || ' more: SELECT * FROM job_board)' ELSE '' END
+               || CASE WHEN c.refused > 0 THEN
+                      '; ' || c.refused || ' refused by the provider (HTTP 4xx): fix the API key, the model or the request first, or the retry fails the same way'
+                  ELSE '' END
                || CASE WHEN c.after_call > 0 THEN
                       '; ' || c.after_call || ' failed after the provider call had begun'
                       || CASE WHEN c.restarted > 0 THEN ' (' || c.restarted || ' by a worker restart: the provider may already have billed them)' ELSE '' END
