@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,97 +61,14 @@ func childEnv() []string {
 }
 
 // server is a running `inkwell serve` child.
-type server struct {
-	cmd    *exec.Cmd
-	url    string
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	exited chan struct{}
-	err    error // Wait's result, once exited is closed
-}
-
-var listeningRE = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
+type server = Child
 
 // startServe starts `inkwell serve` on a free loopback port and waits until
 // it answers /readyz with 200 (recovery done).
 func startServe(t *testing.T, db string, args ...string) *server {
 	t.Helper()
 	all := append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0"}, args...)
-	s := &server{cmd: exec.Command(inkwellBin, all...), exited: make(chan struct{})}
-	s.cmd.Env = childEnv()
-	s.cmd.SysProcAttr = ChildProcAttr()
-	pipe, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start serve: %v", err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.stderr.WriteString(line + "\n")
-			s.mu.Unlock()
-			if m := listeningRE.FindStringSubmatch(line); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		s.err = s.cmd.Wait()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		s.cmd.Process.Kill()
-		<-s.exited
-		if t.Failed() {
-			t.Logf("serve pid %d stderr:\n%s", s.cmd.Process.Pid, s.log())
-		}
-	})
-	select {
-	case a := <-addr:
-		s.url = "http://" + a
-	case <-s.exited:
-		t.Fatalf("serve exited before listening: %v\n%s", s.err, s.log())
-	case <-time.After(waitLimit):
-		t.Fatalf("serve did not listen within %v:\n%s", waitLimit, s.log())
-	}
-	storetest.WaitFor(t, waitLimit, "serve ready", func() bool {
-		resp, err := http.Get(s.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return s
-}
-
-func (s *server) log() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stderr.String()
-}
-
-func (s *server) pid() int { return s.cmd.Process.Pid }
-
-// signal sends sig and waits for the child to exit.
-func (s *server) signal(t *testing.T, sig syscall.Signal) error {
-	t.Helper()
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v: %v", sig, err)
-	}
-	select {
-	case <-s.exited:
-		return s.err
-	case <-time.After(waitLimit):
-		t.Fatalf("serve pid %d did not exit within %v of %v", s.pid(), waitLimit, sig)
-		return nil
-	}
+	return StartChild(t, inkwellBin, childEnv(), waitLimit, all...)
 }
 
 // runCLI runs the binary to completion and returns its exit code and output.
@@ -228,12 +143,12 @@ func TestServe_KillMidCallThenRecoverAndRetry(t *testing.T) {
 	first := startServe(t, db, "--sim-latency", "30s", "--heartbeat", "100ms")
 	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
 
-	job := submit(t, first.url, "crash-key", `{"prompt":"a haiku about ink","max_words":12}`).Job
+	job := submit(t, first.URL, "crash-key", `{"prompt":"a haiku about ink","max_words":12}`).Job
 	storetest.WaitFor(t, waitLimit, "job running in the database", func() bool {
 		d := show(t, st, job.ID)
 		return d.Job.Status == inkwell.StatusRunning && len(d.Attempts) == 1
 	})
-	if err := first.signal(t, syscall.SIGKILL); err == nil || !strings.Contains(err.Error(), "killed") {
+	if err := first.Signal(t, syscall.SIGKILL); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("first serve after SIGKILL: %v, want killed", err)
 	}
 	// Death changes no row: the job is still running, mid-call.
@@ -261,15 +176,15 @@ func TestServe_KillMidCallThenRecoverAndRetry(t *testing.T) {
 	if err := json.Unmarshal([]byte(run.Evidence), &ev); err != nil {
 		t.Fatalf("evidence %q: %v", run.Evidence, err)
 	}
-	if ev.Proof == "" || ev.LaneRow == nil || ev.LaneRow.PID != first.pid() || ev.LockFile == nil || ev.LockFile.PID != first.pid() || ev.Recoverer.PID != second.pid() {
-		t.Errorf("evidence = %s, want a proof, the killed pid %d as previous holder (lanes row and lock file) and pid %d as recoverer", run.Evidence, first.pid(), second.pid())
+	if ev.Proof == "" || ev.LaneRow == nil || ev.LaneRow.PID != first.Pid() || ev.LockFile == nil || ev.LockFile.PID != first.Pid() || ev.Recoverer.PID != second.Pid() {
+		t.Errorf("evidence = %s, want a proof, the killed pid %d as previous holder (lanes row and lock file) and pid %d as recoverer", run.Evidence, first.Pid(), second.Pid())
 	}
 
 	// A second server while the lane's holder lives refuses, names it, and changes nothing.
 	runsBefore := countWhere(t, st, `SELECT COUNT(*) FROM recovery_runs`)
 	code, _, stderr := runCLI(t, "serve", "--db", db, "--addr", "127.0.0.1:0", "--sim-latency", "0s")
-	if code != 1 || !strings.Contains(stderr, fmt.Sprintf("pid %d", second.pid())) {
-		t.Errorf("second serve: exit %d, stderr %q; want 1 and a message naming pid %d", code, stderr, second.pid())
+	if code != 1 || !strings.Contains(stderr, fmt.Sprintf("pid %d", second.Pid())) {
+		t.Errorf("second serve: exit %d, stderr %q; want 1 and a message naming pid %d", code, stderr, second.Pid())
 	}
 	if got := countWhere(t, st, `SELECT COUNT(*) FROM recovery_runs`); got != runsBefore {
 		t.Errorf("the refused serve wrote %d recovery runs", got-runsBefore)
@@ -303,12 +218,12 @@ func TestServe_KillMidCallThenRecoverAndRetry(t *testing.T) {
 	}
 
 	// SIGTERM: a clean stop, exit 0, the lane marked stopped.
-	if err := second.signal(t, syscall.SIGTERM); err != nil {
-		t.Errorf("serve after SIGTERM: %v, want exit 0\n%s", err, second.log())
+	if err := second.Signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("serve after SIGTERM: %v, want exit 0\n%s", err, second.Log())
 	}
 	lanes, err := st.Lanes(context.Background())
-	if err != nil || len(lanes) != 1 || lanes[0].StoppedAt == nil || lanes[0].PID != second.pid() {
-		t.Errorf("lanes = %+v (%v), want lane local stopped by pid %d", lanes, err, second.pid())
+	if err != nil || len(lanes) != 1 || lanes[0].StoppedAt == nil || lanes[0].PID != second.Pid() {
+		t.Errorf("lanes = %+v (%v), want lane local stopped by pid %d", lanes, err, second.Pid())
 	}
 }
 
@@ -388,14 +303,14 @@ func TestCLI_RecoverDryRunThenReal(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "inkwell.db")
 	srv := startServe(t, db, "--sim-latency", "30s")
 	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
-	job := submit(t, srv.url, "orphan-key", `{"prompt":"left running"}`).Job
+	job := submit(t, srv.URL, "orphan-key", `{"prompt":"left running"}`).Job
 	storetest.WaitFor(t, waitLimit, "job running", func() bool { return show(t, st, job.ID).Job.Status == inkwell.StatusRunning })
 
 	code, _, stderr := runCLI(t, "recover", "--db", db)
-	if code != 1 || !strings.Contains(stderr, fmt.Sprintf("pid %d", srv.pid())) {
-		t.Errorf("recover while serve lives: exit %d, stderr %q; want 1 naming pid %d", code, stderr, srv.pid())
+	if code != 1 || !strings.Contains(stderr, fmt.Sprintf("pid %d", srv.Pid())) {
+		t.Errorf("recover while serve lives: exit %d, stderr %q; want 1 naming pid %d", code, stderr, srv.Pid())
 	}
-	srv.signal(t, syscall.SIGKILL)
+	srv.Signal(t, syscall.SIGKILL)
 
 	runs := func() int { return countWhere(t, st, `SELECT COUNT(*) FROM recovery_runs`) }
 	before := runs()
@@ -427,7 +342,7 @@ func TestCLI_SubmitWaitEndToEnd(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inkwell.db")
 	srv := startServe(t, db, "--sim-latency", "10ms")
-	code, stdout, stderr := runCLI(t, "submit", "--prompt", "a haiku about ink", "--server", srv.url, "--wait")
+	code, stdout, stderr := runCLI(t, "submit", "--prompt", "a haiku about ink", "--server", srv.URL, "--wait")
 	if code != 0 {
 		t.Fatalf("submit --wait: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -442,7 +357,7 @@ func TestCLI_SubmitWaitEndToEnd(t *testing.T) {
 	if d.Result == nil || !strings.Contains(stdout, d.Result.Text) {
 		t.Errorf("submit --wait printed %q; want the stored text %+v", stdout, d.Result)
 	}
-	code, stdout, _ = runCLI(t, "submit", "--prompt", "a haiku about ink", "--server", srv.url, "--key", m[2])
+	code, stdout, _ = runCLI(t, "submit", "--prompt", "a haiku about ink", "--server", srv.URL, "--key", m[2])
 	if code != 0 || !strings.Contains(stdout, "job "+m[1]+" already accepted") {
 		t.Errorf("re-submit with key %s: exit %d, stdout %q; want the same job %s", m[2], code, stdout, m[1])
 	}

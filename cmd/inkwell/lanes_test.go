@@ -1,8 +1,6 @@
 package main_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,13 +39,13 @@ func TestLanes_ThreeProcessesDrainWhileOneIsKilled(t *testing.T) {
 	bin := lanesBinary(t)
 	sim := startHeldSim(t)
 
-	lanes := map[string]*laneProc{}
+	lanes := map[string]*cli.Child{}
 	for _, name := range []string{"A", "B", "C"} {
-		lanes[name] = startLaneProc(t, bin, "serve", "--db", dsn, "--addr", "127.0.0.1:0", "--lane", name,
+		lanes[name] = cli.StartChild(t, bin, append(os.Environ(), "INKWELL_CRASH_AT="), lanesWait, "serve", "--db", dsn, "--addr", "127.0.0.1:0", "--lane", name,
 			"--provider", "openai", "--provider-url", sim.url, "--provider-timeout", "30s",
 			"--heartbeat", "200ms", "--poll", "50ms", "--rescue-interval", "100ms", "--grace", "5s")
 	}
-	jobs := lanesSubmit(t, []string{lanes["A"].url, lanes["B"].url, lanes["C"].url})
+	jobs := lanesSubmit(t, []string{lanes["A"].URL, lanes["B"].URL, lanes["C"].URL})
 
 	storetest.WaitFor(t, lanesWait, "a fifth of the jobs done", func() bool {
 		return lanesCount(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'done'`) >= lanesJobs/5
@@ -56,13 +53,13 @@ func TestLanes_ThreeProcessesDrainWhileOneIsKilled(t *testing.T) {
 	sim.hold()
 	var killedJob int64
 	storetest.WaitFor(t, lanesWait, "lane B in a provider call", func() bool { killedJob = sim.heldJobOf(t, st, "B"); return killedJob != 0 })
-	lanes["B"].kill(t)
+	lanes["B"].Signal(t, syscall.SIGKILL)
 	sim.release()
 
 	run := lanesWaitRescue(t, st, "B")
-	lanesRetryUntilDone(t, st, lanes["A"].url)
+	lanesRetryUntilDone(t, st, lanes["A"].URL)
 	for _, name := range []string{"A", "C"} {
-		if err := lanes[name].stop(t, syscall.SIGTERM); err != nil {
+		if err := lanes[name].Signal(t, syscall.SIGTERM); err != nil {
 			t.Errorf("lane %s after SIGTERM: %v, want exit 0", name, err)
 		}
 	}
@@ -386,98 +383,6 @@ func (h *heldSim) heldJobOf(t *testing.T, st *store.Store, lane string) int64 {
 		}
 	}
 	return 0
-}
-
-// laneProc is one `inkwell serve` child process.
-type laneProc struct {
-	cmd    *exec.Cmd
-	url    string
-	mu     sync.Mutex
-	out    bytes.Buffer
-	exited chan struct{}
-	err    error
-}
-
-var lanesListeningRE = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
-
-func startLaneProc(t *testing.T, bin string, args ...string) *laneProc {
-	t.Helper()
-	p := &laneProc{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), "INKWELL_CRASH_AT=")
-	p.cmd.SysProcAttr = cli.ChildProcAttr()
-	pipe, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			if m := lanesListeningRE.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.exited
-		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("%v:\n%s", args, p.out.String())
-			p.mu.Unlock()
-		}
-	})
-	select {
-	case a := <-addr:
-		p.url = "http://" + a
-	case <-p.exited:
-		t.Fatalf("%v exited before listening: %v", args, p.err)
-	case <-time.After(lanesWait):
-		t.Fatalf("%v did not listen within %v", args, lanesWait)
-	}
-	storetest.WaitFor(t, lanesWait, "lane ready", func() bool {
-		resp, err := http.Get(p.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return p
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *laneProc) kill(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.exited
-}
-
-func (p *laneProc) stop(t *testing.T, sig syscall.Signal) error {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-		return p.err
-	case <-time.After(lanesWait):
-		t.Fatalf("lane did not exit within %v of %v", lanesWait, sig)
-		return nil
-	}
 }
 
 // lanesBinary builds the inkwell binary into the test's temporary directory

@@ -22,13 +22,13 @@ func TestServe_LogsEachTransitionOnce(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "inkwell.db")
 
 	fast := startServe(t, db, "--sim-latency", "0s", "--heartbeat", "100ms")
-	done := submit(t, fast.url, "log-done", `{"prompt":"a haiku about ink"}`).Job.ID
+	done := submit(t, fast.URL, "log-done", `{"prompt":"a haiku about ink"}`).Job.ID
 	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
 	storetest.WaitFor(t, waitLimit, "job done", func() bool { return show(t, st, done).Job.Status == inkwell.StatusDone })
-	if err := fast.signal(t, syscall.SIGTERM); err != nil {
+	if err := fast.Signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
 	}
-	logs := fast.log()
+	logs := fast.Log()
 	wantLogged(t, logs, "job accepted", done, "component=api")
 	claim := wantLogged(t, logs, "job claimed", done, "lane=local", "attempt_id=", "attempt_number=1")
 	wantLogged(t, logs, "job done", done, "lane=local", "attempt_number=1", "provider_request_id=", "amount_micros=")
@@ -37,21 +37,21 @@ func TestServe_LogsEachTransitionOnce(t *testing.T) {
 	}
 
 	slow := startServe(t, db, "--sim-latency", "1m", "--heartbeat", "100ms")
-	orphan := submit(t, slow.url, "log-orphan", `{"prompt":"a long saga"}`).Job.ID
+	orphan := submit(t, slow.URL, "log-orphan", `{"prompt":"a long saga"}`).Job.ID
 	storetest.WaitFor(t, waitLimit, "job running", func() bool { return show(t, st, orphan).Job.Status == inkwell.StatusRunning })
-	slow.signal(t, syscall.SIGKILL)
-	wantLogged(t, slow.log(), "job claimed", orphan, "lane=local", "attempt_number=1")
+	slow.Signal(t, syscall.SIGKILL)
+	wantLogged(t, slow.Log(), "job claimed", orphan, "lane=local", "attempt_number=1")
 
 	restarted := startServe(t, db, "--sim-latency", "0s", "--heartbeat", "100ms")
-	if err := restarted.signal(t, syscall.SIGTERM); err != nil {
+	if err := restarted.Signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
 	}
-	line := wantLogged(t, restarted.log(), "job failed by startup recovery", orphan,
+	line := wantLogged(t, restarted.Log(), "job failed by startup recovery", orphan,
 		"lane=local", "attempt_number=1", `error="worker restarted"`, "recovery_run_id=", "evidence=flock")
 	if !regexp.MustCompile(`attempt_id=\d+`).MatchString(line) {
 		t.Errorf("recovery line %q names no attempt id", line)
 	}
-	wantLogged(t, restarted.log(), "startup recovery", 0, "attempts_closed=1", "jobs_failed=1")
+	wantLogged(t, restarted.Log(), "startup recovery", 0, "attempts_closed=1", "jobs_failed=1")
 }
 
 // wantLogged finds the one line with msg and (when jobID > 0) that job id,

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,32 +34,15 @@ type scene struct {
 	st  *store.Store
 	srv *api.Server
 	url string
-	clk *wallClock
+	clk *storetest.WallClock
 
 	restarted, providerFailed, unreadable, deadRunning int64
 }
 
-type wallClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *wallClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *wallClock) at(offset time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = time.Now().Add(offset).UTC()
-}
-
 func mustScene(t *testing.T) *scene {
 	t.Helper()
-	sc := &scene{clk: &wallClock{}}
-	sc.clk.at(-2 * time.Hour)
+	sc := &scene{clk: &storetest.WallClock{}}
+	sc.clk.At(-2 * time.Hour)
 	sc.st = storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{NowFunc: sc.clk.Now})
 
 	west := sc.lane(t, "west")
@@ -73,11 +55,11 @@ func mustScene(t *testing.T) *scene {
 	}
 
 	// Lane west dies mid-call; its restart proves it dead and recovers.
-	sc.clk.at(-40 * time.Minute)
+	sc.clk.At(-40 * time.Minute)
 	sc.restarted = sc.accept(t, "crash", "a sonnet about lighthouses").ID
 	sc.claim(t, "west")
 	west.Release()
-	sc.clk.at(-5 * time.Minute)
+	sc.clk.At(-5 * time.Minute)
 	west = sc.lock(t, "west")
 	if _, err := sc.st.Recover(t.Context(), west, false); err != nil {
 		t.Fatalf("Recover: %v", err)
@@ -89,14 +71,14 @@ func mustScene(t *testing.T) *scene {
 	sc.fail(t, sc.claim(t, "west"), "payload unreadable: unexpected end of JSON input")
 
 	// Lane east claimed a job an hour ago and has been silent since.
-	sc.clk.at(-time.Hour)
+	sc.clk.At(-time.Hour)
 	sc.lane(t, "east")
 	sc.deadRunning = sc.accept(t, "orphan", "an ode to write-ahead logs").ID
 	sc.claim(t, "east")
 
 	// Lane west is alive (its heartbeat a minute ahead stays fresh for the
 	// test's length), running one job with two queued behind it.
-	sc.clk.at(time.Minute)
+	sc.clk.At(time.Minute)
 	sc.must(t, sc.st.Heartbeat(t.Context(), west))
 	sc.accept(t, "live", "a story about a river")
 	sc.claim(t, "west")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,39 +29,20 @@ import (
 
 const ageSlack = 120 // seconds
 
-// wallClock is a store clock set at an offset from the wall clock.
-type wallClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *wallClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// at sets the clock to the wall clock plus offset.
-func (c *wallClock) at(offset time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = time.Now().Add(offset).UTC()
-}
-
 // ovFixture is one fresh store with an injectable clock.
 type ovFixture struct {
 	t   *testing.T
 	ctx context.Context
 	s   *store.Store
-	clk *wallClock
+	clk *storetest.WallClock
 }
 
 // runOverview runs fn on every backend with a fresh fixture.
 func runOverview(t *testing.T, fn func(f *ovFixture)) {
 	t.Helper()
 	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
-		clk := &wallClock{}
-		clk.at(0)
+		clk := &storetest.WallClock{}
+		clk.At(0)
 		s := storetest.MustOpen(t, b.DSN, store.Options{NowFunc: clk.Now})
 		fn(&ovFixture{t: t, ctx: t.Context(), s: s, clk: clk})
 	})
@@ -217,7 +197,7 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("QueuedNoLaneEver", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(-10 * time.Minute)
+			f.clk.At(-10 * time.Minute)
 			j := f.accept("k1")
 			o := f.overview()["queued"]
 			if o.Jobs != 1 || o.OldestJobID == nil || *o.OldestJobID != j.ID {
@@ -230,7 +210,7 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("QueuedLiveLane", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(time.Minute)
+			f.clk.At(time.Minute)
 			f.lane("east")
 			j1, j2 := f.accept("k1"), f.accept("k2")
 			wantAction(t, "queued", f.overview()["queued"].NextAction, "wait: lane east claims next")
@@ -242,7 +222,7 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("QueuedBusyLiveLane", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(time.Minute)
+			f.clk.At(time.Minute)
 			f.lane("east")
 			f.accept("k1")
 			f.claim("east")
@@ -253,9 +233,9 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("QueuedSilentOrStoppedLaneIsNotWaiting", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(-time.Hour)
+			f.clk.At(-time.Hour)
 			l := f.lane("east")
-			f.clk.at(time.Minute)
+			f.clk.At(time.Minute)
 			f.accept("k1")
 			wantActionPrefix(t, "queued (silent lane)", f.overview()["queued"].NextAction,
 				"no live worker lane: start inkwell serve (last seen: east silent 1h00m")
@@ -269,9 +249,9 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("QueuedIdleLiveLaneIsNotMoving", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(-time.Hour)
+			f.clk.At(-time.Hour)
 			j := f.accept("k1")
-			f.clk.at(time.Minute)
+			f.clk.At(time.Minute)
 			f.lane("east")
 			o := f.overview()["queued"]
 			wantAge(t, "queued", o.OldestAgeSeconds, 3600)
@@ -282,11 +262,11 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("RetriedJobQueuedSinceItsLastAttempt", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(-time.Hour)
+			f.clk.At(-time.Hour)
 			f.accept("k1")
 			f.lane("east")
 			c := f.claim("east")
-			f.clk.at(-10 * time.Minute)
+			f.clk.At(-10 * time.Minute)
 			f.fail(c, "provider: HTTP 503")
 			if _, err := f.s.RetryIfFailed(f.ctx, c.Job.ID); err != nil {
 				t.Fatalf("RetryIfFailed: %v", err)
@@ -301,7 +281,7 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("RunningLiveLane", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(time.Minute)
+			f.clk.At(time.Minute)
 			f.lane("east")
 			f.accept("k1")
 			c := f.claim("east")
@@ -320,7 +300,7 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("RunningDeadLaneThenRecovery", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(-time.Hour)
+			f.clk.At(-time.Hour)
 			l := f.lane("east")
 			f.accept("k1")
 			c := f.claim("east")
@@ -336,7 +316,7 @@ func TestStore_Overview(t *testing.T) {
 
 			// Do what the action says: the lane restarts and recovers.
 			l.Release()
-			f.clk.at(0)
+			f.clk.At(0)
 			l2, err := f.s.LockLane(f.ctx, "east")
 			if err != nil {
 				t.Fatalf("LockLane after release: %v", err)
@@ -374,11 +354,11 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("RunningDeadLaneBesideLiveLane", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(-time.Hour)
+			f.clk.At(-time.Hour)
 			f.lane("east")
 			f.accept("k1")
 			c := f.claim("east")
-			f.clk.at(time.Minute)
+			f.clk.At(time.Minute)
 			f.lane("west")
 			want := "restart that lane: its startup recovery closes these as failed (lane east silent, last heartbeat 1h0"
 			got := f.board()[c.Job.ID].NextAction
@@ -397,7 +377,7 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("FailedBeforeAndAfterTheProviderCall", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(time.Minute)
+			f.clk.At(time.Minute)
 			f.lane("east")
 			for _, k := range []string{"k1", "k2", "k3", "k4"} {
 				f.accept(k)
@@ -430,7 +410,7 @@ func TestStore_Overview(t *testing.T) {
 	t.Run("Done", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
-			f.clk.at(-2 * time.Hour)
+			f.clk.At(-2 * time.Hour)
 			f.lane("east")
 			f.accept("k1")
 			c := f.claim("east")
@@ -483,9 +463,9 @@ var refusedError = "provider: " + (&provider.CallError{Class: provider.ClassClie
 func TestStore_LiveLanes(t *testing.T) {
 	t.Parallel()
 	runOverview(t, func(f *ovFixture) {
-		f.clk.at(-time.Hour)
+		f.clk.At(-time.Hour)
 		f.lane("dead")
-		f.clk.at(time.Minute)
+		f.clk.At(time.Minute)
 		f.lane("live")
 		stopped := f.lane("stopped")
 		if err := f.s.StopLane(f.ctx, stopped, "shutdown"); err != nil {

@@ -73,9 +73,6 @@ type Lane struct {
 	lock  *store.LaneLock
 	wake  chan struct{}
 
-	mu       sync.Mutex
-	recovery *store.RecoveryReport
-
 	rescueScans atomic.Int64 // completed looks for dead lanes (rescue.go)
 }
 
@@ -139,9 +136,6 @@ func (l *Lane) Open(ctx context.Context) (store.RecoveryReport, error) {
 		l.lock = nil
 		return rep, err
 	}
-	l.mu.Lock()
-	l.recovery = &rep
-	l.mu.Unlock()
 	return rep, nil
 }
 
@@ -268,11 +262,4 @@ func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) 
 			l.log.WarnContext(ctx, "heartbeat", "err", err)
 		}
 	}
-}
-
-// LastRecovery is the report of this lane's startup recovery.
-func (l *Lane) LastRecovery() *store.RecoveryReport {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.recovery
 }

@@ -28,9 +28,10 @@ const waitLimit = 30 * time.Second
 
 // running is a lane whose Run goroutine the test owns.
 type running struct {
-	lane   *worker.Lane
-	cancel context.CancelFunc
-	done   chan error // Run's result
+	lane     *worker.Lane
+	recovery store.RecoveryReport // what Open's startup recovery did
+	cancel   context.CancelFunc
+	done     chan error // Run's result
 }
 
 // startLane opens a lane over st and runs it until the test ends (or the
@@ -41,11 +42,12 @@ func startLane(t *testing.T, st *store.Store, cfg worker.Config) *running {
 		cfg.Logger = storetest.TestLogger(t)
 	}
 	l := worker.New(st, cfg)
-	if _, err := l.Open(t.Context()); err != nil {
+	rep, err := l.Open(t.Context())
+	if err != nil {
 		t.Fatalf("lane Open: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{lane: l, cancel: cancel, done: make(chan error, 1)}
+	r := &running{lane: l, recovery: rep, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- l.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -167,9 +169,9 @@ func TestLane_OpenRecoversTheDeadHolder(t *testing.T) {
 		t.Fatalf("Claim: %+v %v", c, err)
 	}
 	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Poll: time.Hour})
-	rep := r.lane.LastRecovery()
-	if rep == nil || rep.AttemptsClosed != 1 || rep.JobsFailed != 1 {
-		t.Fatalf("LastRecovery = %+v, want one attempt closed and one job failed", rep)
+	rep := r.recovery
+	if rep.AttemptsClosed != 1 || rep.JobsFailed != 1 {
+		t.Fatalf("recovery = %+v, want one attempt closed and one job failed", rep)
 	}
 	d := waitJob(t, st, orphan.ID, "failed", isStatus(inkwell.StatusFailed))
 	if d.Job.Error != inkwell.ErrWorkerRestarted || d.Attempts[0].RecoveryRunID == nil || *d.Attempts[0].RecoveryRunID != rep.RunID {
@@ -325,8 +327,8 @@ func TestLane_RunsARetriedLegacyJob(t *testing.T) {
 	legacy.Close()
 	st := storetest.MustOpen(t, path, store.Options{})
 	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Poll: time.Hour})
-	if rep := r.lane.LastRecovery(); rep == nil || rep.AttemptsBackfilled != 1 || rep.JobsFailed != 1 {
-		t.Fatalf("LastRecovery = %+v, want one back-filled attempt and one failed job", rep)
+	if rep := r.recovery; rep.AttemptsBackfilled != 1 || rep.JobsFailed != 1 {
+		t.Fatalf("recovery = %+v, want one back-filled attempt and one failed job", rep)
 	}
 	if _, err := st.RetryIfFailed(t.Context(), 3); err != nil {
 		t.Fatal(err)
