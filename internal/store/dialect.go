@@ -24,6 +24,9 @@ type dialect struct {
 	claimLock string
 	// classify maps driver errors to inkwell error codes (busy, full…).
 	classify func(err error) error
+	// oneWriter: the database takes one writer at a time (SQLite), so
+	// this process orders its writers itself (writeGate).
+	oneWriter bool
 	// migrateLock, when set, is run first in the migration transaction so
 	// that processes started together migrate one after another. SQLite
 	// needs none: BEGIN IMMEDIATE already serializes them.
@@ -42,6 +45,7 @@ var sqliteDialect = dialect{
 	ts:        func(t time.Time) any { return t.UTC().Format(TimeLayout) },
 	claimLock: "", // BEGIN IMMEDIATE already holds the only write lock
 	classify:  classifySQLite,
+	oneWriter: true,
 }
 
 // snapshot is how a multi-statement read sees one consistent state. On

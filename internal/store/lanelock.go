@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,16 +20,24 @@ import (
 
 // The lane lock is the evidence that a lane's previous holder is dead.
 // On SQLite it is an exclusive flock on a file beside the database: the
-// kernel releases it when the holding process dies, however it dies, so
-// taking it proves that no live process holds the lane. (PostgreSQL uses a
-// session advisory lock; see postgres.go.)
+// kernel releases it when the holding process dies, however it dies. A
+// file can be deleted or replaced under a live holder, though, so the
+// flock counts as proof only with a second fact: the previous holder's
+// process is gone (process.go). (PostgreSQL uses a session advisory lock,
+// which nobody can take from a live session; see postgres_lock.go.)
 
-// Holder identifies one process's hold on a lane: one incarnation.
+// Holder identifies one process's hold on a lane: one incarnation. The
+// JSON form is what the lock file and recovery evidence store.
 type Holder struct {
 	PID         int       `json:"pid"`
 	Host        string    `json:"host"`
 	Incarnation string    `json:"incarnation"`
 	Since       time.Time `json:"since"`
+	BootID      string    `json:"boot_id,omitempty"`    // the host's boot id when it started
+	ProcStart   string    `json:"proc_start,omitempty"` // its start time, clock ticks since boot
+	// ReleasedAt is written to the lock file by Release: that holder let
+	// go of the lane itself, whether or not its process still runs.
+	ReleasedAt *time.Time `json:"released_at,omitempty"`
 }
 
 func (h Holder) String() string {
@@ -48,9 +58,14 @@ type LaneLock struct {
 	// RescuedBy names the running lane that took this (dead) lane's lock
 	// to close its orphans; empty for a lane's own lock. See rescue.go.
 	RescuedBy string
+	// PreviousProcess says, in words, why the previous holder's process is
+	// known to be gone, or why it could not be checked (flock only).
+	PreviousProcess string
 
-	file *os.File
-	pg   *pgLock // PostgreSQL: the session holding the advisory lock
+	mu       sync.Mutex // guards file: Check runs from the loop and the heartbeat
+	file     *os.File
+	restored atomic.Int64 // times Check re-took a deleted or replaced lock file
+	pg       *pgLock      // PostgreSQL: the session holding the advisory lock
 }
 
 var laneNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -72,10 +87,46 @@ func (s *Store) LockLane(ctx context.Context, lane string) (*LaneLock, error) {
 	if s.dialect.name != "sqlite" {
 		return s.lockLanePostgres(ctx, lane)
 	}
-	return lockFile(s.path+".lane-"+lane+".lock", lane, s.now())
+	self := newHolder()
+	self.Since = s.now().UTC()
+	l, err := lockFile(s.path+".lane-"+lane+".lock", lane, self)
+	var busy *busyLock
+	if errors.As(err, &busy) {
+		return nil, s.heldError(ctx, lane, busy.holder)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.provePreviousGone(ctx, l); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return l, nil
 }
 
-func lockFile(path, lane string, now time.Time) (*LaneLock, error) {
+// lockFile takes the flock on path for self. When another open file holds
+// it, the error is a *busyLock with what the file says of its holder.
+func lockFile(path, lane string, self Holder) (*LaneLock, error) {
+	f, err := flockPath(path, lane)
+	if err != nil {
+		return nil, err
+	}
+	l := &LaneLock{Lane: lane, Method: "flock", Path: path, file: f, Previous: readHolder(f), Self: self}
+	if err := l.writeSelf(); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return l, nil
+}
+
+// busyLock is flockPath's answer when another open file holds the lock:
+// holder is what the file says of its holder (nil when it says nothing).
+type busyLock struct{ holder *Holder }
+
+func (b *busyLock) Error() string { return "lock held" }
+
+// flockPath opens (creating) path and takes its flock without waiting.
+func flockPath(path, lane string) (*os.File, error) {
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
@@ -85,7 +136,7 @@ func lockFile(path, lane string, now time.Time) (*LaneLock, error) {
 			holder := readHolder(f)
 			f.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, heldError(lane, path, holder)
+				return nil, &busyLock{holder: holder}
 			}
 			return nil, fmt.Errorf("lane %s: flock %s: %w", lane, path, err)
 		}
@@ -95,42 +146,62 @@ func lockFile(path, lane string, now time.Time) (*LaneLock, error) {
 			f.Close()
 			continue
 		}
-		l := &LaneLock{Lane: lane, Method: "flock", Path: path, file: f, Previous: readHolder(f)}
-		l.Self = Holder{PID: os.Getpid(), Host: hostname(), Incarnation: newIncarnation(), Since: now.UTC()}
-		if err := l.writeSelf(); err != nil {
-			l.Release()
-			return nil, err
-		}
-		return l, nil
+		return f, nil
 	}
 }
 
 // Check reports whether the lock still stands for its path: the file must
-// still be the very inode this process locked. A deleted or replaced lock
-// file would let a second process "take" the lane, so the lane must stop.
+// still be the very inode this process locked. When someone deleted or
+// replaced the file, the holder takes the lock on the new path at once (the
+// process check keeps any other process from starting the lane meanwhile:
+// this holder is alive) and carries on; only when another process holds
+// the new file does the lane stop.
 func (l *LaneLock) Check() error {
 	if l.pg != nil {
 		return l.pg.check()
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.file == nil {
 		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: lock was released", l.Lane)
 	}
-	if !samePath(l.file, l.Path) {
-		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: lock file %s was deleted or replaced; stopping the lane", l.Lane, l.Path)
+	if samePath(l.file, l.Path) {
+		return nil
 	}
+	f, err := flockPath(l.Path, l.Lane)
+	if err != nil {
+		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: the lock file was deleted or replaced, and could not be taken again (%v); stopping the lane", l.Lane, err)
+	}
+	old := l.file
+	l.file = f
+	old.Close()
+	if err := l.writeSelf(); err != nil {
+		return err
+	}
+	l.restored.Add(1)
 	return nil
 }
 
-// Release drops the lock. The lock file stays, naming the last holder.
+// Restored counts the times Check found the lock file deleted or replaced
+// and took the lock again; the lane logs each one.
+func (l *LaneLock) Restored() int64 { return l.restored.Load() }
+
+// Release drops the lock. The lock file stays, naming the last holder and
+// saying that it let go.
 func (l *LaneLock) Release() error {
 	if l.pg != nil {
 		err := l.pg.release()
 		l.pg = nil
 		return err
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.file == nil {
 		return nil
 	}
+	now := time.Now().UTC()
+	l.Self.ReleasedAt = &now
+	_ = l.writeSelf()     // best effort: without it the next holder checks the process
 	err := l.file.Close() // closing the last descriptor releases the flock
 	l.file = nil
 	return err
@@ -157,14 +228,6 @@ func readHolder(f *os.File) *Holder {
 		return nil
 	}
 	return &h
-}
-
-func heldError(lane, path string, h *Holder) error {
-	who := "another process (the lock file names no holder)"
-	if h != nil {
-		who = h.String()
-	}
-	return inkwell.Errorf(inkwell.ELANEHELD, "lane %s is held by %s; lock %s. Refusing to start the lane or recover its rows while its holder is alive", lane, who, path)
 }
 
 func samePath(f *os.File, path string) bool {

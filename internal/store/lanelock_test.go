@@ -119,7 +119,7 @@ func TestStore_LockLaneSpellings(t *testing.T) {
 
 func TestStore_LaneLockCheck(t *testing.T) {
 	t.Parallel()
-	t.Run("DeletedLockFile", func(t *testing.T) {
+	t.Run("DeletedLockFileIsTakenAgain", func(t *testing.T) {
 		t.Parallel()
 		s := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
 		l := mustLockLane(t, s, "local")
@@ -129,31 +129,68 @@ func TestStore_LaneLockCheck(t *testing.T) {
 		if err := os.Remove(l.Path); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Check(); inkwell.ErrorCode(err) != inkwell.ELANEHELD {
-			t.Errorf("Check after the lock file was deleted = %v, want %s", err, inkwell.ELANEHELD)
+		if err := l.Check(); err != nil {
+			t.Fatalf("Check after the lock file was deleted = %v, want the lock taken again", err)
 		}
-		// The deleted file no longer guards the lane: a newcomer gets it,
-		// which is exactly why the first holder's Check must fail.
+		if got := l.Restored(); got != 1 {
+			t.Errorf("Restored() = %d, want 1", got)
+		}
+		if _, err := os.Stat(l.Path); err != nil {
+			t.Errorf("lock file not re-created: %v", err)
+		}
+		// The new file is held: a newcomer is refused.
+		if nl, err := s.LockLane(t.Context(), "local"); err == nil {
+			nl.Release()
+			t.Fatalf("LockLane succeeded after the holder took its deleted lock file again")
+		}
+	})
+	t.Run("DeletedLockFileTakenByAnotherStopsTheLane", func(t *testing.T) {
+		t.Parallel()
+		s := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+		l := mustLockLane(t, s, "local")
+		if err := os.Remove(l.Path); err != nil {
+			t.Fatal(err)
+		}
+		// A newcomer (this same process, whose own earlier hold is no
+		// proof against it) takes the new file before the holder looks.
 		mustLockLane(t, s, "local")
-		if err := l.Check(); err == nil {
-			t.Errorf("Check of the orphaned lock succeeded after a newcomer took the lane")
+		if err := l.Check(); inkwell.ErrorCode(err) != inkwell.ELANEHELD {
+			t.Errorf("Check after a newcomer took the new lock file = %v, want %s", err, inkwell.ELANEHELD)
 		}
 	})
 	t.Run("ReplacedLockFile", func(t *testing.T) {
 		t.Parallel()
 		s := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
 		l := mustLockLane(t, s, "local")
-		imposter := l.Path + ".new"
-		if err := os.WriteFile(imposter, []byte("{}\n"), 0o644); err != nil {
+		replaceFile(t, l.Path, "{}\n")
+		if err := l.Check(); err != nil {
+			t.Errorf("Check after the lock file was replaced = %v, want the lock taken again", err)
+		}
+		// Replaced by a file that another open file holds: the lane stops.
+		replaceFile(t, l.Path, "{}\n")
+		f, err := os.Open(l.Path)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(imposter, l.Path); err != nil {
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Check(); inkwell.ErrorCode(err) != inkwell.ELANEHELD {
-			t.Errorf("Check after the lock file was replaced = %v, want %s", err, inkwell.ELANEHELD)
+			t.Errorf("Check after the lock file was replaced by a held one = %v, want %s", err, inkwell.ELANEHELD)
 		}
 	})
+}
+
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // childLockEnv, when set to a database path, makes this test binary a child
@@ -168,9 +205,113 @@ func TestStore_LaneLockChildProcess(t *testing.T) {
 	t.Parallel()
 	path := storetest.SQLitePath(t)
 	s := storetest.MustOpen(t, path, store.Options{})
+	child := startLockChild(t, path)
+	host, _ := os.Hostname()
 
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	before := dumpAll(t, s)
+	_, err := s.LockLane(t.Context(), "local")
+	if err == nil {
+		t.Fatalf("LockLane succeeded while child pid %d holds the lane", child.Process.Pid)
+	}
+	assertHeldBy(t, err, child.Process.Pid, host)
+	assertSameDump(t, before, dumpAll(t, s))
+
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait() // "signal: killed"
+	l := mustLockLane(t, s, "local")
+	if l.Previous == nil || l.Previous.PID != child.Process.Pid {
+		t.Errorf("lock file's previous holder = %+v, want the killed child pid %d", l.Previous, child.Process.Pid)
+	}
+	for _, want := range []string{fmt.Sprintf("pid %d", child.Process.Pid), "gone (no such process)"} {
+		if !strings.Contains(l.PreviousProcess, want) {
+			t.Errorf("PreviousProcess = %q, want it to say %q", l.PreviousProcess, want)
+		}
+	}
+}
+
+// TestStore_LaneLockTampered: a flock on a file that can be unlinked is not
+// proof of death by itself. With the lock file deleted or replaced under a
+// live holder (another process), LockLane and so recovery are refused,
+// naming the live pid, and nothing is changed.
+func TestStore_LaneLockTampered(t *testing.T) {
+	t.Parallel()
+	for name, tamper := range map[string]func(t *testing.T, path string){
+		"Deleted": func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"Replaced": func(t *testing.T, path string) { replaceFile(t, path, "{}\n") },
+		"ReplacedNamingNobody": func(t *testing.T, path string) {
+			replaceFile(t, path, `{"pid":1,"host":"elsewhere","incarnation":"x","since":"2026-01-01T00:00:00Z","released_at":"2026-01-01T00:00:01Z"}`+"\n")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := storetest.SQLitePath(t)
+			s := storetest.MustOpen(t, path, store.Options{})
+			child := startLockChild(t, path)
+			tamper(t, path+".lane-local.lock")
+			before := dumpAll(t, s)
+			l, err := s.LockLane(t.Context(), "local")
+			if err == nil {
+				l.Release()
+				t.Fatalf("LockLane succeeded on a tampered lock file while child pid %d runs the lane", child.Process.Pid)
+			}
+			host, _ := os.Hostname()
+			assertHeldBy(t, err, child.Process.Pid, host)
+			msg := inkwell.ErrorMessage(err)
+			for _, want := range []string{"deleted or replaced", "alive"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("refusal %q does not say %q", msg, want)
+				}
+			}
+			assertSameDump(t, before, dumpAll(t, s))
+		})
+	}
+}
+
+// TestStore_LaneLockStoppedHolder: a holder stopped with SIGSTOP is alive;
+// the refusal says so, says what to do, and never points at the lock file.
+func TestStore_LaneLockStoppedHolder(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the process state is read from /proc: Linux only")
+	}
+	path := storetest.SQLitePath(t)
+	s := storetest.MustOpen(t, path, store.Options{})
+	child := startLockChild(t, path)
+	if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Signal(syscall.SIGCONT) })
+	storetest.WaitFor(t, 10*time.Second, "child stopped", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child.Process.Pid))
+		i := strings.LastIndexByte(string(b), ')')
+		return i > 0 && strings.HasPrefix(string(b[i:]), ") T")
+	})
+	_, err := s.LockLane(t.Context(), "local")
+	host, _ := os.Hostname()
+	assertHeldBy(t, err, child.Process.Pid, host)
+	msg := inkwell.ErrorMessage(err)
+	for _, want := range []string{"alive, stopped (T)", "inspect it", "ending it lets recovery close its attempts"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, ".lock") {
+		t.Errorf("refusal %q names the lock file, which invites deleting it", msg)
+	}
+}
+
+// startLockChild runs this test binary as a child that takes and registers
+// lane "local" of the database at path, and holds it until killed.
+func startLockChild(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestStore_LaneLockChildProcess$")
 	cmd.Env = append(os.Environ(), childLockEnv+"="+path)
 	cmd.Stderr = os.Stderr
@@ -184,29 +325,12 @@ func TestStore_LaneLockChildProcess(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "locked" {
 		t.Fatalf("child said %q (%v), want \"locked\"", line, err)
 	}
-
-	before := dumpAll(t, s)
-	_, err = s.LockLane(t.Context(), "local")
-	if err == nil {
-		t.Fatalf("LockLane succeeded while child pid %d holds the lane", cmd.Process.Pid)
-	}
-	host, _ := os.Hostname()
-	assertHeldBy(t, err, cmd.Process.Pid, host)
-	assertSameDump(t, before, dumpAll(t, s))
-
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait() // "signal: killed"
-	l := mustLockLane(t, s, "local")
-	if l.Previous == nil || l.Previous.PID != cmd.Process.Pid {
-		t.Errorf("lock file's previous holder = %+v, want the killed child pid %d", l.Previous, cmd.Process.Pid)
-	}
+	return cmd
 }
 
 func holdLaneUntilKilled(path string) {
@@ -218,6 +342,10 @@ func holdLaneUntilKilled(path string) {
 	l, err := s.LockLane(context.Background(), "local")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child: lock:", err)
+		os.Exit(3)
+	}
+	if err := s.RegisterLane(context.Background(), l); err != nil {
+		fmt.Fprintln(os.Stderr, "child: register:", err)
 		os.Exit(3)
 	}
 	fmt.Println("locked")

@@ -24,6 +24,13 @@ type LaneRow struct {
 	HeartbeatAt time.Time  `json:"heartbeat_at"`
 	StoppedAt   *time.Time `json:"stopped_at,omitempty"`
 	StopReason  string     `json:"stop_reason,omitempty"`
+	// BootID and ProcStart name the holder's process on its host (see
+	// process.go); empty on rows written before migration 0003.
+	BootID    string `json:"boot_id,omitempty"`
+	ProcStart string `json:"proc_start,omitempty"`
+	// AnswersWaiting is how many provider answers the lane held, not yet
+	// stored, at its last heartbeat.
+	AnswersWaiting int64 `json:"answers_waiting"`
 }
 
 // RegisterLane records l's incarnation as the lane's holder, under the
@@ -36,14 +43,16 @@ func (s *Store) RegisterLane(ctx context.Context, l *LaneLock) error {
 	if err != nil {
 		return fmt.Errorf("register lane %s: %w", l.Lane, err)
 	}
-	upsert := `INSERT INTO lanes (name, incarnation, pid, host, started_at, heartbeat_at)
-		SELECT $1, $2, $3, $4, $5, $6 WHERE true` + fence + `
+	upsert := `INSERT INTO lanes (name, incarnation, pid, host, started_at, heartbeat_at, boot_id, proc_start, answers_waiting)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, 0 WHERE true` + fence + `
 		ON CONFLICT (name) DO UPDATE SET incarnation = excluded.incarnation, pid = excluded.pid,
 			host = excluded.host, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+			boot_id = excluded.boot_id, proc_start = excluded.proc_start, answers_waiting = 0,
 			stopped_at = NULL, stop_reason = NULL`
 	now := s.nowTS()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.dialect.rebind(upsert), l.Lane, l.Self.Incarnation, l.Self.PID, l.Self.Host, s.ts(l.Self.Since), now)
+		res, err := tx.ExecContext(ctx, s.dialect.rebind(upsert), l.Lane, l.Self.Incarnation, l.Self.PID, l.Self.Host, s.ts(l.Self.Since), now,
+			nullString(l.Self.BootID), nullString(l.Self.ProcStart))
 		if err != nil {
 			return fmt.Errorf("register lane %s: %w", l.Lane, err)
 		}
@@ -58,13 +67,14 @@ func (s *Store) RegisterLane(ctx context.Context, l *LaneLock) error {
 	})
 }
 
-// Heartbeat stamps the lane's heartbeat_at. It returns ECONFLICT when the
-// row no longer names this incarnation: someone else holds the lane now.
-func (s *Store) Heartbeat(ctx context.Context, l *LaneLock) error {
-	const beat = `UPDATE lanes SET heartbeat_at = $1 WHERE name = $2 AND incarnation = $3 AND stopped_at IS NULL`
+// Heartbeat stamps the lane's heartbeat_at, with the number of provider
+// answers the lane holds and has not stored yet. It returns ECONFLICT when
+// the row no longer names this incarnation: someone else holds the lane now.
+func (s *Store) Heartbeat(ctx context.Context, l *LaneLock, answersWaiting int64) error {
+	const beat = `UPDATE lanes SET heartbeat_at = $1, answers_waiting = $4 WHERE name = $2 AND incarnation = $3 AND stopped_at IS NULL`
 	now := s.nowTS()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := s.execOne(ctx, tx, beat, now, l.Lane, l.Self.Incarnation); err != nil {
+		if err := s.execOne(ctx, tx, beat, now, l.Lane, l.Self.Incarnation, answersWaiting); err != nil {
 			return fmt.Errorf("heartbeat lane %s: %w", l.Lane, err)
 		}
 		return nil
@@ -119,19 +129,26 @@ func (s *Store) Lanes(ctx context.Context) ([]LaneRow, error) {
 	return lanes, rows.Err()
 }
 
-const laneColumns = `name, incarnation, pid, host, started_at, heartbeat_at, stopped_at, stop_reason`
+const laneColumns = `name, incarnation, pid, host, started_at, heartbeat_at, stopped_at, stop_reason, boot_id, proc_start, answers_waiting`
 
 func scanLane(row rowScanner) (LaneRow, error) {
 	var l LaneRow
 	var started, beat, stopped nullTime
-	var reason sql.NullString
-	err := row.Scan(&l.Name, &l.Incarnation, &l.PID, &l.Host, &started, &beat, &stopped, &reason)
+	var reason, boot, pstart sql.NullString
+	err := row.Scan(&l.Name, &l.Incarnation, &l.PID, &l.Host, &started, &beat, &stopped, &reason, &boot, &pstart, &l.AnswersWaiting)
 	l.StartedAt, l.HeartbeatAt, l.StoppedAt, l.StopReason = started.Time, beat.Time, stopped.Ptr(), reason.String
+	l.BootID, l.ProcStart = boot.String, pstart.String
 	return l, err
 }
 
-func (s *Store) laneTx(ctx context.Context, tx *sql.Tx, name string) (*LaneRow, error) {
-	l, err := scanLane(tx.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+laneColumns+` FROM lanes WHERE name = $1`), name))
+// laneRow reads one lane's row from the read pool; nil when the lane never
+// registered.
+func (s *Store) laneRow(ctx context.Context, name string) (*LaneRow, error) {
+	return s.laneTx(ctx, s.rdb, name)
+}
+
+func (s *Store) laneTx(ctx context.Context, q queryer, name string) (*LaneRow, error) {
+	l, err := scanLane(q.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+laneColumns+` FROM lanes WHERE name = $1`), name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -140,3 +157,6 @@ func (s *Store) laneTx(ctx context.Context, tx *sql.Tx, name string) (*LaneRow, 
 	}
 	return &l, nil
 }
+
+// nullString stores "" as NULL.
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

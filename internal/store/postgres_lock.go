@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -84,7 +83,7 @@ type pgLock struct {
 
 // lockLanePostgres takes lane's advisory lock for this process's own lane.
 func (s *Store) lockLanePostgres(ctx context.Context, lane string) (*LaneLock, error) {
-	self := Holder{PID: os.Getpid(), Host: hostname(), Incarnation: newIncarnation()}
+	self := newHolder()
 	l, err := s.lockPostgres(ctx, lane, "lane", self, true)
 	if err != nil {
 		return nil, err

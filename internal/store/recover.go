@@ -20,6 +20,9 @@ type Evidence struct {
 	Recoverer  Holder   `json:"recoverer"`
 	LockFile   *Holder  `json:"previous_holder_per_lock_file,omitempty"`
 	LaneRow    *LaneRow `json:"previous_holder_per_lanes_row,omitempty"`
+	// PreviousProcess is the second fact behind a flock: why the previous
+	// holder's process is known to be gone, or why it could not be checked.
+	PreviousProcess string `json:"previous_process,omitempty"`
 	// RescuedBy is the running lane that proved this lane dead and closed
 	// its orphans (rescue on proof, PostgreSQL); empty at startup recovery.
 	RescuedBy string `json:"rescued_by_lane,omitempty"`
@@ -113,6 +116,11 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 	if err != nil {
 		return err
 	}
+	if l.pg == nil { // a flock is proof only with its holder's process gone
+		if _, live := previousHolders(l, prevRow); live != nil {
+			return s.liveHolderError(l.Lane, *live, prevRow, "its lock file was deleted or replaced while its holder runs")
+		}
+	}
 	rep.Evidence = s.evidence(l, prevRow)
 	evJSON, _ := json.Marshal(rep.Evidence)
 	var prevPID sql.NullInt64
@@ -160,11 +168,13 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 }
 
 func (s *Store) evidence(l *LaneLock, prev *LaneRow) Evidence {
-	proof := "flock(LOCK_EX|LOCK_NB) granted on the lane's lock file: the kernel drops the lock when its holder dies, so no live process holds this lane"
+	proof := "flock(LOCK_EX|LOCK_NB) granted on the lane's lock file (the kernel drops it when its holder dies), " +
+		"and no previous holder's process runs (see previous_process): so no live process holds this lane"
 	if l.pg != nil {
 		proof = advisoryProof(l)
 	}
-	return Evidence{LockMethod: l.Method, LockPath: l.Path, Proof: proof, Recoverer: l.Self, LockFile: l.Previous, LaneRow: prev, RescuedBy: l.RescuedBy}
+	return Evidence{LockMethod: l.Method, LockPath: l.Path, Proof: proof, Recoverer: l.Self, LockFile: l.Previous, LaneRow: prev,
+		PreviousProcess: l.PreviousProcess, RescuedBy: l.RescuedBy}
 }
 
 // recoveryAnomalies finds, before any change, the rows of this lane that

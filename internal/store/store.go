@@ -44,6 +44,9 @@ type Store struct {
 	// fences maps a lane to the *pgLock this process holds for it on
 	// PostgreSQL: the claim's guard (see claimFence in postgres_lock.go).
 	fences sync.Map
+	// gate orders this process's writers where the dialect has one
+	// writer at a time (SQLite): outcomes first. Nil on PostgreSQL.
+	gate *writeGate
 }
 
 // Open opens the database named by dsn (a SQLite file path or a
@@ -67,6 +70,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if s.now == nil { // openPostgres sets the database's clock; see dbClock
 		s.now = time.Now
+	}
+	if s.dialect.oneWriter {
+		s.gate = &writeGate{}
 	}
 	if !opts.NoMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -114,6 +120,19 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // inTxHooks is inTx with crash points hit just before and just after COMMIT.
 func (s *Store) inTxHooks(ctx context.Context, fn func(tx *sql.Tx) error, beforeCommit, afterCommit string) error {
+	return s.inTxAt(ctx, writeNormal, fn, beforeCommit, afterCommit)
+}
+
+// inTxAt is inTxHooks for a writer of priority p: on a one-writer database
+// an outcome (writeOutcome) goes ahead of every other writer waiting in
+// this process (see writeGate).
+func (s *Store) inTxAt(ctx context.Context, p writePriority, fn func(tx *sql.Tx) error, beforeCommit, afterCommit string) error {
+	if s.gate != nil {
+		if err := s.gate.acquire(ctx, p); err != nil {
+			return fmt.Errorf("wait for the writer: %w", err)
+		}
+		defer s.gate.release()
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.classify(fmt.Errorf("begin: %w", err))

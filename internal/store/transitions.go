@@ -112,10 +112,19 @@ type CompleteParams struct {
 	ProviderRequestID string
 }
 
+// ErrAlreadyDone is CompleteIfRunning's answer when p.AttemptID is already
+// done: an earlier try of this same completion committed, though its
+// answer was lost (a timeout during COMMIT). It is an ECONFLICT (nothing
+// written) that the caller may count as success.
+var ErrAlreadyDone = inkwell.Errorf(inkwell.ECONFLICT, "the attempt is already done: this completion had committed")
+
 // CompleteIfRunning writes the result, the charge, attempt done and job
 // done in one transaction. Fencing: only if p.AttemptID is still the
 // running attempt of a running job; otherwise it writes nothing and returns
-// an ECONFLICT error (a late completion after recovery closed the attempt).
+// an ECONFLICT error: ErrAlreadyDone when that attempt is done already (a
+// retried completion whose first commit landed), another ECONFLICT when it
+// was fenced out (a late completion after recovery closed the attempt).
+// On SQLite it goes ahead of every other writer waiting in this process.
 func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
 	const doneAttempt = `UPDATE job_attempts SET status = 'done', finished_at = $1
 		WHERE id = $2 AND job_id = $3 AND status = 'running'`
@@ -124,9 +133,15 @@ func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
 	const insertResult = `INSERT INTO results (job_id, attempt_id, text, created_at) VALUES ($1, $2, $3, $4)`
 	const insertCharge = `INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`
+	const attemptStatus = `SELECT status FROM job_attempts WHERE id = $1 AND job_id = $2`
 	now := s.nowTS()
-	return s.inTxHooks(ctx, func(tx *sql.Tx) error {
+	return s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
 		if err := s.execOne(ctx, tx, doneAttempt, now, p.AttemptID, p.JobID); err != nil {
+			var st string
+			if inkwell.ErrorCode(err) == inkwell.ECONFLICT && s.txQueryRow(ctx, tx, attemptStatus, p.AttemptID, p.JobID).Scan(&st) == nil &&
+				st == inkwell.StatusDone {
+				err = ErrAlreadyDone
+			}
 			return fmt.Errorf("complete attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 		}
 		if err := s.execOne(ctx, tx, doneJob, now, p.JobID); err != nil {
@@ -161,7 +176,7 @@ func (s *Store) FailIfRunning(ctx context.Context, p FailParams) error {
 		p.Error = "failed without a reason"
 	}
 	now := s.nowTS()
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
 		if err := s.execOne(ctx, tx, failAttempt, p.Error, now, p.AttemptID, p.JobID); err != nil {
 			return fmt.Errorf("fail attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 		}
@@ -169,7 +184,7 @@ func (s *Store) FailIfRunning(ctx context.Context, p FailParams) error {
 			return fmt.Errorf("fail job %d: %w", p.JobID, err)
 		}
 		return nil
-	})
+	}, "", "")
 }
 
 // RetryIfFailed moves a failed job back to queued, clearing its error and

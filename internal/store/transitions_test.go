@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -396,6 +397,9 @@ func TestStore_CompleteIfRunning(t *testing.T) {
 			if got := inkwell.ErrorCode(err); got != inkwell.ECONFLICT {
 				t.Fatalf("completion after recovery: code %q (err %v), want %q", got, err, inkwell.ECONFLICT)
 			}
+			if errors.Is(err, store.ErrAlreadyDone) {
+				t.Errorf("a fenced-out completion reads as already done: %v", err)
+			}
 			assertSameDump(t, before, dumpAll(t, s))
 		})
 	})
@@ -411,6 +415,10 @@ func TestStore_CompleteIfRunning(t *testing.T) {
 			err := s.CompleteIfRunning(t.Context(), completeParams(c))
 			if got := inkwell.ErrorCode(err); got != inkwell.ECONFLICT {
 				t.Fatalf("second completion: code %q (err %v), want %q", got, err, inkwell.ECONFLICT)
+			}
+			// The same attempt, already done: the answer says so itself.
+			if !errors.Is(err, store.ErrAlreadyDone) {
+				t.Errorf("second completion of the same attempt: %v, want store.ErrAlreadyDone", err)
 			}
 			assertSameDump(t, before, dumpAll(t, s))
 		})

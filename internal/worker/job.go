@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -28,14 +29,14 @@ func (l *Lane) runOne(ctx context.Context) (worked bool, err error) {
 	if c == nil {
 		return false, nil
 	}
-	log := l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)
-	log.InfoContext(ctx, "job claimed")
+	j := &claimedJob{Claimed: c, log: l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)}
+	j.log.InfoContext(ctx, "job claimed")
 	if l.cfg.Observer != nil {
 		l.cfg.Observer.Claimed(l.cfg.Name)
 	}
 	var req inkwell.Request
 	if err := json.Unmarshal(c.Job.Payload, &req); err != nil {
-		return true, l.fail(ctx, c, fmt.Sprintf("payload unreadable: %v", err), 0)
+		return true, l.fail(ctx, j, fmt.Sprintf("payload unreadable: %v", err), 0)
 	}
 	resp, elapsed, callErr := l.call(ctx, c, req)
 	if callErr != nil {
@@ -43,10 +44,18 @@ func (l *Lane) runOne(ctx context.Context) (worked bool, err error) {
 		if ctx.Err() != nil && errors.Is(callErr, context.Canceled) {
 			msg = inkwell.ErrShutdownGrace
 		}
-		return true, l.fail(ctx, c, msg, elapsed)
+		return true, l.fail(ctx, j, msg, elapsed)
 	}
 	crashpoint.Hit(crashpoint.ProviderAfterCall)
-	return true, l.complete(ctx, c, req, resp, elapsed)
+	return true, l.complete(ctx, j, req, resp, elapsed)
+}
+
+// claimedJob is one claimed job on its way to an outcome, with the logger
+// that names it in every line.
+type claimedJob struct {
+	*store.Claimed
+	log      *slog.Logger
+	stopSeen time.Time // when record first saw the stop signal with an answer unstored
 }
 
 // call runs the provider outside any transaction. After ctx ends (a stop
@@ -71,9 +80,11 @@ func (l *Lane) call(ctx context.Context, c *store.Claimed, req inkwell.Request) 
 	return resp, time.Since(start).Seconds(), err
 }
 
-// complete records a provider answer. Its outcome is written even during
-// shutdown, on a context that outlives the stop signal.
-func (l *Lane) complete(ctx context.Context, c *store.Claimed, req inkwell.Request, resp inkwell.ProviderResponse, secs float64) error {
+// complete records a provider answer. The answer is in hand and may have
+// been paid for, so it is stored unless the attempt was fenced out: the
+// write waits out a busy, locked or full database for as long as the
+// process lives (after a stop signal, for the grace period).
+func (l *Lane) complete(ctx context.Context, j *claimedJob, req inkwell.Request, resp inkwell.ProviderResponse, secs float64) error {
 	// The API decides who pays (api.decideAccount) and stores it in the
 	// payload; only a legacy row, adopted from before accounts existed, has
 	// none, and it is charged to the default account as the API would.
@@ -81,74 +92,57 @@ func (l *Lane) complete(ctx context.Context, c *store.Claimed, req inkwell.Reque
 	if account == "" {
 		account = inkwell.DefaultAccount
 	}
-	err := l.record(ctx, func(wctx context.Context) error {
+	err := l.record(ctx, j, true, func(wctx context.Context) error {
 		return l.store.CompleteIfRunning(wctx, store.CompleteParams{
-			JobID: c.Job.ID, AttemptID: c.Attempt.ID, Text: resp.Text,
+			JobID: j.Job.ID, AttemptID: j.Attempt.ID, Text: resp.Text,
 			Account: account, AmountMicros: resp.AmountMicros, ProviderRequestID: resp.RequestID,
 		})
 	})
 	wctx := context.WithoutCancel(ctx)
-	log := l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)
 	switch {
-	case inkwell.ErrorCode(err) == inkwell.ECONFLICT && l.attemptDone(wctx, c):
+	case errors.Is(err, store.ErrAlreadyDone):
 		// A retried commit whose first try landed before its answer was lost.
-		log.InfoContext(wctx, "job done (the first commit of the completion had landed)", "provider_request_id", resp.RequestID)
+		j.log.InfoContext(wctx, "job done (the first commit of the completion had landed)", "provider_request_id", resp.RequestID)
 	case inkwell.ErrorCode(err) == inkwell.ECONFLICT:
-		log.WarnContext(wctx, "completion refused: attempt is no longer the running one; nothing written", "err", err)
-		l.observe(OutcomeFenced, secs, c.Job)
+		j.log.WarnContext(wctx, "completion refused: attempt is no longer the running one; nothing written", "err", err)
+		l.observe(OutcomeFenced, secs, j.Job)
 		return nil
-	case inkwell.ErrorCode(err) == inkwell.EUNAVAILABLE:
-		l.observe(OutcomeAborted, secs, c.Job)
+	case isUnavailable(err):
+		j.log.ErrorContext(wctx, "PROVIDER ANSWER NOT STORED: the database stayed unavailable until the lane had to stop; "+
+			"the job stays running until recovery closes it, and a retry calls the provider again under the same key",
+			"provider_request_id", resp.RequestID, "amount_micros", resp.AmountMicros, "err", err)
+		l.observe(OutcomeAborted, secs, j.Job)
 		return fmt.Errorf("%w: %w", errUnrecorded, err)
 	case err != nil:
 		// The database refused this answer for good (it is not busy): record
 		// a failed attempt that says why, rather than stop the lane and
 		// leave the job running; a retry would get the same answer again.
-		log.ErrorContext(wctx, "provider answer could not be stored", "err", err)
-		return l.fail(ctx, c, "could not store the provider's answer: "+err.Error(), secs)
+		j.log.ErrorContext(wctx, "provider answer could not be stored", "err", err)
+		return l.fail(ctx, j, "could not store the provider's answer: "+err.Error(), secs)
 	default:
-		log.InfoContext(wctx, "job done", "provider_request_id", resp.RequestID, "amount_micros", resp.AmountMicros, "provider_seconds", secs)
+		j.log.InfoContext(wctx, "job done", "provider_request_id", resp.RequestID, "amount_micros", resp.AmountMicros, "provider_seconds", secs)
 	}
-	l.observe(OutcomeDone, secs, c.Job)
+	l.observe(OutcomeDone, secs, j.Job)
 	return nil
 }
 
-// attemptDone reports whether the claimed attempt is already done: the
-// evidence that a completion's commit landed although its answer did not
-// reach the lane.
-func (l *Lane) attemptDone(ctx context.Context, c *store.Claimed) bool {
-	rctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
-	defer cancel()
-	attempts, err := l.store.Attempts(rctx, c.Job.ID)
-	if err != nil {
-		return false
-	}
-	for _, a := range attempts {
-		if a.ID == c.Attempt.ID {
-			return a.Status == inkwell.StatusDone
-		}
-	}
-	return false
-}
-
-func (l *Lane) fail(ctx context.Context, c *store.Claimed, msg string, secs float64) error {
+func (l *Lane) fail(ctx context.Context, j *claimedJob, msg string, secs float64) error {
 	msg = storableError(msg)
-	err := l.record(ctx, func(wctx context.Context) error {
-		return l.store.FailIfRunning(wctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg})
+	err := l.record(ctx, j, false, func(wctx context.Context) error {
+		return l.store.FailIfRunning(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg})
 	})
 	wctx := context.WithoutCancel(ctx)
-	log := l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)
 	if inkwell.ErrorCode(err) == inkwell.ECONFLICT {
-		log.WarnContext(wctx, "failure not recorded: attempt is no longer the running one", "error", msg)
-		l.observe(OutcomeFenced, secs, c.Job)
+		j.log.WarnContext(wctx, "failure not recorded: attempt is no longer the running one", "error", msg)
+		l.observe(OutcomeFenced, secs, j.Job)
 		return nil
 	}
 	if err != nil {
-		l.observe(OutcomeAborted, secs, c.Job)
+		l.observe(OutcomeAborted, secs, j.Job)
 		return fmt.Errorf("%w: %w", errUnrecorded, err)
 	}
-	log.WarnContext(wctx, "job failed", "error", msg)
-	l.observe(OutcomeFailed, secs, c.Job)
+	j.log.WarnContext(wctx, "job failed", "error", msg)
+	l.observe(OutcomeFailed, secs, j.Job)
 	return nil
 }
 
@@ -163,24 +157,73 @@ func (l *Lane) observe(outcome string, secs float64, job inkwell.Job) {
 // on the evidence of the lock, may close it.
 var errUnrecorded = errors.New("outcome not recorded")
 
-// record writes an outcome, retrying while the database is unavailable
-// (busy, locked, disk full) for up to Config.RecordPatience: the provider
-// has answered and may have billed, so the answer is worth waiting for. It
-// runs on a context that outlives a stop signal.
-func (l *Lane) record(ctx context.Context, write func(ctx context.Context) error) error {
-	deadline := time.Now().Add(l.cfg.RecordPatience)
+// isUnavailable says whether a write may succeed if tried again: the
+// database was busy, locked or full, or did not answer within the try's
+// deadline (queued behind other writers, or behind another process's
+// lock). Neither means the row was refused.
+func isUnavailable(err error) bool {
+	return inkwell.ErrorCode(err) == inkwell.EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded)
+}
+
+// record writes an outcome on a context that outlives a stop signal,
+// trying again while the database is unavailable. An answer (answer=true)
+// is tried for as long as the process lives, or, once ctx has ended (a
+// stop), for the grace period; a failure for Config.RecordPatience. While
+// an answer waits, AnswersWaiting counts it (heartbeats write it to the
+// lanes row, the views show it) and the log says so.
+func (l *Lane) record(ctx context.Context, j *claimedJob, answer bool, write func(ctx context.Context) error) error {
+	giveUp := time.Now().Add(l.cfg.RecordPatience)
 	backoff := 50 * time.Millisecond
-	for {
+	var lastLog time.Time
+	for try := 1; ; try++ {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DBTimeout)
 		err := write(wctx)
 		cancel()
-		if inkwell.ErrorCode(err) != inkwell.EUNAVAILABLE || time.Now().Add(backoff).After(deadline) {
+		if !isUnavailable(err) {
+			if try > 1 && answer {
+				l.waiting.Add(-1)
+				j.log.InfoContext(ctx, "answer stored after waiting for the database", "tries", try)
+			}
 			return err
 		}
-		l.log.WarnContext(ctx, "database unavailable; retrying the write of an outcome", "err", err, "retry_in", backoff)
+		if answer && try == 1 {
+			l.waiting.Add(1)
+		}
+		if answer {
+			giveUp = l.answerDeadline(ctx, j)
+		}
+		if time.Now().Add(backoff).After(giveUp) {
+			if answer {
+				l.waiting.Add(-1)
+			}
+			return err
+		}
+		if time.Since(lastLog) >= 15*time.Second {
+			lastLog = time.Now()
+			msg := "database unavailable; retrying the write of a failure"
+			if answer {
+				msg = "answer waiting to be stored: database unavailable; retrying"
+			}
+			j.log.WarnContext(ctx, msg, "err", err, "tries", try, "retry_in", backoff)
+		}
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// answerDeadline is how long an unstored answer is tried: for as long as
+// the process lives, until a stop signal; then for the grace period, said
+// loudly once.
+func (l *Lane) answerDeadline(ctx context.Context, j *claimedJob) time.Time {
+	if ctx.Err() == nil {
+		return time.Now().Add(24 * time.Hour) // pushed forward at every try: no limit while running
+	}
+	if j.stopSeen.IsZero() {
+		j.stopSeen = time.Now()
+		j.log.ErrorContext(context.WithoutCancel(ctx), "stopping with a provider answer not stored yet: the database is unavailable; "+
+			"still trying for the grace period", "grace", l.cfg.Grace)
+	}
+	return j.stopSeen.Add(l.cfg.Grace)
 }
 
 // maxErrorBytes bounds an attempt's error text.

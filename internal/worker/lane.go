@@ -52,12 +52,11 @@ type laneStore interface {
 	LockLane(ctx context.Context, lane string) (*store.LaneLock, error)
 	Recover(ctx context.Context, l *store.LaneLock, dryRun bool) (store.RecoveryReport, error)
 	RegisterLane(ctx context.Context, l *store.LaneLock) error
-	Heartbeat(ctx context.Context, l *store.LaneLock) error
+	Heartbeat(ctx context.Context, l *store.LaneLock, answersWaiting int64) error
 	StopLane(ctx context.Context, l *store.LaneLock, reason string) error
 	Claim(ctx context.Context, lane string) (*store.Claimed, error)
 	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
 	FailIfRunning(ctx context.Context, p store.FailParams) error
-	Attempts(ctx context.Context, jobID int64) ([]inkwell.Attempt, error)
 	// Rescue on proof (rescue.go).
 	Dialect() string
 	LanesWithRunning(ctx context.Context, except string) ([]string, error)
@@ -74,6 +73,8 @@ type Lane struct {
 	wake  chan struct{}
 
 	rescueScans atomic.Int64 // completed looks for dead lanes (rescue.go)
+	waiting     atomic.Int64 // provider answers in hand, not yet stored (job.go record)
+	restored    atomic.Int64 // lock file restorations already logged
 }
 
 // New returns a lane over st. It panics on a missing provider: a
@@ -161,6 +162,10 @@ func (l *Lane) Wake() {
 // Name is the lane's name.
 func (l *Lane) Name() string { return l.cfg.Name }
 
+// AnswersWaiting is how many provider answers the lane holds and has not
+// stored yet because the database is unavailable (busy, locked or full).
+func (l *Lane) AnswersWaiting() int64 { return l.waiting.Load() }
+
 // Run claims and runs jobs until ctx ends or the lane loses its lock. When
 // ctx ends it stops claiming, lets a running provider call finish within
 // the grace period, records the outcome, marks the lane stopped and
@@ -209,7 +214,7 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) {
 	poll := time.NewTicker(l.cfg.Poll)
 	defer poll.Stop()
 	for ctx.Err() == nil {
-		if err := l.lock.Check(); err != nil { // fencing: no claim without the lock
+		if err := l.checkLock(ctx); err != nil { // fencing: no claim without the lock
 			l.log.ErrorContext(ctx, "lane lock lost; no more claims, stopping the lane", "err", err)
 			stopLane(err)
 			return
@@ -244,13 +249,13 @@ func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) 
 		case <-t.C:
 		case <-l.lock.Lost(): // PostgreSQL: the lock session is gone; stop now
 		}
-		if err := l.lock.Check(); err != nil {
+		if err := l.checkLock(ctx); err != nil {
 			l.log.ErrorContext(ctx, "lane lock lost; stopping the lane", "err", err)
 			stopLane(err)
 			return
 		}
 		hctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
-		err := l.store.Heartbeat(hctx, l.lock)
+		err := l.store.Heartbeat(hctx, l.lock, l.waiting.Load())
 		cancel()
 		switch {
 		case inkwell.ErrorCode(err) == inkwell.ECONFLICT:
@@ -262,4 +267,16 @@ func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) 
 			l.log.WarnContext(ctx, "heartbeat", "err", err)
 		}
 	}
+}
+
+// checkLock checks the lane's lock (see store.LaneLock.Check) and logs
+// each time it had to take the lock again on a deleted or replaced file.
+func (l *Lane) checkLock(ctx context.Context) error {
+	err := l.lock.Check()
+	if n := l.lock.Restored(); n > l.restored.Load() {
+		l.restored.Store(n)
+		l.log.WarnContext(ctx, "lane lock file was deleted or replaced; took the lock on the new file and carried on "+
+			"(a process that starts this lane meanwhile is refused: this one is alive)", "lock", l.lock.Path)
+	}
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -275,18 +276,59 @@ func TestLane_GracefulStop(t *testing.T) {
 	})
 }
 
-func TestLane_StopsWhenItsLockFileIsDeleted(t *testing.T) {
+func TestLane_TakesItsDeletedLockFileAgain(t *testing.T) {
 	t.Parallel()
 	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
 	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Heartbeat: 10 * time.Millisecond})
-	if err := os.Remove(st.Path() + ".lane-local.lock"); err != nil {
+	path := st.Path() + ".lane-local.lock"
+	if err := os.Remove(path); err != nil {
 		t.Fatalf("delete the lock file: %v", err)
 	}
-	err := r.wait(t)
-	if err == nil || !strings.Contains(err.Error(), "deleted") {
-		t.Errorf("Run = %v, want an error saying the lock file was deleted", err)
+	// Taken again once the new file names this lane's incarnation (the
+	// lane writes it after its flock is granted).
+	self := r.recovery.Evidence.Recoverer.Incarnation
+	storetest.WaitFor(t, 10*time.Second, "lock file re-created and held", func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && strings.Contains(string(b), self)
+	})
+	// The lane holds the new file: nobody else can take the lane.
+	if l, err := st.LockLane(t.Context(), "local"); err == nil {
+		l.Release()
+		t.Fatal("LockLane succeeded beside a running lane whose lock file was deleted")
 	}
-	if row := laneRow(t, st, "local"); row.StoppedAt == nil || !strings.Contains(row.StopReason, "deleted") {
+	// And it carries on working.
+	job := accept(t, st, "after-delete", "still working", 5)
+	r.lane.Wake()
+	storetest.WaitFor(t, 10*time.Second, "job done", func() bool {
+		j, err := st.Job(t.Context(), job.ID)
+		return err == nil && j.Status == inkwell.StatusDone
+	})
+}
+
+func TestLane_StopsWhenAnotherHoldsItsReplacedLockFile(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	path := st.Path() + ".lane-local.lock"
+	// The lane checks its lock every hour only, so the imposter is in place
+	// before it looks.
+	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Heartbeat: time.Hour, Poll: time.Hour})
+	if err := os.Remove(path); err != nil {
+		t.Fatalf("delete the lock file: %v", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	r.lane.Wake() // the loop checks the lock before it claims
+	err = r.wait(t)
+	if err == nil || !strings.Contains(err.Error(), "deleted or replaced") {
+		t.Errorf("Run = %v, want an error saying the lock file was deleted or replaced", err)
+	}
+	if row := laneRow(t, st, "local"); row.StoppedAt == nil || !strings.Contains(row.StopReason, "deleted or replaced") {
 		t.Errorf("lanes row %+v, want stopped with the reason", row)
 	}
 }
