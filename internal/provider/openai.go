@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -40,15 +41,29 @@ type OpenAIConfig struct {
 	// MicrosPerToken, when set, prices an answer that carries usage but no
 	// inkwell_amount_micros: total_tokens * MicrosPerToken.
 	MicrosPerToken int64
-	// Client sends the request. When nil, a client that follows no
-	// redirect, so that a call is one request and never a second POST.
+	// Client sends the request; a client on http.DefaultTransport when nil.
+	// Its CheckRedirect is replaced (on a copy): a redirect is never
+	// followed, so that a call is one request and never a second POST or
+	// GET elsewhere. A Transport that makes the request replayable again
+	// (gives it a GetBody) can still resend it; OnResend counts that.
 	Client *http.Client
+	// Logger receives a warning, with the job's provider key, for each
+	// time the transport sends one call again (see OnResend);
+	// slog.Default() when nil.
+	Logger *slog.Logger
+	// OnResend, when set, is called once for each connection the HTTP
+	// transport obtains for one call after the first: a request the
+	// provider may have received (and billed) twice. cmd/inkwell counts
+	// them in inkwell_provider_http_resends_total.
+	OnResend func()
 }
 
 // OpenAI is the provider that speaks the OpenAI-compatible chat-completions
-// API. Each Generate makes exactly one HTTP request.
+// API. Each Generate makes at most one HTTP request (transport.go says how,
+// and how a resend would still be seen).
 type OpenAI struct {
 	cfg      OpenAIConfig
+	client   *http.Client
 	endpoint string
 }
 
@@ -67,32 +82,35 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		}}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
-	return &OpenAI{cfg: cfg, endpoint: u.String()}, nil
+	return &OpenAI{cfg: cfg, client: noRedirects(cfg.Client), endpoint: u.String()}, nil
 }
 
 // Generate sends one chat completion with req.IdempotencyKey as the
 // Idempotency-Key header (omitted when empty) and MaxWords as max_tokens
-// (see TokensPerWord). Every failure is a *CallError.
+// (see TokensPerWord). Every failure is a *CallError. It sends at most one
+// HTTP request, and never follows a redirect (transport.go).
 func (p *OpenAI) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
+	callCtx, trace := p.trace(callCtx, req.IdempotencyKey)
 	httpReq, err := p.newRequest(callCtx, req)
 	if err != nil {
 		return inkwell.ProviderResponse{}, err
 	}
-	res, err := p.cfg.Client.Do(httpReq)
+	res, err := p.client.Do(httpReq)
 	if err != nil {
-		return inkwell.ProviderResponse{}, transportError(ctx, err, p.scrub)
+		return inkwell.ProviderResponse{}, p.transportError(ctx, err, trace)
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes+1))
 	if err != nil {
-		return inkwell.ProviderResponse{}, transportError(ctx, err, p.scrub)
+		return inkwell.ProviderResponse{}, p.transportError(ctx, err, trace)
+	}
+	if res.StatusCode >= 300 && res.StatusCode <= 399 {
+		return inkwell.ProviderResponse{}, p.redirected(res)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		return inkwell.ProviderResponse{}, statusError(res.StatusCode, p.errorText(body), retryAfter(res.Header))
@@ -127,6 +145,7 @@ func (p *OpenAI) newRequest(ctx context.Context, req inkwell.ProviderRequest) (*
 	if err != nil {
 		return nil, fmt.Errorf("build chat request: %w", err)
 	}
+	sendOnce(r)
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Accept", "application/json")
 	if p.cfg.APIKey != "" {
@@ -136,6 +155,30 @@ func (p *OpenAI) newRequest(ctx context.Context, req inkwell.ProviderRequest) (*
 		r.Header.Set("Idempotency-Key", req.IdempotencyKey)
 	}
 	return r, nil
+}
+
+// transportError classifies a failure to send the request or to read the
+// answer (callerror.go). A network error after the transport had obtained a
+// connection says that the outcome is unknown: the provider may have
+// received the request and billed it (a reset after the request was
+// written, an answer cut short). One before that (DNS, dial) says nothing
+// more: the request was not sent.
+func (p *OpenAI) transportError(ctx context.Context, err error, trace *callTrace) *CallError {
+	e := transportError(ctx, err, p.scrub)
+	if e.Class == ClassNetwork && trace.connected() {
+		e.Msg = "outcome unknown, the request may have reached the provider and been billed: " + e.Msg
+	}
+	return e
+}
+
+// redirected is the error for a 3xx answer: never followed, because a paid
+// call is sent once, to the configured URL only.
+func (p *OpenAI) redirected(res *http.Response) *CallError {
+	where := oneLine(p.scrub(res.Header.Get("Location")))
+	if where == "" {
+		where = "(no Location)"
+	}
+	return malformed(res.StatusCode, "the provider redirected the call to %s; a paid call is sent once, to the configured URL, and never follows a redirect: configure the URL it redirects to", where)
 }
 
 // chatResponse is the part of an answer we read. InkwellAmountMicros is the

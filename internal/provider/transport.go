@@ -1,0 +1,118 @@
+package provider
+
+// One Generate is at most one HTTP request on the wire; a second one that
+// the transport sends anyway is counted and logged.
+//
+// Prevention. net/http's Transport sends a request again on a new
+// connection when a reused keep-alive connection fails before the answer
+// (a reset, an EOF), if the request is "replayable" (net/http request.go,
+// isReplayable): it has no body, or a GetBody to make the body again, and
+// an idempotent method or an Idempotency-Key / X-Idempotency-Key header.
+// Our POST carries Idempotency-Key, and http.NewRequest sets GetBody for a
+// *bytes.Reader body, so it was replayable: a provider that read the call
+// and reset the connection got it twice, and a provider that ignores keys
+// billed it twice, with one clean attempt in our database. sendOnce clears
+// GetBody, and a request with a body and no GetBody is never sent again by
+// the HTTP/1 transport (shouldRetryRequest: not replayable once written;
+// nothingWrittenError: retried only with outgoingLength 0 or a GetBody).
+// The HTTP/2 transport (http2shouldRetryRequest) still retries such a
+// request on errClientConnUnusable, which it returns before the stream is
+// opened, so that request never reached the first connection: harmless,
+// and counted below all the same (see trace). Redirects would need
+// GetBody too; a client that follows 301-303 sends a second, body-less
+// GET. noRedirects makes every redirect the answer, and Generate fails it.
+//
+// Detection. callTrace watches the call through net/http/httptrace: each
+// connection the transport obtains for one call after the first is a
+// resend. It relies on the transport calling the hooks, as net/http's
+// HTTP/1 and HTTP/2 transports do; a RoundTripper that bypasses net/http
+// is not seen.
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+)
+
+// sendOnce makes r not replayable: with a body and no GetBody, net/http
+// never sends it a second time after it may have been written.
+func sendOnce(r *http.Request) {
+	r.GetBody = nil
+}
+
+// noRedirects returns a copy of c (a new client when nil) whose redirects
+// are answers: a paid call is never sent to a second address.
+func noRedirects(c *http.Client) *http.Client {
+	var cp http.Client
+	if c != nil {
+		cp = *c
+	}
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cp
+}
+
+// callTrace is what the transport reported about one Generate. Its hooks
+// may run on the transport's goroutines (HTTP/1 reports WroteRequest from
+// its write loop), hence the mutex.
+type callTrace struct {
+	mu       sync.Mutex
+	conns    int   // connections obtained for this call
+	wrote    bool  // some connection reported the request written, or failing to be
+	writeErr error // the last write's error, nil when it was written in full
+}
+
+// connected reports whether the request got as far as a connection, so
+// that the provider may have received it.
+func (c *callTrace) connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conns > 0
+}
+
+// trace returns ctx with hooks that count the connections of one call and
+// report each one after the first: a warning with the job's provider key
+// (never the API key), and OnResend. The count is conservative: an HTTP/2
+// retry on a connection found unusable before anything was written counts
+// too, and its warning says written_before=false.
+func (p *OpenAI) trace(ctx context.Context, providerKey string) (context.Context, *callTrace) {
+	ct := &callTrace{}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			ct.mu.Lock()
+			ct.conns++
+			n, wrote, writeErr := ct.conns, ct.wrote, ct.writeErr
+			ct.mu.Unlock()
+			if n > 1 {
+				p.resent(ctx, providerKey, n, info, wrote, writeErr)
+			}
+		},
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			ct.mu.Lock()
+			ct.wrote, ct.writeErr = true, info.Err
+			ct.mu.Unlock()
+		},
+	}), ct
+}
+
+// resent reports the n-th connection of one call.
+func (p *OpenAI) resent(ctx context.Context, providerKey string, n int, info httptrace.GotConnInfo, wrote bool, writeErr error) {
+	attrs := []slog.Attr{
+		slog.String("provider_key", providerKey),
+		slog.Int("connection", n),
+		slog.Bool("reused", info.Reused),
+		slog.Bool("written_before", wrote),
+	}
+	if writeErr != nil {
+		attrs = append(attrs, slog.String("write_err", oneLine(p.scrub(writeErr.Error()))))
+	}
+	if info.Conn != nil {
+		attrs = append(attrs, slog.String("remote_addr", info.Conn.RemoteAddr().String()))
+	}
+	p.cfg.Logger.LogAttrs(ctx, slog.LevelWarn,
+		"provider call sent again by the HTTP transport: a provider that ignores the idempotency key bills it twice", attrs...)
+	if p.cfg.OnResend != nil {
+		p.cfg.OnResend()
+	}
+}
