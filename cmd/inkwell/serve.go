@@ -15,6 +15,7 @@ import (
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/worker"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func init() {
@@ -94,6 +95,8 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	if err := store.ValidateLane(*cfg.lane); err != nil {
 		return err
 	}
+	reg := newRegistry()
+	cfg.provider.metrics, cfg.provider.log = reg, log
 	prov, err := cfg.provider.build()
 	if err != nil {
 		return err
@@ -103,13 +106,16 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
-	reg := newRegistry()
 	metrics := api.NewMetrics(reg, st)
 	lane := worker.New(st, worker.Config{
 		Name: *cfg.lane, Provider: prov, Logger: log,
 		Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Grace: *cfg.grace, Rescue: *cfg.rescue,
 		Observer: metrics,
 	})
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "inkwell_answers_waiting",
+		Help: "Provider answers the lane holds and has not stored yet because the database is busy, locked or full; they are retried until stored.",
+	}, func() float64 { return float64(lane.AnswersWaiting()) }))
 	srv := api.New(api.Config{Store: st, Logger: log, OnAccepted: lane.Wake, Metrics: metrics, Gatherer: reg,
 		LoopbackOnly: listensOnLoopback(*cfg.addr)})
 	// The lock comes first: a process refused its lane never serves, so it

@@ -36,6 +36,10 @@ func previousHolders(l *LaneLock, row *LaneRow) (findings []string, live *Holder
 	} else if row.StoppedAt != nil {
 		findings = append(findings, fmt.Sprintf("previous holder (pid %d on host %s) recorded its stop at %s",
 			row.PID, row.Host, row.StoppedAt.UTC().Format(time.RFC3339)))
+	} else if p := l.Previous; p != nil && p.Incarnation == row.Incarnation && p.ReleasedAt != nil {
+		// The lock file just locked says this incarnation let go of it.
+		findings = append(findings, fmt.Sprintf("previous holder (pid %d on host %s) released the lock at %s, per the lock file",
+			row.PID, row.Host, p.ReleasedAt.UTC().Format(time.RFC3339)))
 	} else if row.Incarnation != l.Self.Incarnation {
 		h := row.holder()
 		lv := checkHolder(h)
