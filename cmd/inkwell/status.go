@@ -32,6 +32,9 @@ type statusReport struct {
 	Lanes           []store.LaneState   `json:"lanes"`
 	LastRecoveryRun *store.RecoveryRun  `json:"last_recovery_run"`
 	Jobs            []store.BoardRow    `json:"jobs"`
+	// SilentLanes says, per silent lane, what this host can tell of its
+	// process (alive and stopped or hung, or gone) and what to do.
+	SilentLanes map[string]string `json:"silent_lanes,omitempty"`
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -68,6 +71,9 @@ func readStatus(ctx context.Context, st *store.Store, jobs int) (statusReport, e
 		return rep, err
 	}
 	if rep.Lanes, err = st.LiveLanes(ctx); err != nil {
+		return rep, err
+	}
+	if rep.SilentLanes, err = silentLanes(ctx, st, rep.Lanes); err != nil {
 		return rep, err
 	}
 	if rep.LastRecoveryRun, err = st.LastRecoveryRun(ctx); err != nil {
@@ -107,6 +113,11 @@ func printStatus(w io.Writer, rep statusReport, jobs int) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s ago\t%d\tpid %d on %s\t%s\n", l.Lane, state, l.HeartbeatAge, l.RunningJobs, l.PID, l.Host, fmtTime(&l.StartedAt))
 		}
 		tw.Flush()
+		for _, l := range rep.Lanes {
+			if advice, ok := rep.SilentLanes[l.Lane]; ok {
+				fmt.Fprintf(w, "  lane %s is silent: %s\n", l.Lane, advice)
+			}
+		}
 	}
 
 	fmt.Fprintln(w, "\nLAST RECOVERY RUN")
@@ -148,4 +159,28 @@ func printRecoveryRun(w io.Writer, run *store.RecoveryRun) {
 	if run.Anomalies != "" {
 		fmt.Fprintf(w, "  left unchanged (invariant breaks, need a person): %s\n", run.Anomalies)
 	}
+}
+
+// silentLanes checks the process of each silent lane, from this host.
+func silentLanes(ctx context.Context, st *store.Store, lanes []store.LaneState) (map[string]string, error) {
+	silent := map[string]bool{}
+	for _, l := range lanes {
+		if l.State == "silent" {
+			silent[l.Lane] = true
+		}
+	}
+	if len(silent) == 0 {
+		return nil, nil
+	}
+	rows, err := st.Lanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	advice := map[string]string{}
+	for _, r := range rows {
+		if silent[r.Name] {
+			advice[r.Name] = r.SilentLaneAdvice()
+		}
+	}
+	return advice, nil
 }

@@ -113,6 +113,33 @@ func TestServe_StoppedHolderIsAliveNotDead(t *testing.T) {
 	if strings.Contains(stderr, ".lock") {
 		t.Errorf("refusal %q names the lock file, which invites deleting it", stderr)
 	}
+	// Once its heartbeat is old enough to call it silent, inkwell status
+	// tells the live, stopped holder apart from a dead one.
+	st := storetest.MustOpen(t, db, store.Options{})
+	if _, err := st.WriteDB().ExecContext(t.Context(), `UPDATE overview_settings SET value = 0.5 WHERE name = 'lane_silence_seconds'`); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	storetest.WaitFor(t, lanesWait, "status calls the lane silent", func() bool {
+		code, stdout := runBinOut(t, bin, "status", "--db", db)
+		out = stdout
+		return code == 0 && strings.Contains(stdout, "lane local is silent")
+	})
+	want := fmt.Sprintf("lane local is silent: its process pid %d on host", a.Pid())
+	for _, w := range []string{want, "(stopped (T)) and holds the lane: inspect it", "ending it lets recovery close its attempts"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("inkwell status does not say %q:\n%s", w, out)
+		}
+	}
+}
+
+// runBinOut runs bin to completion and returns its exit code and stdout.
+func runBinOut(t *testing.T, bin string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd.Env = append(os.Environ(), "INKWELL_CRASH_AT=")
+	out, _ := cmd.Output()
+	return cmd.ProcessState.ExitCode(), string(out)
 }
 
 // runBin runs bin to completion and returns its exit code and stderr.

@@ -105,3 +105,22 @@ func (s *Store) liveHolderError(lane string, h Holder, row *LaneRow, why string)
 func (r LaneRow) holder() Holder {
 	return Holder{PID: r.PID, Host: r.Host, Incarnation: r.Incarnation, Since: r.StartedAt, BootID: r.BootID, ProcStart: r.ProcStart}
 }
+
+// SilentLaneAdvice says, for a lane whose heartbeat has gone silent, what
+// this host can tell of its process and what to do: a live holder (stopped
+// or hung) is to be inspected, and ending it lets recovery close its
+// attempts; a gone one means the lane can be restarted. It reads the
+// process table only and changes nothing.
+func (r LaneRow) SilentLaneAdvice() string {
+	lv := checkHolder(r.holder())
+	switch {
+	case lv.Known && lv.Alive:
+		return fmt.Sprintf("its process pid %d on host %s still runs (%s) and holds the lane: inspect it (ps -o pid,stat,wchan:32,cmd -p %d); "+
+			"ending it lets recovery close its attempts", r.PID, r.Host, lv.State, r.PID)
+	case lv.Known:
+		return fmt.Sprintf("%s: restart the lane (inkwell serve --lane %s); its startup recovery closes its attempts", lv.Why, r.Name)
+	default:
+		return fmt.Sprintf("%s: if it still runs (stopped or hung?), inspect it there; ending it lets recovery close its attempts; "+
+			"if it is gone, restart the lane (inkwell serve --lane %s)", lv.Why, r.Name)
+	}
+}
