@@ -187,4 +187,3 @@ func dumpRows(t *testing.T, db *sql.DB) map[string][]string {
 	}
 	return out
 }
-
