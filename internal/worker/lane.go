@@ -184,7 +184,7 @@ func (l *Lane) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); l.rescue(laneCtx) }()
 	}
 	l.log.InfoContext(ctx, "lane running", "pid", l.lock.Self.PID, "incarnation", l.lock.Self.Incarnation)
-	l.loop(laneCtx, stopLane)
+	unrecorded := l.loop(laneCtx, stopLane)
 	stopLane(nil)
 	wg.Wait()
 	cause := context.Cause(laneCtx)
@@ -192,6 +192,8 @@ func (l *Lane) Run(ctx context.Context) error {
 	var runErr error
 	if cause != nil && !errors.Is(cause, context.Canceled) {
 		reason, runErr = "stopped: "+cause.Error(), cause
+	} else if unrecorded != nil { // during a shutdown: still not a clean one
+		reason, runErr = "shutdown with an outcome not recorded: "+unrecorded.Error(), unrecorded
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DBTimeout)
 	defer cancel()
@@ -210,20 +212,22 @@ func (l *Lane) Close() error {
 	return l.lock.Release()
 }
 
-func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) {
+// loop claims and runs jobs until ctx ends or the lane must stop. It
+// returns the error of an outcome it could not record, if one ended it.
+func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) error {
 	poll := time.NewTicker(l.cfg.Poll)
 	defer poll.Stop()
 	for ctx.Err() == nil {
 		if err := l.checkLock(ctx); err != nil { // fencing: no claim without the lock
 			l.log.ErrorContext(ctx, "lane lock lost; no more claims, stopping the lane", "err", err)
 			stopLane(err)
-			return
+			return nil
 		}
 		worked, err := l.runOne(ctx)
 		if errors.Is(err, errUnrecorded) {
 			l.log.ErrorContext(ctx, "stopping the lane: a job's outcome could not be recorded; restart recovery will close it", "err", err)
 			stopLane(err)
-			return
+			return err
 		}
 		if err != nil {
 			l.log.ErrorContext(ctx, "lane step", "err", err)
@@ -237,6 +241,7 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) {
 		case <-poll.C:
 		}
 	}
+	return nil
 }
 
 func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) {

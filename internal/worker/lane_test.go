@@ -309,18 +309,18 @@ func TestLane_StopsWhenAnotherHoldsItsReplacedLockFile(t *testing.T) {
 	t.Parallel()
 	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
 	path := st.Path() + ".lane-local.lock"
-	// The lane checks its lock every hour only, so the imposter is in place
-	// before it looks.
 	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Heartbeat: time.Hour, Poll: time.Hour})
-	if err := os.Remove(path); err != nil {
-		t.Fatalf("delete the lock file: %v", err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	// The imposter is locked before it is renamed over the lane's file, so
+	// the lane never sees a moment where the path is free to take.
+	f, err := os.OpenFile(path+".imposter", os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".imposter", path); err != nil {
 		t.Fatal(err)
 	}
 	r.lane.Wake() // the loop checks the lock before it claims
