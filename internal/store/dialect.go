@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -12,10 +13,31 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// dialect holds the few real differences between SQLite and PostgreSQL.
-// SQL is written in PostgreSQL form ($1, $2 …) everywhere; rebind adapts it.
+// dialect holds the few real differences between SQLite and PostgreSQL,
+// decided once at Open: the rest of the store asks the dialect's fields
+// (can it rescue? what kind of lane lock?), never its name. SQL is written
+// in PostgreSQL form ($1, $2 …) everywhere; rebind adapts it.
 type dialect struct {
-	name string
+	name string // for display and the migrations folder only
+	// lockKind is the kind of lane lock, and lockLane takes one.
+	lockKind laneLockKind
+	lockLane func(s *Store, ctx context.Context, lane string) (*LaneLock, error)
+	// rescue: a live lane may take a dead lane's lock and close its
+	// orphans on that proof (rescue.go). SQLite: one lane per file in
+	// practice, and orphans close when the lane restarts.
+	rescue bool
+	// stmtCache: the store keeps its own prepared statements (SQLite);
+	// pgx already prepares and caches them per connection.
+	stmtCache bool
+	// snapshot is how a multi-statement read sees one consistent state. On
+	// SQLite a deferred transaction on the read pool reads one WAL snapshot
+	// (nil options); PostgreSQL needs REPEATABLE READ for that (READ
+	// COMMITTED would let each statement see newer commits).
+	snapshot *sql.TxOptions
+	// legacy: the database may be an old single-table Inkwell (SQLite only).
+	legacy bool
+	// integrity runs the database's own integrity checks (drill, tests).
+	integrity func(ctx context.Context, tx *sql.Tx) ([]string, error)
 	// rebind turns PostgreSQL placeholders into this dialect's.
 	rebind func(query string) string
 	// ts turns a time into a column value: TEXT on SQLite, timestamptz on PostgreSQL.
@@ -33,6 +55,14 @@ type dialect struct {
 	migrateLock string
 }
 
+// laneLockKind names a kind of lane lock.
+type laneLockKind int
+
+const (
+	lockFlock    laneLockKind = iota + 1 // flock on a file beside the database
+	lockAdvisory                         // PostgreSQL session advisory lock
+)
+
 // TimeLayout is how SQLite columns store time: UTC, fixed width, so text
 // order is time order, and readable in the sqlite3 shell.
 const TimeLayout = "2006-01-02T15:04:05.000000Z"
@@ -46,17 +76,11 @@ var sqliteDialect = dialect{
 	claimLock: "", // BEGIN IMMEDIATE already holds the only write lock
 	classify:  classifySQLite,
 	oneWriter: true,
-}
-
-// snapshot is how a multi-statement read sees one consistent state. On
-// SQLite a deferred transaction on the read pool reads one WAL snapshot;
-// PostgreSQL needs REPEATABLE READ for that (READ COMMITTED would let each
-// statement see newer commits).
-func (d dialect) snapshot() *sql.TxOptions {
-	if d.name == "postgres" {
-		return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
-	}
-	return nil
+	lockKind:  lockFlock,
+	lockLane:  (*Store).lockLaneFile,
+	stmtCache: true,
+	legacy:    true,
+	integrity: sqliteIntegrity,
 }
 
 // classify passes err through the dialect's classification, keeping

@@ -4,15 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -62,10 +57,32 @@ type LaneLock struct {
 	// known to be gone, or why it could not be checked (flock only).
 	PreviousProcess string
 
-	mu       sync.Mutex // guards file: Check runs from the loop and the heartbeat
-	file     *os.File
-	restored atomic.Int64 // times Check re-took a deleted or replaced lock file
-	pg       *pgLock      // PostgreSQL: the session holding the advisory lock
+	// hold is what holds the lock, one kind per dialect (lanelock_flock.go,
+	// postgres_lock.go); nil once released.
+	hold laneHold
+}
+
+// laneHold is one kind of lane lock: the flock of a file (SQLite) or a
+// session advisory lock (PostgreSQL).
+type laneHold interface {
+	// check reports whether the lock still stands (see LaneLock.Check).
+	check(l *LaneLock) error
+	// release drops the lock.
+	release(l *LaneLock) error
+	// fence is the condition, starting with " AND", that a fenced write
+	// carries in its own statement so that it commits only while the lock
+	// is held; "" when holding the lock is itself the fence (a flock held
+	// by this process's open file for as long as it lives).
+	fence() string
+	// proof is the evidence sentence of a recovery under this lock.
+	proof(l *LaneLock) string
+	// lost is closed when the lock is no longer held; nil when loss is
+	// found only by check.
+	lost() <-chan struct{}
+	// provesDeathAlone is false when the lock can be taken from under a
+	// live holder (a file can be deleted), so the previous holder's
+	// process must be proven gone too (lanelock_proof.go).
+	provesDeathAlone() bool
 }
 
 var laneNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -84,9 +101,12 @@ func (s *Store) LockLane(ctx context.Context, lane string) (*LaneLock, error) {
 	if err := ValidateLane(lane); err != nil {
 		return nil, err
 	}
-	if s.dialect.name != "sqlite" {
-		return s.lockLanePostgres(ctx, lane)
-	}
+	return s.dialect.lockLane(s, ctx, lane)
+}
+
+// lockLaneFile is LockLane on SQLite: the flock, and then the previous
+// holder's process proven gone.
+func (s *Store) lockLaneFile(ctx context.Context, lane string) (*LaneLock, error) {
 	self := newHolder()
 	self.Since = s.now().UTC()
 	l, err := lockFile(s.path+".lane-"+lane+".lock", lane, self)
@@ -104,142 +124,37 @@ func (s *Store) LockLane(ctx context.Context, lane string) (*LaneLock, error) {
 	return l, nil
 }
 
-// lockFile takes the flock on path for self. When another open file holds
-// it, the error is a *busyLock with what the file says of its holder.
-func lockFile(path, lane string, self Holder) (*LaneLock, error) {
-	f, err := flockPath(path, lane)
-	if err != nil {
-		return nil, err
-	}
-	l := &LaneLock{Lane: lane, Method: "flock", Path: path, file: f, Previous: readHolder(f), Self: self}
-	if err := l.writeSelf(); err != nil {
-		l.Release()
-		return nil, err
-	}
-	return l, nil
-}
-
-// busyLock is flockPath's answer when another open file holds the lock:
-// holder is what the file says of its holder (nil when it says nothing).
-type busyLock struct{ holder *Holder }
-
-func (b *busyLock) Error() string { return "lock held" }
-
-// flockPath opens (creating) path and takes its flock without waiting.
-func flockPath(path, lane string) (*os.File, error) {
-	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("lane %s: open lock file: %w", lane, err)
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			holder := readHolder(f)
-			f.Close()
-			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, &busyLock{holder: holder}
-			}
-			return nil, fmt.Errorf("lane %s: flock %s: %w", lane, path, err)
-		}
-		// The file may have been unlinked or replaced between open and
-		// flock; a lock on an orphaned inode proves nothing. Try again.
-		if !samePath(f, path) {
-			f.Close()
-			continue
-		}
-		return f, nil
-	}
-}
-
-// Check reports whether the lock still stands for its path: the file must
-// still be the very inode this process locked. When someone deleted or
-// replaced the file, the holder takes the lock on the new path at once (the
-// process check keeps any other process from starting the lane meanwhile:
-// this holder is alive) and carries on; only when another process holds
-// the new file does the lane stop.
+// Check reports whether the lock still stands. On SQLite the lock file
+// must still be the very inode this process locked, and when someone
+// deleted or replaced it the holder takes the lock on the new file at once
+// (lanelock_flock.go); on PostgreSQL the keeper must not have seen the
+// session or the lock go (postgres_lock.go). No claim without it.
 func (l *LaneLock) Check() error {
-	if l.pg != nil {
-		return l.pg.check()
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.file == nil {
+	h := l.hold
+	if h == nil {
 		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: lock was released", l.Lane)
 	}
-	if samePath(l.file, l.Path) {
-		return nil
-	}
-	f, err := flockPath(l.Path, l.Lane)
-	if err != nil {
-		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: the lock file was deleted or replaced, and could not be taken again (%v); stopping the lane", l.Lane, err)
-	}
-	old := l.file
-	l.file = f
-	old.Close()
-	if err := l.writeSelf(); err != nil {
-		return err
-	}
-	l.restored.Add(1)
-	return nil
+	return h.check(l)
 }
 
-// Restored counts the times Check found the lock file deleted or replaced
-// and took the lock again; the lane logs each one.
-func (l *LaneLock) Restored() int64 { return l.restored.Load() }
-
-// Release drops the lock. The lock file stays, naming the last holder and
-// saying that it let go.
+// Release drops the lock.
 func (l *LaneLock) Release() error {
-	if l.pg != nil {
-		err := l.pg.release()
-		l.pg = nil
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.file == nil {
+	h := l.hold
+	if h == nil {
 		return nil
 	}
-	now := time.Now().UTC()
-	l.Self.ReleasedAt = &now
-	_ = l.writeSelf()     // best effort: without it the next holder checks the process
-	err := l.file.Close() // closing the last descriptor releases the flock
-	l.file = nil
-	return err
+	l.hold = nil
+	return h.release(l)
 }
 
-func (l *LaneLock) writeSelf() error {
-	b, _ := json.Marshal(l.Self)
-	if err := l.file.Truncate(0); err != nil {
-		return fmt.Errorf("lane %s: write lock file: %w", l.Lane, err)
-	}
-	if _, err := l.file.WriteAt(append(b, '\n'), 0); err != nil {
-		return fmt.Errorf("lane %s: write lock file: %w", l.Lane, err)
-	}
-	return l.file.Sync()
-}
-
-func readHolder(f *os.File) *Holder {
-	b, err := io.ReadAll(io.NewSectionReader(f, 0, 4096))
-	if err != nil || len(b) == 0 {
+// Lost is closed when the lane's lock is no longer proven held (PostgreSQL:
+// the lock session died or lost the lock). It is nil, never closed, for a
+// file lock, whose loss Check finds by looking.
+func (l *LaneLock) Lost() <-chan struct{} {
+	if l.hold == nil {
 		return nil
 	}
-	var h Holder
-	if json.Unmarshal(b, &h) != nil {
-		return nil
-	}
-	return &h
-}
-
-func samePath(f *os.File, path string) bool {
-	fi, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	pi, err := os.Stat(path)
-	if err != nil {
-		return false
-	}
-	return os.SameFile(fi, pi)
+	return l.hold.lost()
 }
 
 func hostname() string {

@@ -26,7 +26,7 @@ const LegacyRequestHash = "legacy"
 // isLegacy reports whether this is an old single-table database: a jobs
 // table with a prompt column and no schema_migrations.
 func (s *Store) isLegacy(ctx context.Context, tx *sql.Tx) (bool, error) {
-	if s.dialect.name != "sqlite" {
+	if !s.dialect.legacy {
 		return false, nil
 	}
 	const q = `SELECT

@@ -35,6 +35,11 @@ var postgresDialect = dialect{
 	claimLock:   " FOR UPDATE SKIP LOCKED",
 	classify:    classifyPostgres,
 	migrateLock: `SELECT pg_advisory_xact_lock(` + migrateLockKey + `)`,
+	lockKind:    lockAdvisory,
+	lockLane:    (*Store).lockLanePostgres,
+	rescue:      true,
+	snapshot:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+	integrity:   postgresIntegrity,
 }
 
 // migrateLockKey serializes migrations of one database: lanes started at the

@@ -36,7 +36,7 @@ func (p *pgLock) fence() string {
 // process to hold lane's lock (LockLane): without it the claim is refused,
 // never run unfenced.
 func (s *Store) claimFence(lane string) (string, error) {
-	if s.dialect.name != postgresDialect.name {
+	if s.dialect.lockKind != lockAdvisory {
 		return "", nil
 	}
 	v, ok := s.fences.Load(lane)
@@ -50,13 +50,10 @@ func (s *Store) claimFence(lane string) (string, error) {
 // lockFence is the fence of a write made under l: recovery, rescue and
 // registration. A released lock has none and is refused.
 func (s *Store) lockFence(l *LaneLock) (string, error) {
-	if s.dialect.name != postgresDialect.name {
-		return "", nil
-	}
-	if l.pg == nil {
+	if l.hold == nil {
 		return "", inkwell.Errorf(inkwell.ELANEHELD, "lane %s: lock was released", l.Lane)
 	}
-	return l.pg.fence(), nil
+	return l.hold.fence(), nil
 }
 
 // errLockLost is the refusal of a fenced write whose lock was gone by the

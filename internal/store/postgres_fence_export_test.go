@@ -21,5 +21,6 @@ func (s *Store) RecoverSkippingCheck(ctx context.Context, l *LaneLock) (Recovery
 // ShiftBackendStart moves the backend start that l's fence compares, as if
 // another backend had been given the lock session's pid.
 func (l *LaneLock) ShiftBackendStart(d time.Duration) {
-	l.pg.backendStart = l.pg.backendStart.Add(d)
+	p := l.hold.(*pgLock)
+	p.backendStart = p.backendStart.Add(d)
 }

@@ -93,7 +93,7 @@ func TestLockSession_Keepalives(t *testing.T) {
 	}
 	for name, w := range want {
 		var got string
-		if err := l.pg.conn.QueryRowContext(t.Context(), `SELECT current_setting($1)`, name).Scan(&got); err != nil {
+		if err := l.hold.(*pgLock).conn.QueryRowContext(t.Context(), `SELECT current_setting($1)`, name).Scan(&got); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if got != w {

@@ -74,7 +74,7 @@ type pgLock struct {
 	keeper       bool // a keeper proves the lock every lockCheckEvery
 
 	fences   *sync.Map     // the store's claim fences, while this lock is one of them
-	lost     chan struct{} // closed when the lock is no longer proven held
+	lostCh   chan struct{} // closed when the lock is no longer proven held
 	lostOnce sync.Once
 	lostErr  error
 	stop     chan struct{}
@@ -89,8 +89,9 @@ func (s *Store) lockLanePostgres(ctx context.Context, lane string) (*LaneLock, e
 		return nil, err
 	}
 	l.Self.Since = s.now().UTC()
-	l.pg.fences = &s.fences
-	s.fences.Store(lane, l.pg)
+	p := l.hold.(*pgLock)
+	p.fences = &s.fences
+	s.fences.Store(lane, p)
 	return l, nil
 }
 
@@ -107,7 +108,7 @@ func (s *Store) lockPostgres(ctx context.Context, lane, role string, self Holder
 			if err != nil {
 				return nil, err
 			}
-			l := &LaneLock{Lane: lane, Method: "pg_advisory_lock", Path: p.describe(), Self: self, pg: p}
+			l := &LaneLock{Lane: lane, Method: "pg_advisory_lock", Path: p.describe(), Self: self, hold: p}
 			if keep {
 				p.startKeeper()
 			}
@@ -176,7 +177,7 @@ func (s *Store) openLockSession(ctx context.Context, lane, role string, self Hol
 		db.Close()
 		return nil, s.classify(fmt.Errorf("lane %s: set lock session keepalives: %w", lane, err))
 	}
-	return &pgLock{lane: lane, key: laneLockKey(lane), db: db, conn: conn, lost: make(chan struct{}), stop: make(chan struct{})}, nil
+	return &pgLock{lane: lane, key: laneLockKey(lane), db: db, conn: conn, lostCh: make(chan struct{}), stop: make(chan struct{})}, nil
 }
 
 // openSession opens one connection of its own, outside the pool. It speaks
@@ -265,16 +266,16 @@ func (p *pgLock) verify() error {
 func (p *pgLock) markLost(err error) {
 	p.lostOnce.Do(func() {
 		p.lostErr = err
-		close(p.lost)
+		close(p.lostCh)
 	})
 }
 
 // check is Check for an advisory lock: a read of the keeper's signal, cheap
 // enough for every claim. A lock without a keeper (a rescue's brief hold)
 // is proven on the spot instead, one round trip on its session.
-func (p *pgLock) check() error {
+func (p *pgLock) check(*LaneLock) error {
 	select {
-	case <-p.lost:
+	case <-p.lostCh:
 		return p.lostErr
 	default:
 	}
@@ -290,7 +291,7 @@ func (p *pgLock) check() error {
 
 // release stops the keeper, unlocks, and closes the session (closing it
 // alone would release the lock; the unlock makes it immediate).
-func (p *pgLock) release() error {
+func (p *pgLock) release(*LaneLock) error {
 	if p.fences != nil {
 		p.fences.CompareAndDelete(p.lane, p)
 	}
@@ -307,20 +308,18 @@ func (p *pgLock) close() error {
 	return errors.Join(p.conn.Close(), p.db.Close())
 }
 
-// Lost is closed when the lane's lock is no longer proven held (PostgreSQL:
-// the lock session died or lost the lock). It is nil, never closed, for a
-// file lock, whose loss Check finds by looking.
-func (l *LaneLock) Lost() <-chan struct{} {
-	if l.pg == nil {
-		return nil
-	}
-	return l.pg.lost
-}
-
 // BackendPID is the PostgreSQL backend that holds the lock, 0 for a file lock.
 func (l *LaneLock) BackendPID() int {
-	if l.pg == nil {
-		return 0
+	if p, ok := l.hold.(*pgLock); ok {
+		return p.backendPID
 	}
-	return l.pg.backendPID
+	return 0
 }
+
+func (p *pgLock) lost() <-chan struct{} { return p.lostCh }
+
+// provesDeathAlone: nobody can take a session advisory lock from a live
+// session, so a granted lock proves its previous holder's session gone.
+func (p *pgLock) provesDeathAlone() bool { return true }
+
+func (p *pgLock) proof(l *LaneLock) string { return advisoryProof(l) }

@@ -37,7 +37,7 @@ func TestCheckHolder(t *testing.T) {
 		known, alive bool
 		says         string
 	}{
-		{"Alive", live, true, true, "alive, sleeping (S)"},
+		{"Alive", live, true, true, "alive, "},
 		{"OtherHost", with(func(h *Holder) { h.Host = "elsewhere" }), false, false, "another host"},
 		{"Rebooted", with(func(h *Holder) { h.BootID = "another-boot" }), true, false, "rebooted"},
 		{"PidReused", with(func(h *Holder) { h.ProcStart = "1" }), true, false, "start time differs"},

@@ -61,7 +61,7 @@ func (s *Store) job(ctx context.Context, q queryer, id int64) (inkwell.Job, erro
 func (s *Store) Show(ctx context.Context, id int64) (inkwell.JobDetail, error) {
 	// One read transaction, so the four reads agree: never a running job
 	// with a result, or a done attempt under a running job.
-	tx, err := s.rdb.BeginTx(ctx, s.dialect.snapshot())
+	tx, err := s.rdb.BeginTx(ctx, s.dialect.snapshot)
 	if err != nil {
 		return inkwell.JobDetail{}, s.classify(fmt.Errorf("show job %d: %w", id, err))
 	}

@@ -116,7 +116,7 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 	if err != nil {
 		return err
 	}
-	if l.pg == nil { // a flock is proof only with its holder's process gone
+	if !l.hold.provesDeathAlone() { // a flock is proof only with its holder's process gone
 		if _, live := previousHolders(l, prevRow); live != nil {
 			return s.liveHolderError(l.Lane, *live, prevRow, "its lock file was deleted or replaced while its holder runs")
 		}
@@ -168,12 +168,7 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 }
 
 func (s *Store) evidence(l *LaneLock, prev *LaneRow) Evidence {
-	proof := "flock(LOCK_EX|LOCK_NB) granted on the lane's lock file (the kernel drops it when its holder dies), " +
-		"and no previous holder's process runs (see previous_process): so no live process holds this lane"
-	if l.pg != nil {
-		proof = advisoryProof(l)
-	}
-	return Evidence{LockMethod: l.Method, LockPath: l.Path, Proof: proof, Recoverer: l.Self, LockFile: l.Previous, LaneRow: prev,
+	return Evidence{LockMethod: l.Method, LockPath: l.Path, Proof: l.hold.proof(l), Recoverer: l.Self, LockFile: l.Previous, LaneRow: prev,
 		PreviousProcess: l.PreviousProcess, RescuedBy: l.RescuedBy}
 }
 

@@ -48,7 +48,7 @@ func (s *Store) LockLaneForRescue(ctx context.Context, lane string, by *LaneLock
 	if err := ValidateLane(lane); err != nil {
 		return nil, err
 	}
-	if s.dialect.name != postgresDialect.name {
+	if !s.dialect.rescue {
 		return nil, inkwell.Errorf(inkwell.EINVALID, "rescue on proof needs PostgreSQL: a SQLite lane's orphans are closed when the lane restarts")
 	}
 	if by == nil || by.Lane == lane {

@@ -97,8 +97,26 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Dialect names the database kind: "sqlite" or "postgres".
+// Dialect names the database kind, "sqlite" or "postgres", for display.
+// Code asks for a capability instead (CanRescue, BeginSnapshot…).
 func (s *Store) Dialect() string { return s.dialect.name }
+
+// CanRescue reports whether a live lane may close a dead lane's orphans on
+// the proof of its lock (PostgreSQL; see rescue.go).
+func (s *Store) CanRescue() bool { return s.dialect.rescue }
+
+// BeginSnapshot begins a read-only transaction on the read pool that sees
+// one consistent state of every table, for the drill's and the tests'
+// inspection queries. Roll it back when done.
+func (s *Store) BeginSnapshot(ctx context.Context) (*sql.Tx, error) {
+	return s.rdb.BeginTx(ctx, s.dialect.snapshot)
+}
+
+// Integrity runs the database's own integrity checks in tx and returns the
+// problems they report (none: nil).
+func (s *Store) Integrity(ctx context.Context, tx *sql.Tx) ([]string, error) {
+	return s.dialect.integrity(ctx, tx)
+}
 
 // Path is the SQLite file path, or "" on PostgreSQL.
 func (s *Store) Path() string { return s.path }
@@ -190,7 +208,7 @@ func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...an
 // needs no cache of ours: pgx already prepares and caches statements per
 // connection, and drops one whose plan a migration changed.
 func (s *Store) cached(query string) *sql.Stmt {
-	if s.dialect.name != "sqlite" {
+	if !s.dialect.stmtCache {
 		return nil
 	}
 	return s.stmts.lookup(query)

@@ -58,7 +58,7 @@ type laneStore interface {
 	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
 	FailIfRunning(ctx context.Context, p store.FailParams) error
 	// Rescue on proof (rescue.go).
-	Dialect() string
+	CanRescue() bool
 	LanesWithRunning(ctx context.Context, except string) ([]string, error)
 	LockLaneForRescue(ctx context.Context, lane string, by *store.LaneLock) (*store.LaneLock, error)
 	Rescue(ctx context.Context, l *store.LaneLock) (store.RecoveryReport, error)
@@ -179,7 +179,7 @@ func (l *Lane) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); l.heartbeat(laneCtx, stopLane) }()
-	if l.store.Dialect() == "postgres" { // SQLite: one lane per file in practice; orphans close at restart
+	if l.store.CanRescue() { // SQLite: one lane per file in practice; orphans close at restart
 		wg.Add(1)
 		go func() { defer wg.Done(); l.rescue(laneCtx) }()
 	}

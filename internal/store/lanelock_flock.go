@@ -1,0 +1,164 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// flockHold is the lane lock on SQLite: an exclusive flock on a file
+// beside the database. The kernel drops it when the holding process dies,
+// however it dies; but the file can be deleted or replaced under a live
+// holder, so it does not prove a holder dead alone (provesDeathAlone).
+type flockHold struct {
+	path     string
+	mu       sync.Mutex // guards file: Check runs from the loop and the heartbeat
+	file     *os.File   // keep referenced: Go closes a collected file, dropping the lock
+	restored atomic.Int64
+}
+
+// lockFile takes the flock on path for self. When another open file holds
+// it, the error is a *busyLock with what the file says of its holder.
+func lockFile(path, lane string, self Holder) (*LaneLock, error) {
+	f, err := flockPath(path, lane)
+	if err != nil {
+		return nil, err
+	}
+	h := &flockHold{path: path, file: f}
+	l := &LaneLock{Lane: lane, Method: "flock", Path: path, Previous: readHolder(f), Self: self, hold: h}
+	if err := h.writeSelf(l); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return l, nil
+}
+
+// busyLock is flockPath's answer when another open file holds the lock:
+// holder is what the file says of its holder (nil when it says nothing).
+type busyLock struct{ holder *Holder }
+
+func (b *busyLock) Error() string { return "lock held" }
+
+// flockPath opens (creating) path and takes its flock without waiting.
+func flockPath(path, lane string) (*os.File, error) {
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("lane %s: open lock file: %w", lane, err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			holder := readHolder(f)
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, &busyLock{holder: holder}
+			}
+			return nil, fmt.Errorf("lane %s: flock %s: %w", lane, path, err)
+		}
+		// The file may have been unlinked or replaced between open and
+		// flock; a lock on an orphaned inode proves nothing. Try again.
+		if !samePath(f, path) {
+			f.Close()
+			continue
+		}
+		return f, nil
+	}
+}
+
+// check: the file must still be the very inode this process locked. When
+// someone deleted or replaced it, the holder takes the lock on the new
+// path at once (the process check keeps any other process from starting
+// the lane meanwhile: this holder is alive) and carries on; only when
+// another process holds the new file does the lane stop.
+func (h *flockHold) check(l *LaneLock) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if samePath(h.file, h.path) {
+		return nil
+	}
+	f, err := flockPath(h.path, l.Lane)
+	if err != nil {
+		return inkwell.Errorf(inkwell.ELANEHELD, "lane %s: the lock file was deleted or replaced, and could not be taken again (%v); stopping the lane", l.Lane, err)
+	}
+	old := h.file
+	h.file = f
+	old.Close()
+	if err := h.writeSelf(l); err != nil {
+		return err
+	}
+	h.restored.Add(1)
+	return nil
+}
+
+// release writes "released" into the lock file, so that the next holder
+// knows this incarnation let go, and closes it, which drops the flock.
+func (h *flockHold) release(l *LaneLock) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now().UTC()
+	l.Self.ReleasedAt = &now
+	_ = h.writeSelf(l)    // best effort: without it the next holder checks the process
+	return h.file.Close() // closing the last descriptor releases the flock
+}
+
+func (h *flockHold) fence() string { return "" }
+
+func (h *flockHold) proof(*LaneLock) string {
+	return "flock(LOCK_EX|LOCK_NB) granted on the lane's lock file (the kernel drops it when its holder dies), " +
+		"and no previous holder's process runs (see previous_process): so no live process holds this lane"
+}
+
+func (h *flockHold) lost() <-chan struct{} { return nil }
+
+func (h *flockHold) provesDeathAlone() bool { return false }
+
+func (h *flockHold) writeSelf(l *LaneLock) error {
+	b, _ := json.Marshal(l.Self)
+	if err := h.file.Truncate(0); err != nil {
+		return fmt.Errorf("lane %s: write lock file: %w", l.Lane, err)
+	}
+	if _, err := h.file.WriteAt(append(b, '\n'), 0); err != nil {
+		return fmt.Errorf("lane %s: write lock file: %w", l.Lane, err)
+	}
+	return h.file.Sync()
+}
+
+// Restored counts the times Check found the lock file deleted or replaced
+// and took the lock again (0 for other kinds of lock); the lane logs each.
+func (l *LaneLock) Restored() int64 {
+	if h, ok := l.hold.(*flockHold); ok {
+		return h.restored.Load()
+	}
+	return 0
+}
+
+func readHolder(f *os.File) *Holder {
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 4096))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	var h Holder
+	if json.Unmarshal(b, &h) != nil {
+		return nil
+	}
+	return &h
+}
+
+func samePath(f *os.File, path string) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	pi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	return os.SameFile(fi, pi)
+}
