@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/store"
@@ -91,79 +92,155 @@ func (c serveConfig) checkDurations() error {
 	return nil
 }
 
+// serve builds the provider from the flags and runs one Main until ctx
+// ends or the lane stops.
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
-	if err := store.ValidateLane(*cfg.lane); err != nil {
-		return err
-	}
 	reg := newRegistry()
 	cfg.provider.metrics, cfg.provider.log = reg, log
 	prov, err := cfg.provider.build()
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, *cfg.db, store.Options{Synchronous: *cfg.synchronous, Logger: log})
+	m, err := OpenMain(ctx, MainConfig{
+		DB: *cfg.db, Addr: *cfg.addr, Lane: *cfg.lane, Synchronous: *cfg.synchronous,
+		Grace: *cfg.grace, Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Rescue: *cfg.rescue,
+		Provider: prov, ProviderName: *cfg.provider.kind, Registry: reg, Logger: log,
+	})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	metrics := api.NewMetrics(reg, st)
-	lane := worker.New(st, worker.Config{
-		Name: *cfg.lane, Provider: prov, Logger: log,
-		Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Grace: *cfg.grace, Rescue: *cfg.rescue,
-		Observer: metrics,
+	defer m.Close()
+	return m.Run(ctx)
+}
+
+// MainConfig is what one `inkwell serve` runs with: its flags as values,
+// and the provider built from them.
+type MainConfig struct {
+	DB, Addr, Lane, Synchronous    string
+	Grace, Heartbeat, Poll, Rescue time.Duration
+	Provider                       inkwell.Provider
+	ProviderName                   string               // for the log
+	Registry                       *prometheus.Registry // nil: a new one
+	Logger                         *slog.Logger         // nil discards
+}
+
+// Main is one `inkwell serve`: the store, the lane, the HTTP API and the
+// metrics, wired in one place. OpenMain it, Run it, Close it; the command
+// and the in-process tests use it alike.
+type Main struct {
+	cfg     MainConfig
+	log     *slog.Logger
+	st      *store.Store
+	lane    *worker.Lane
+	srv     *api.Server
+	metrics *api.Metrics
+	ln      net.Listener
+}
+
+// OpenMain opens (and migrates) the database, takes the lane's lock and
+// listens. The lock comes before the listener: a process refused its lane
+// never serves, so it accepts nothing and changes nothing.
+func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
+	if err := store.ValidateLane(cfg.Lane); err != nil {
+		return nil, err
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = newRegistry()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Main{cfg: cfg, log: cfg.Logger}
+	var err error
+	if m.st, err = store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: m.log}); err != nil {
+		return nil, err
+	}
+	m.metrics = api.NewMetrics(cfg.Registry, m.st)
+	m.lane = worker.New(m.st, worker.Config{
+		Name: cfg.Lane, Provider: cfg.Provider, Logger: m.log,
+		Heartbeat: cfg.Heartbeat, Poll: cfg.Poll, Grace: cfg.Grace, Rescue: cfg.Rescue,
+		Observer: m.metrics,
 	})
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "inkwell_answers_waiting",
 		Help: "Provider answers the lane holds and has not stored yet because the database is busy, locked or full; they are retried until stored.",
-	}, func() float64 { return float64(lane.AnswersWaiting()) }))
-	srv := api.New(api.Config{Store: st, Logger: log, OnAccepted: lane.Wake, Metrics: metrics, Gatherer: reg,
-		LoopbackOnly: listensOnLoopback(*cfg.addr)})
-	// The lock comes first: a process refused its lane never serves, so it
-	// accepts nothing and changes nothing.
-	if err := lane.Lock(ctx); err != nil {
-		return err
+	}, func() float64 { return float64(m.lane.AnswersWaiting()) }))
+	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, Metrics: m.metrics, Gatherer: cfg.Registry,
+		LoopbackOnly: listensOnLoopback(cfg.Addr)})
+	if err := m.lane.Lock(ctx); err != nil {
+		m.Close()
+		return nil, err
 	}
-	defer lane.Close()
-	ln, err := net.Listen("tcp", *cfg.addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", *cfg.addr, err)
+	if m.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
+	return m, nil
+}
+
+// Addr is the address the HTTP server listens on (with the port chosen
+// when the configured one was 0).
+func (m *Main) Addr() string { return m.ln.Addr().String() }
+
+// Run serves HTTP, runs startup recovery (readyz answers 200 after it),
+// and runs the lane until ctx ends (a graceful stop: no new claims, the
+// running call gets the grace period, its outcome is recorded) or the lane
+// stops on its own (its error is returned).
+func (m *Main) Run(ctx context.Context) error {
 	// Bodies are small (16 KiB) and every handler is one short transaction:
 	// these bound what a slow or stuck client can hold.
-	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	httpSrv := &http.Server{Handler: m.srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	httpDone := make(chan error, 1)
-	go func() { httpDone <- httpSrv.Serve(ln) }()
-	log.Info("http listening", "addr", ln.Addr().String(), "db", store.RedactDSN(*cfg.db), "lane", *cfg.lane, "provider", *cfg.provider.kind)
+	go func() { httpDone <- httpSrv.Serve(m.ln) }()
+	m.log.Info("http listening", "addr", m.Addr(), "db", store.RedactDSN(m.cfg.DB), "lane", m.cfg.Lane, "provider", m.cfg.ProviderName)
 
-	rep, err := lane.Open(ctx)
+	rep, err := m.lane.Open(ctx)
 	if err != nil {
-		shutdownHTTP(httpSrv, log)
+		shutdownHTTP(httpSrv, m.log)
 		return err
 	}
-	metrics.Recovered(rep)
-	logRecovered(ctx, st, rep, log)
-	srv.SetReady(true)
-	log.Info("ready", "lane", *cfg.lane)
+	m.metrics.Recovered(rep)
+	logRecovered(ctx, m.st, rep, m.log)
+	m.srv.SetReady(true)
+	m.log.Info("ready", "lane", m.cfg.Lane)
 
 	laneCtx, stopLane := context.WithCancel(ctx)
 	defer stopLane()
 	laneErr := make(chan error, 1)
-	go func() { laneErr <- lane.Run(laneCtx) }()
+	go func() { laneErr <- m.lane.Run(laneCtx) }()
 	var httpErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutdown requested: no new claims; waiting for the running call", "grace", cfg.grace.String())
+		m.log.Info("shutdown requested: no new claims; waiting for the running call", "grace", m.cfg.Grace.String())
 	case httpErr = <-httpDone:
 		httpErr = fmt.Errorf("http server: %w", httpErr)
 		stopLane()
 	case err := <-laneErr:
-		shutdownHTTP(httpSrv, log)
+		shutdownHTTP(httpSrv, m.log)
 		return err
 	}
 	err = <-laneErr
-	shutdownHTTP(httpSrv, log)
+	shutdownHTTP(httpSrv, m.log)
 	return errors.Join(httpErr, err)
+}
+
+// Close releases the lane's lock, closes the listener if Run never served
+// it, and closes the database.
+func (m *Main) Close() error {
+	var errs []error
+	if m.lane != nil {
+		errs = append(errs, m.lane.Close())
+	}
+	if m.ln != nil {
+		if err := m.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if m.st != nil {
+		errs = append(errs, m.st.Close())
+	}
+	return errors.Join(errs...)
 }
 
 func shutdownHTTP(srv *http.Server, log *slog.Logger) {
