@@ -32,15 +32,16 @@ type Options struct {
 
 // Store is Inkwell's database. It is safe for concurrent use.
 type Store struct {
-	dsn     string
-	dialect dialect
-	db      *sql.DB // writes (and transactions)
-	rdb     *sql.DB // reads; the same pool as db on PostgreSQL
-	now     func() time.Time
-	log     *slog.Logger
-	accepts *acceptBatcher
-	stmts   stmtCache
-	path    string // SQLite file path; empty on PostgreSQL
+	dsn      string
+	dialect  dialect
+	db       *sql.DB // writes (and transactions)
+	rdb      *sql.DB // reads; the same pool as db on PostgreSQL
+	now      func() time.Time
+	log      *slog.Logger
+	accepts  *acceptBatcher
+	outcomes *outcomeBatcher
+	stmts    stmtCache
+	path     string // SQLite file path; empty on PostgreSQL
 	// fences maps a lane to the *pgLock this process holds for it on
 	// PostgreSQL: the claim's guard (see claimFence in postgres_lock.go).
 	fences sync.Map
@@ -81,6 +82,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	s.accepts = newAcceptBatcher(s)
+	s.outcomes = newOutcomeBatcher(s)
 	return s, nil
 }
 
@@ -88,6 +90,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 func (s *Store) Close() error {
 	if s.accepts != nil {
 		s.accepts.close()
+	}
+	if s.outcomes != nil {
+		s.outcomes.close()
 	}
 	s.stmts.close()
 	err := s.db.Close()

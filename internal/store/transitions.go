@@ -124,8 +124,18 @@ var ErrAlreadyDone = inkwell.Errorf(inkwell.ECONFLICT, "the attempt is already d
 // an ECONFLICT error: ErrAlreadyDone when that attempt is done already (a
 // retried completion whose first commit landed), another ECONFLICT when it
 // was fenced out (a late completion after recovery closed the attempt).
-// On SQLite it goes ahead of every other writer waiting in this process.
+//
+// Outcomes of many calls in flight share one transaction and one durable
+// commit (group commit, outcomes.go), each member fenced by its own attempt
+// id and isolated by a savepoint; on SQLite they go ahead of every other
+// writer waiting in this process.
 func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
+	return s.outcomes.submit(ctx, &outcomeReq{complete: &p})
+}
+
+// completeTx is CompleteIfRunning's writes, inside an outcome group's
+// transaction.
+func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, now any) error {
 	const doneAttempt = `UPDATE job_attempts SET status = 'done', finished_at = $1
 		WHERE id = $2 AND job_id = $3 AND status = 'running'`
 	const doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1
@@ -134,27 +144,24 @@ func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
 	const insertCharge = `INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`
 	const attemptStatus = `SELECT status FROM job_attempts WHERE id = $1 AND job_id = $2`
-	now := s.nowTS()
-	return s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
-		if err := s.execOne(ctx, tx, doneAttempt, now, p.AttemptID, p.JobID); err != nil {
-			var st string
-			if inkwell.ErrorCode(err) == inkwell.ECONFLICT && s.txQueryRow(ctx, tx, attemptStatus, p.AttemptID, p.JobID).Scan(&st) == nil &&
-				st == inkwell.StatusDone {
-				err = ErrAlreadyDone
-			}
-			return fmt.Errorf("complete attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
+	if err := s.execOne(ctx, tx, doneAttempt, now, p.AttemptID, p.JobID); err != nil {
+		var st string
+		if inkwell.ErrorCode(err) == inkwell.ECONFLICT && s.txQueryRow(ctx, tx, attemptStatus, p.AttemptID, p.JobID).Scan(&st) == nil &&
+			st == inkwell.StatusDone {
+			err = ErrAlreadyDone
 		}
-		if err := s.execOne(ctx, tx, doneJob, now, p.JobID); err != nil {
-			return fmt.Errorf("complete job %d: %w", p.JobID, err)
-		}
-		if _, err := s.txExec(ctx, tx, insertResult, p.JobID, p.AttemptID, p.Text, now); err != nil {
-			return fmt.Errorf("complete job %d: result: %w", p.JobID, s.uniqueAsConflict(err))
-		}
-		if _, err := s.txExec(ctx, tx, insertCharge, p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now); err != nil {
-			return fmt.Errorf("complete job %d: charge: %w", p.JobID, s.uniqueAsConflict(err))
-		}
-		return nil
-	}, crashpoint.CompleteBeforeCommit, crashpoint.CompleteAfterCommit)
+		return fmt.Errorf("complete attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
+	}
+	if err := s.execOne(ctx, tx, doneJob, now, p.JobID); err != nil {
+		return fmt.Errorf("complete job %d: %w", p.JobID, err)
+	}
+	if _, err := s.txExec(ctx, tx, insertResult, p.JobID, p.AttemptID, p.Text, now); err != nil {
+		return fmt.Errorf("complete job %d: result: %w", p.JobID, s.uniqueAsConflict(err))
+	}
+	if _, err := s.txExec(ctx, tx, insertCharge, p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now); err != nil {
+		return fmt.Errorf("complete job %d: charge: %w", p.JobID, s.uniqueAsConflict(err))
+	}
+	return nil
 }
 
 // FailParams names the attempt that failed and why.
@@ -167,24 +174,27 @@ type FailParams struct {
 // FailIfRunning moves one attempt and its job running -> failed in one
 // transaction, with the error and finished_at on both. Fencing: if
 // p.AttemptID is no longer running it writes nothing and returns ECONFLICT.
+// It shares group commits with completions (see CompleteIfRunning).
 func (s *Store) FailIfRunning(ctx context.Context, p FailParams) error {
+	if p.Error == "" {
+		p.Error = "failed without a reason"
+	}
+	return s.outcomes.submit(ctx, &outcomeReq{fail: &p})
+}
+
+// failTx is FailIfRunning's writes, inside an outcome group's transaction.
+func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) error {
 	const failAttempt = `UPDATE job_attempts SET status = 'failed', error = $1, finished_at = $2
 		WHERE id = $3 AND job_id = $4 AND status = 'running'`
 	const failJob = `UPDATE jobs SET status = 'failed', error = $1, finished_at = $2
 		WHERE id = $3 AND status = 'running'`
-	if p.Error == "" {
-		p.Error = "failed without a reason"
+	if err := s.execOne(ctx, tx, failAttempt, p.Error, now, p.AttemptID, p.JobID); err != nil {
+		return fmt.Errorf("fail attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 	}
-	now := s.nowTS()
-	return s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
-		if err := s.execOne(ctx, tx, failAttempt, p.Error, now, p.AttemptID, p.JobID); err != nil {
-			return fmt.Errorf("fail attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
-		}
-		if err := s.execOne(ctx, tx, failJob, p.Error, now, p.JobID); err != nil {
-			return fmt.Errorf("fail job %d: %w", p.JobID, err)
-		}
-		return nil
-	}, "", "")
+	if err := s.execOne(ctx, tx, failJob, p.Error, now, p.JobID); err != nil {
+		return fmt.Errorf("fail job %d: %w", p.JobID, err)
+	}
+	return nil
 }
 
 // RetryIfFailed moves a failed job back to queued, clearing its error and

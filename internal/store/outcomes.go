@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/crashpoint"
+)
+
+// outcomeBatcher is group commit for the outcomes of provider calls
+// (CompleteIfRunning, FailIfRunning): outcomes that arrive while a commit
+// is in flight share the next transaction, so a lane with many calls in
+// flight pays one durable commit for many answers. Each member is fenced
+// by its own attempt id and, in a group of several, runs inside a
+// savepoint of its own: a member that is fenced out, already done or
+// refused by the database (a CHECK, bad text) rolls back to its savepoint
+// and gets its own error, and the others commit. A database that is
+// unavailable fails the whole group, and every member may try again.
+type outcomeBatcher struct {
+	s    *Store
+	reqs chan *outcomeReq
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// outcomeReq is one outcome: a completion or a failure.
+type outcomeReq struct {
+	complete *CompleteParams
+	fail     *FailParams
+	done     chan error
+}
+
+// maxOutcomeBatch bounds one transaction, so one commit never holds the
+// write lock for long.
+const maxOutcomeBatch = 128
+
+// outcomeCommitTimeout bounds one group's transaction. The group belongs
+// to all its members, so it follows none of their contexts; a member whose
+// group ran out of time gets EUNAVAILABLE-like errors and tries again.
+const outcomeCommitTimeout = 10 * time.Second
+
+func newOutcomeBatcher(s *Store) *outcomeBatcher {
+	b := &outcomeBatcher{s: s, reqs: make(chan *outcomeReq), quit: make(chan struct{})}
+	b.wg.Add(1)
+	go b.run()
+	return b
+}
+
+func (b *outcomeBatcher) close() {
+	close(b.quit)
+	b.wg.Wait()
+}
+
+// submit hands r to the next group and waits for its verdict. Once handed
+// over it waits even if ctx ends: the caller must not think an outcome
+// unwritten that was written.
+func (b *outcomeBatcher) submit(ctx context.Context, r *outcomeReq) error {
+	r.done = make(chan error, 1)
+	select {
+	case b.reqs <- r:
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the writer: %w", ctx.Err())
+	case <-b.quit:
+		return inkwell.Errorf(inkwell.EUNAVAILABLE, "store is closing")
+	}
+	return <-r.done
+}
+
+func (b *outcomeBatcher) run() {
+	defer b.wg.Done()
+	for {
+		select {
+		case r := <-b.reqs:
+			b.commit(b.gather(r))
+		case <-b.quit:
+			return
+		}
+	}
+}
+
+// gather takes first and every outcome already waiting, up to the bound.
+func (b *outcomeBatcher) gather(first *outcomeReq) []*outcomeReq {
+	batch := []*outcomeReq{first}
+	for len(batch) < maxOutcomeBatch {
+		select {
+		case r := <-b.reqs:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (b *outcomeBatcher) commit(batch []*outcomeReq) {
+	before, after := "", ""
+	for _, r := range batch {
+		if r.complete != nil { // the completion's crash points, as for a lone completion
+			before, after = crashpoint.CompleteBeforeCommit, crashpoint.CompleteAfterCommit
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), outcomeCommitTimeout)
+	defer cancel()
+	errs := make([]error, len(batch))
+	now := b.s.nowTS()
+	err := b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
+		if len(batch) == 1 { // alone: the transaction is its savepoint
+			return b.s.outcomeTx(ctx, tx, batch[0], now)
+		}
+		for i, r := range batch {
+			var groupErr error
+			errs[i], groupErr = b.s.inSavepoint(ctx, tx, func() error { return b.s.outcomeTx(ctx, tx, r, now) })
+			if groupErr != nil {
+				return groupErr
+			}
+		}
+		return nil
+	}, before, after)
+	for i, r := range batch {
+		if err != nil {
+			errs[i] = err
+		}
+		r.done <- errs[i]
+	}
+}
+
+func (s *Store) outcomeTx(ctx context.Context, tx *sql.Tx, r *outcomeReq, now any) error {
+	if r.complete != nil {
+		return s.completeTx(ctx, tx, *r.complete, now)
+	}
+	return s.failTx(ctx, tx, *r.fail, now)
+}
+
+// inSavepoint runs fn inside a savepoint of tx. An error of fn's own (a
+// fenced or refused member) rolls back to the savepoint and is returned as
+// memberErr; a database that failed (unavailable, a context ended, the
+// savepoint itself refused) is groupErr, and the group must fail.
+func (s *Store) inSavepoint(ctx context.Context, tx *sql.Tx, fn func() error) (memberErr, groupErr error) {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT outcome"); err != nil {
+		return nil, s.classify(fmt.Errorf("savepoint: %w", err))
+	}
+	err := fn()
+	if err == nil {
+		_, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT outcome")
+		return nil, s.classifyGroup(err)
+	}
+	err = s.classify(err)
+	if isGroupFailure(err) {
+		return nil, err
+	}
+	if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT outcome"); rerr != nil {
+		return nil, s.classify(fmt.Errorf("rollback to savepoint: %w", rerr))
+	}
+	if _, rerr := tx.ExecContext(ctx, "RELEASE SAVEPOINT outcome"); rerr != nil {
+		return nil, s.classify(fmt.Errorf("release savepoint: %w", rerr))
+	}
+	return err, nil
+}
+
+func (s *Store) classifyGroup(err error) error {
+	if err == nil {
+		return nil
+	}
+	return s.classify(fmt.Errorf("release savepoint: %w", err))
+}
+
+// isGroupFailure tells a database that failed from a member it refused:
+// busy, locked, full, an i/o error, a lost connection or an ended context
+// fail the whole group.
+func isGroupFailure(err error) bool {
+	return inkwell.ErrorCode(err) == inkwell.EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone)
+}
