@@ -38,6 +38,7 @@ openai provider's API key), INKWELL_CRASH_AT (arm a crash point; drills only).`
 type serveConfig struct {
 	db, addr, lane, synchronous *string
 	grace, heartbeat, poll      *time.Duration
+	concurrency                 *int
 	rescue                      *time.Duration
 	provider                    providerFlags
 	log                         logFlags
@@ -54,11 +55,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		heartbeat:   fs.Duration("heartbeat", 2*time.Second, "how often the lane stamps its heartbeat and checks its lock"),
 		rescue:      fs.Duration("rescue-interval", 2*time.Second, "PostgreSQL: how often the lane looks for other lanes proven dead (their lock is free) and closes their orphans"),
 		poll:        fs.Duration("poll", time.Second, "how often an idle lane looks for jobs queued by other processes"),
+		concurrency: fs.Int("concurrency", 16, "how many provider calls the lane runs at once (each its own claim, attempt and fenced completion; 1: one at a time)"),
 		provider:    addProviderFlags(fs),
 		log:         addLogFlags(fs),
 	}
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
+	}
+	if *cfg.concurrency < 1 {
+		fmt.Fprintf(stderr, "inkwell serve: --concurrency must be at least 1, not %d\n", *cfg.concurrency)
+		return 2
 	}
 	if err := cfg.checkDurations(); err != nil {
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
@@ -103,7 +109,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	}
 	m, err := OpenMain(ctx, MainConfig{
 		DB: *cfg.db, Addr: *cfg.addr, Lane: *cfg.lane, Synchronous: *cfg.synchronous,
-		Grace: *cfg.grace, Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Rescue: *cfg.rescue,
+		Grace: *cfg.grace, Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Rescue: *cfg.rescue, Concurrency: *cfg.concurrency,
 		Provider: prov, ProviderName: *cfg.provider.kind, Registry: reg, Logger: log,
 	})
 	if err != nil {
@@ -118,6 +124,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 type MainConfig struct {
 	DB, Addr, Lane, Synchronous    string
 	Grace, Heartbeat, Poll, Rescue time.Duration
+	Concurrency                    int // provider calls in flight at once (default 1)
 	Provider                       inkwell.Provider
 	ProviderName                   string               // for the log
 	Registry                       *prometheus.Registry // nil: a new one
@@ -158,7 +165,7 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 	m.metrics = api.NewMetrics(cfg.Registry, m.st)
 	m.lane = worker.New(m.st, worker.Config{
 		Name: cfg.Lane, Provider: cfg.Provider, Logger: m.log,
-		Heartbeat: cfg.Heartbeat, Poll: cfg.Poll, Grace: cfg.Grace, Rescue: cfg.Rescue,
+		Heartbeat: cfg.Heartbeat, Poll: cfg.Poll, Grace: cfg.Grace, Rescue: cfg.Rescue, Concurrency: cfg.Concurrency,
 		Observer: m.metrics,
 	})
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -193,7 +200,8 @@ func (m *Main) Run(ctx context.Context) error {
 		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(m.ln) }()
-	m.log.Info("http listening", "addr", m.Addr(), "db", store.RedactDSN(m.cfg.DB), "lane", m.cfg.Lane, "provider", m.cfg.ProviderName)
+	m.log.Info("http listening", "addr", m.Addr(), "db", store.RedactDSN(m.cfg.DB), "lane", m.cfg.Lane, "provider", m.cfg.ProviderName,
+		"concurrency", max(1, m.cfg.Concurrency))
 
 	rep, err := m.lane.Open(ctx)
 	if err != nil {

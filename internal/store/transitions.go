@@ -1,10 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/crashpoint"
@@ -100,6 +103,86 @@ func (s *Store) Claim(ctx context.Context, lane string) (*Claimed, error) {
 	}
 	hit(crashpoint.ClaimAfterCommit)
 	return c, nil
+}
+
+// ClaimUpTo moves up to n of the oldest queued jobs to running and opens
+// the next attempt of each, in one transaction (one durable commit for a
+// lane with n free slots). It runs only under l, the lane's lock, which it
+// checks first and, on PostgreSQL, carries as a fence inside the claim's
+// own statement: a lock lost before the commit claims nothing (ELANEHELD).
+// It returns the claims in id order, none when nothing is queued.
+func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, error) {
+	if n < 1 {
+		return nil, nil
+	}
+	if err := l.Check(); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	fence, err := s.lockFence(l)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	// The inner SELECT reads the jobs_queued partial index only.
+	claimJobs := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, error = NULL, finished_at = NULL
+		WHERE id IN (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT $3` + s.dialect.claimLock + `)
+		  AND status = 'queued'` + fence + `
+		RETURNING ` + jobColumns
+	now := s.now()
+	var claimed []*Claimed
+	err = s.inTxHooks(ctx, func(tx *sql.Tx) error {
+		claimed = claimed[:0]
+		jobs, err := s.claimJobs(ctx, tx, claimJobs, l.Lane, s.ts(now), n)
+		if err != nil {
+			return err
+		}
+		for _, job := range jobs {
+			a, err := s.openAttempt(ctx, tx, job, l.Lane, now)
+			if err != nil {
+				return err
+			}
+			claimed = append(claimed, &Claimed{Job: job, Attempt: a})
+		}
+		return nil
+	}, "", "")
+	if err != nil || len(claimed) == 0 {
+		return nil, err
+	}
+	hit(crashpoint.ClaimAfterCommit)
+	return claimed, nil
+}
+
+// claimJobs runs the claim's UPDATE and returns its jobs in id order.
+func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, error) {
+	rows, err := tx.QueryContext(ctx, s.dialect.rebind(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	defer rows.Close()
+	var jobs []inkwell.Job
+	for rows.Next() {
+		job, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: %w", err)
+		}
+		jobs = append(jobs, job)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	slices.SortFunc(jobs, func(a, b inkwell.Job) int { return cmp.Compare(a.ID, b.ID) })
+	return jobs, nil
+}
+
+// openAttempt opens job's next attempt (highest number so far + 1), running.
+func (s *Store) openAttempt(ctx context.Context, tx *sql.Tx, job inkwell.Job, lane string, now time.Time) (inkwell.Attempt, error) {
+	const open = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
+		SELECT $1, COALESCE(MAX(attempt_number), 0) + 1, 'running', $2, $3 FROM job_attempts WHERE job_id = $1
+		RETURNING id, attempt_number`
+	a := inkwell.Attempt{JobID: job.ID, Status: inkwell.StatusRunning, Lane: lane, StartedAt: &now}
+	if err := s.txQueryRow(ctx, tx, open, job.ID, lane, s.ts(now)).Scan(&a.ID, &a.AttemptNumber); err != nil {
+		return a, fmt.Errorf("claim job %d: open attempt: %w", job.ID, err)
+	}
+	return a, nil
 }
 
 // CompleteParams is what a successful provider call produced.

@@ -14,21 +14,24 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// runOne claims one job and runs it to an outcome. worked is false when
-// nothing was queued.
-func (l *Lane) runOne(ctx context.Context) (worked bool, err error) {
-	// The claim is not cut by a stop signal: a claim whose commit raced
-	// the signal would leave a running attempt nobody runs until the next
-	// start. Once begun, it finishes, and its job gets the grace period.
+// claim claims up to n queued jobs for this lane's free slots. The claim
+// is not cut by a stop signal: a claim whose commit raced the signal would
+// leave running attempts nobody runs until the next start. Once begun, it
+// finishes, and its jobs get the grace period.
+func (l *Lane) claim(ctx context.Context, n int) ([]*store.Claimed, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DBTimeout)
-	c, err := l.store.Claim(cctx, l.cfg.Name)
-	cancel()
+	defer cancel()
+	claimed, err := l.store.ClaimUpTo(cctx, l.lock, n)
 	if err != nil {
-		return false, fmt.Errorf("claim: %w", err)
+		return nil, fmt.Errorf("claim: %w", err)
 	}
-	if c == nil {
-		return false, nil
-	}
+	return claimed, nil
+}
+
+// run takes one claimed job to an outcome: the provider call outside any
+// transaction, then its completion or failure. It returns errUnrecorded
+// when the outcome could not be written.
+func (l *Lane) run(ctx context.Context, c *store.Claimed) error {
 	j := &claimedJob{Claimed: c, log: l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)}
 	j.log.InfoContext(ctx, "job claimed")
 	if l.cfg.Observer != nil {
@@ -36,7 +39,7 @@ func (l *Lane) runOne(ctx context.Context) (worked bool, err error) {
 	}
 	var req inkwell.Request
 	if err := json.Unmarshal(c.Job.Payload, &req); err != nil {
-		return true, l.fail(ctx, j, fmt.Sprintf("payload unreadable: %v", err), 0)
+		return l.fail(ctx, j, fmt.Sprintf("payload unreadable: %v", err), 0)
 	}
 	resp, elapsed, callErr := l.call(ctx, c, req)
 	if callErr != nil {
@@ -44,10 +47,10 @@ func (l *Lane) runOne(ctx context.Context) (worked bool, err error) {
 		if ctx.Err() != nil && errors.Is(callErr, context.Canceled) {
 			msg = inkwell.ErrShutdownGrace
 		}
-		return true, l.fail(ctx, j, msg, elapsed)
+		return l.fail(ctx, j, msg, elapsed)
 	}
 	crashpoint.Hit(crashpoint.ProviderAfterCall)
-	return true, l.complete(ctx, j, req, resp, elapsed)
+	return l.complete(ctx, j, req, resp, elapsed)
 }
 
 // claimedJob is one claimed job on its way to an outcome, with the logger

@@ -22,7 +22,10 @@ type Config struct {
 	Heartbeat time.Duration    // heartbeat interval (default 2s)
 	Poll      time.Duration    // how often an idle lane looks for work queued by other processes (default 1s)
 	Grace     time.Duration    // how long a running provider call may finish after stop (default 30s)
-	DBTimeout time.Duration    // bound on each database call of the loop (default 10s)
+	// Concurrency is how many provider calls the lane runs at once, each
+	// its own claim, attempt and fenced completion (default 1).
+	Concurrency int
+	DBTimeout   time.Duration // bound on each database call of the loop (default 10s)
 	// RecordPatience is how long an outcome's write is retried while the
 	// database is unavailable before the lane gives up and stops (default 1m).
 	RecordPatience time.Duration
@@ -54,7 +57,7 @@ type laneStore interface {
 	RegisterLane(ctx context.Context, l *store.LaneLock) error
 	Heartbeat(ctx context.Context, l *store.LaneLock, answersWaiting int64) error
 	StopLane(ctx context.Context, l *store.LaneLock, reason string) error
-	Claim(ctx context.Context, lane string) (*store.Claimed, error)
+	ClaimUpTo(ctx context.Context, l *store.LaneLock, n int) ([]*store.Claimed, error)
 	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
 	FailIfRunning(ctx context.Context, p store.FailParams) error
 	// Rescue on proof (rescue.go).
@@ -72,9 +75,11 @@ type Lane struct {
 	lock  *store.LaneLock
 	wake  chan struct{}
 
-	rescueScans atomic.Int64 // completed looks for dead lanes (rescue.go)
-	waiting     atomic.Int64 // provider answers in hand, not yet stored (job.go record)
-	restored    atomic.Int64 // lock file restorations already logged
+	rescueScans atomic.Int64  // completed looks for dead lanes (rescue.go)
+	waiting     atomic.Int64  // provider answers in hand, not yet stored (job.go record)
+	inFlight    atomic.Int64  // claimed jobs whose outcome is not written yet: slots in use
+	freed       chan struct{} // a slot was freed
+	restored    atomic.Int64  // lock file restorations already logged
 }
 
 // New returns a lane over st. It panics on a missing provider: a
@@ -96,7 +101,11 @@ func New(st laneStore, cfg Config) *Lane {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Lane{cfg: cfg, store: st, log: log.With("component", "worker", "lane", cfg.Name), wake: make(chan struct{}, 1)}
+	if cfg.Concurrency < 1 {
+		cfg.Concurrency = 1
+	}
+	return &Lane{cfg: cfg, store: st, log: log.With("component", "worker", "lane", cfg.Name),
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
 }
 
 func setDefault(d *time.Duration, v time.Duration) {
@@ -212,36 +221,70 @@ func (l *Lane) Close() error {
 	return l.lock.Release()
 }
 
-// loop claims and runs jobs until ctx ends or the lane must stop. It
-// returns the error of an outcome it could not record, if one ended it.
+// loop claims jobs for the lane's free slots and runs each in its own
+// goroutine, until ctx ends or the lane must stop; then it claims nothing
+// more and waits for every call in flight (each gets the grace period and
+// its outcome is recorded). It returns the error of an outcome it could
+// not record, if one ended it.
 func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) error {
 	poll := time.NewTicker(l.cfg.Poll)
 	defer poll.Stop()
+	var calls sync.WaitGroup
+	var unrecorded atomic.Pointer[error]
 	for ctx.Err() == nil {
 		if err := l.checkLock(ctx); err != nil { // fencing: no claim without the lock
 			l.log.ErrorContext(ctx, "lane lock lost; no more claims, stopping the lane", "err", err)
 			stopLane(err)
-			return nil
+			break
 		}
-		worked, err := l.runOne(ctx)
-		if errors.Is(err, errUnrecorded) {
-			l.log.ErrorContext(ctx, "stopping the lane: a job's outcome could not be recorded; restart recovery will close it", "err", err)
-			stopLane(err)
-			return err
+		free := l.cfg.Concurrency - int(l.inFlight.Load())
+		if free == 0 {
+			l.waitFor(ctx, l.freed, nil)
+			continue
 		}
+		claimed, err := l.claim(ctx, free)
 		if err != nil {
 			l.log.ErrorContext(ctx, "lane step", "err", err)
 		}
-		if worked && err == nil {
-			continue // drain the queue without waiting
+		for _, c := range claimed {
+			l.inFlight.Add(1)
+			calls.Go(func() {
+				defer l.release()
+				if err := l.run(ctx, c); errors.Is(err, errUnrecorded) {
+					l.log.ErrorContext(ctx, "stopping the lane: a job's outcome could not be recorded; restart recovery will close it", "err", err)
+					unrecorded.CompareAndSwap(nil, &err)
+					stopLane(err)
+				}
+			})
 		}
-		select {
-		case <-ctx.Done():
-		case <-l.wake:
-		case <-poll.C:
+		if err == nil && len(claimed) == free {
+			continue // every free slot filled: more may be queued
 		}
+		l.waitFor(ctx, l.wake, poll.C) // the queue is empty (or the claim failed)
+	}
+	calls.Wait()
+	if e := unrecorded.Load(); e != nil {
+		return *e
 	}
 	return nil
+}
+
+// release frees a slot and tells the loop.
+func (l *Lane) release() {
+	l.inFlight.Add(-1)
+	select {
+	case l.freed <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until ctx ends or a or b delivers (a nil channel never does).
+func (l *Lane) waitFor(ctx context.Context, a <-chan struct{}, b <-chan time.Time) {
+	select {
+	case <-ctx.Done():
+	case <-a:
+	case <-b:
+	}
 }
 
 func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) {
