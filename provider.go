@@ -25,4 +25,5 @@ type ProviderResponse struct {
 	Text         string
 	RequestID    string // the provider's id for the billed request
 	AmountMicros int64  // what the provider billed, in millionths of the currency unit
+	TokensUsed   int    // tokens the call used, from the answer's usage (0: not reported)
 }

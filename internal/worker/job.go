@@ -44,7 +44,10 @@ func (l *Lane) run(ctx context.Context, c *store.Claimed) error {
 	resp, elapsed, callErr := l.call(ctx, c, req)
 	if callErr != nil {
 		msg := "provider: " + callErr.Error()
-		if ctx.Err() != nil && errors.Is(callErr, context.Canceled) {
+		switch {
+		case errors.Is(callErr, errNotCalled):
+			msg = "shutdown: stopped while waiting for the provider's rate limit; the provider was not called"
+		case ctx.Err() != nil && errors.Is(callErr, context.Canceled):
 			msg = inkwell.ErrShutdownGrace
 		}
 		return l.fail(ctx, j, msg, elapsed)
@@ -63,7 +66,7 @@ type claimedJob struct {
 
 // call runs the provider outside any transaction. After ctx ends (a stop
 // was asked for) the call still gets the grace period to finish.
-func (l *Lane) call(ctx context.Context, c *store.Claimed, req inkwell.Request) (inkwell.ProviderResponse, float64, error) {
+func (l *Lane) call(ctx context.Context, c *store.Claimed, req inkwell.Request) (resp inkwell.ProviderResponse, secs float64, err error) {
 	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
@@ -71,12 +74,24 @@ func (l *Lane) call(ctx context.Context, c *store.Claimed, req inkwell.Request) 
 		context.AfterFunc(callCtx, func() { t.Stop() })
 	})
 	defer stop()
-	start := time.Now()
-	resp, err := l.cfg.Provider.Generate(callCtx, inkwell.ProviderRequest{
+	preq := inkwell.ProviderRequest{
 		IdempotencyKey: inkwell.ProviderKey(c.Job.ID, c.Job.IdempotencyKey),
 		Prompt:         req.Prompt,
 		MaxWords:       req.MaxWords,
-	})
+	}
+	start := time.Now()
+	if lim := l.cfg.Limiter; lim != nil {
+		est := EstimateTokens(preq)
+		// Nothing is sent before the limiter lets it: a call stopped while
+		// it waits reached no provider.
+		// A stop ends the wait at once (ctx, not callCtx): no new call
+		// starts after a stop.
+		if err := lim.Wait(ctx, est); err != nil {
+			return inkwell.ProviderResponse{}, time.Since(start).Seconds(), fmt.Errorf("%w: %w", errNotCalled, err)
+		}
+		defer func() { lim.Done(est, resp.TokensUsed, err) }()
+	}
+	resp, err = l.cfg.Provider.Generate(callCtx, preq)
 	if err != nil && callCtx.Err() != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w: %w", context.Canceled, err)
 	}
@@ -154,6 +169,10 @@ func (l *Lane) observe(outcome string, secs float64, job inkwell.Job) {
 		l.cfg.Observer.Finished(l.cfg.Name, outcome, secs, job)
 	}
 }
+
+// errNotCalled marks a call that never started: the lane stopped while it
+// waited for the provider's rate limit.
+var errNotCalled = errors.New("stopped before the provider was called")
 
 // errUnrecorded marks an outcome the lane could not write. The job stays
 // running under this lane, which then stops: only a restart's recovery,

@@ -34,6 +34,21 @@ type Config struct {
 	Rescue time.Duration
 	// Observer, if set, hears about each outcome (metrics live in the caller).
 	Observer Observer
+	// Limiter, if set, paces the lane's provider calls within the
+	// provider's limits (requests and tokens per minute, 429 pauses).
+	Limiter Limiter
+}
+
+// Limiter paces a lane's provider calls (DESIGN §8). Every call of the lane
+// asks Wait before it starts and reports Done when it ends.
+type Limiter interface {
+	// Wait blocks until a call estimated at tokens may start, or ctx ends
+	// (then it returns ctx's error and the call is not made).
+	Wait(ctx context.Context, tokens int) error
+	// Done reports how the call ended: the estimate it waited for, the
+	// tokens the answer says it used (0: unknown), and its error. A 429
+	// among them pauses every call of the lane until its Retry-After.
+	Done(estimated, used int, err error)
 }
 
 // Observer receives lane events; the API's metrics implement it.
