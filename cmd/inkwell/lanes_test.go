@@ -302,6 +302,7 @@ type heldSim struct {
 	mu      sync.Mutex
 	gate    chan struct{} // nil when not holding
 	heldKey map[string]bool
+	holding int // calls waiting at the gate now
 }
 
 func startHeldSim(t *testing.T) *heldSim {
@@ -342,8 +343,21 @@ func (h *heldSim) wait(key string) {
 	}
 	h.mu.Unlock()
 	if gate != nil {
+		h.mu.Lock()
+		h.holding++
+		h.mu.Unlock()
 		<-gate
+		h.mu.Lock()
+		h.holding--
+		h.mu.Unlock()
 	}
+}
+
+// heldCount is how many calls the simulator holds right now.
+func (h *heldSim) heldCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.holding
 }
 
 func (h *heldSim) hold() {
