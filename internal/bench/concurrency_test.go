@@ -1,0 +1,54 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell/internal/provider"
+	"github.com/inkwell/inkwell/internal/worker"
+)
+
+// BenchmarkLaneConcurrency: jobs per second drained by one lane on SQLite
+// (synchronous=FULL) with N calls in flight, against the in-process sim
+// provider at a given latency. b.N jobs are queued first, then the lane
+// drains them; run with -benchtime Nx to pick how many. Issue 10's
+// targets: latency 0 with 16 slots ≥ 5,000 jobs/s; 200 ms with 64 slots
+// ≥ 250 jobs/s (the limit is 320); 20 s with 512 slots ≥ 24 jobs/s.
+func BenchmarkLaneConcurrency(b *testing.B) {
+	for _, tc := range []struct {
+		latency time.Duration
+		slots   int
+	}{{0, 1}, {0, 16}, {0, 64}, {200 * time.Millisecond, 64}, {20 * time.Second, 512}} {
+		b.Run(fmt.Sprintf("latency=%v/slots=%d", tc.latency, tc.slots), func(b *testing.B) {
+			benchDrain(b, tc.latency, tc.slots)
+		})
+	}
+}
+
+func benchDrain(b *testing.B, latency time.Duration, slots int) {
+	ctx := context.Background()
+	st := mustStore(b, filepath.Join(b.TempDir(), "bench.db"))
+	queue(b, st, b.N)
+	obs := newCounter(b.N)
+	lane := worker.New(st, worker.Config{Provider: provider.NewSim(latency), Poll: time.Millisecond, Concurrency: slots, Observer: obs})
+	if _, err := lane.Open(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer lane.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	runtime.GC()
+	b.ResetTimer()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- lane.Run(runCtx) }()
+	obs.wait(b)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	stop()
+	<-done
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+}
