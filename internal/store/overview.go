@@ -1,19 +1,29 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Operator reads. The answers come from the views of migration 0002
-// (job_overview, job_board, lane_liveness), so an operator typing
-// SELECT * FROM job_overview in sqlite3 or psql sees exactly what
-// inkwell status, /metrics and the dashboard show. The views compare
-// against the database's wall clock, not the store's NowFunc.
+// Operator reads. The answers come from the views (job_overview,
+// job_board, lane_liveness and the one-row queue_state they share), so an
+// operator typing SELECT * FROM job_overview in sqlite3 or psql sees
+// exactly what inkwell status, /metrics and the dashboard show. The views
+// compare against the database's wall clock, not the store's NowFunc.
+//
+// The views were first written by migration 0002; migration 0004
+// (0004_overview_counts.sql, one per dialect) replaced them so that their
+// cost does not grow with the history: job_overview reads the counts that
+// triggers keep in job_counts, in the same transaction as each write, and
+// one index probe per status for the oldest job. A later change to their
+// words comes as a new migration.
 
 // OverviewRow is one row of job_overview: one status.
 type OverviewRow struct {
@@ -53,6 +63,10 @@ type LaneState struct {
 	StartedAt           time.Time  `json:"started_at"`
 	StoppedAt           *time.Time `json:"stopped_at,omitempty"`
 	StopReason          string     `json:"stop_reason,omitempty"`
+	// AnswersWaiting is what the lane said at its last heartbeat: provider
+	// answers it holds and could not store yet (database busy, locked or
+	// full). A restart would lose them.
+	AnswersWaiting int64 `json:"answers_waiting"`
 }
 
 // Overview returns job_overview: four rows, queued, running, failed, done.
@@ -80,10 +94,135 @@ func (s *Store) Overview(ctx context.Context) ([]OverviewRow, error) {
 	return out, nil
 }
 
+// StatusCount is one row of job_overview without its next action: what
+// /metrics reads at every scrape.
+type StatusCount struct {
+	Status           string
+	Jobs             int64
+	OldestAgeSeconds *int64 // nil when empty
+}
+
+// StatusCounts returns job_overview's counts and oldest ages, in its order
+// (queued, running, failed, done), leaving out the next actions and the
+// reads they take (lanes, the queue's head, the running jobs).
+func (s *Store) StatusCounts(ctx context.Context) ([]StatusCount, error) {
+	const q = `SELECT status, jobs, oldest_age_seconds FROM job_overview`
+	rows, err := s.rdb.QueryContext(ctx, q)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("status counts: %w", err))
+	}
+	defer rows.Close()
+	var out []StatusCount
+	for rows.Next() {
+		var c StatusCount
+		var age sql.NullInt64
+		if err := rows.Scan(&c.Status, &c.Jobs, &age); err != nil {
+			return nil, fmt.Errorf("status counts: %w", err)
+		}
+		c.OldestAgeSeconds = nullInt(age)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.classify(fmt.Errorf("status counts: %w", err))
+	}
+	return out, nil
+}
+
+// boardPickMax is the largest limit for which Board picks its rows by id
+// first; a larger one reads the view in order, as a full read does.
+const boardPickMax = 1000
+
+// boardStatuses is job_board's order: running, then queued, then failed.
+var boardStatuses = []string{"running", "queued", "failed"}
+
 // Board returns up to limit rows of job_board (running first, then queued
 // in claim order, then failed), only of the given statuses when any are
 // named. A limit of 0 or less means every row.
+//
+// With a limit, it first picks the ids to show from the statuses' partial
+// indexes (the running jobs, then the first queued and failed ones by id),
+// then reads only those rows of job_board, in one snapshot: the view
+// numbers a queued job's place by counting on the index near the queue's
+// head, so the first rows cost the same however long the queue is, where
+// "ORDER BY … LIMIT" on the view would make it compute every row first.
 func (s *Store) Board(ctx context.Context, limit int, statuses ...string) ([]BoardRow, error) {
+	if limit <= 0 || limit > boardPickMax {
+		return s.boardInOrder(ctx, limit, statuses)
+	}
+	tx, err := s.rdb.BeginTx(ctx, s.dialect.snapshot)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("board: %w", err))
+	}
+	defer tx.Rollback()
+	ids, err := s.boardPick(ctx, tx, limit, statuses)
+	if err != nil || len(ids) == 0 {
+		return []BoardRow{}, s.classify(err)
+	}
+	list := make([]string, len(ids))
+	for i, id := range ids {
+		list[i] = strconv.FormatInt(id, 10)
+	}
+	q := `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action FROM job_board
+		WHERE id IN (` + strings.Join(list, ", ") + `)
+		ORDER BY CASE status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE 3 END, id`
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("board: %w", err))
+	}
+	out, err := scanBoard(rows)
+	return out, s.classify(err)
+}
+
+// boardPick returns the ids of the first limit rows of job_board among
+// statuses (all three when none are named), in the board's order. Each
+// status is read from its own partial index: every running job (there
+// are as many as lanes, give or take; sorted here, since an ORDER BY id
+// could tempt a planner without statistics to walk the whole table in id
+// order), and the first limit queued and failed jobs in id order.
+func (s *Store) boardPick(ctx context.Context, tx *sql.Tx, limit int, statuses []string) ([]int64, error) {
+	var arms []string
+	for rank, st := range boardStatuses {
+		if len(statuses) > 0 && !slices.Contains(statuses, st) {
+			continue
+		}
+		arm := fmt.Sprintf(`SELECT id, %d AS r FROM jobs WHERE status = '%s'`, rank, st)
+		if st != "running" {
+			arm = fmt.Sprintf(`SELECT * FROM (SELECT id, %d AS r FROM jobs WHERE status = '%s' ORDER BY id LIMIT %d) x`, rank, st, limit)
+		}
+		arms = append(arms, arm)
+	}
+	if len(arms) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.QueryContext(ctx, strings.Join(arms, " UNION ALL "))
+	if err != nil {
+		return nil, fmt.Errorf("board: %w", err)
+	}
+	defer rows.Close()
+	type pick struct{ id, rank int64 }
+	var picks []pick
+	for rows.Next() {
+		var p pick
+		if err := rows.Scan(&p.id, &p.rank); err != nil {
+			return nil, fmt.Errorf("board: %w", err)
+		}
+		picks = append(picks, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("board: %w", err)
+	}
+	slices.SortFunc(picks, func(a, b pick) int {
+		return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.id, b.id))
+	})
+	ids := make([]int64, 0, min(limit, len(picks)))
+	for _, p := range picks[:min(limit, len(picks))] {
+		ids = append(ids, p.id)
+	}
+	return ids, nil
+}
+
+// boardInOrder reads job_board in its order, every row or the first limit.
+func (s *Store) boardInOrder(ctx context.Context, limit int, statuses []string) ([]BoardRow, error) {
 	var where string
 	args := make([]any, 0, len(statuses))
 	if len(statuses) > 0 {
@@ -132,7 +271,7 @@ func scanBoard(rows *sql.Rows) ([]BoardRow, error) {
 // alive ones and the others, so a caller can show why a lane is not alive.
 func (s *Store) LiveLanes(ctx context.Context) ([]LaneState, error) {
 	const q = `SELECT lane, state, alive, heartbeat_age_seconds, heartbeat_age, running_jobs,
-		heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason
+		heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason, answers_waiting
 		FROM lane_liveness ORDER BY lane`
 	rows, err := s.rdb.QueryContext(ctx, q)
 	if err != nil {
@@ -145,7 +284,7 @@ func (s *Store) LiveLanes(ctx context.Context) ([]LaneState, error) {
 		var beat, started, stopped nullTime
 		var reason sql.NullString
 		if err := rows.Scan(&l.Lane, &l.State, &l.Alive, &l.HeartbeatAgeSeconds, &l.HeartbeatAge, &l.RunningJobs,
-			&beat, &l.PID, &l.Host, &l.Incarnation, &started, &stopped, &reason); err != nil {
+			&beat, &l.PID, &l.Host, &l.Incarnation, &started, &stopped, &reason, &l.AnswersWaiting); err != nil {
 			return nil, fmt.Errorf("lanes: %w", err)
 		}
 		l.HeartbeatAt, l.StartedAt, l.StoppedAt, l.StopReason = beat.Time, started.Time, stopped.Ptr(), reason.String

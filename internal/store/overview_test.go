@@ -4,12 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
@@ -147,6 +150,60 @@ func deref(p *int64) any {
 	return *p
 }
 
+// silentHeld is the action for the running jobs of a silent lane whose
+// holder still holds its lock, as each dialect words it: PostgreSQL sees
+// the session lock in pg_locks, SQLite cannot see a flock and names both
+// cases.
+func (f *ovFixture) silentHeld(lane string) string {
+	f.t.Helper()
+	l := f.laneState(lane)
+	if f.s.Dialect() == "postgres" {
+		return fmt.Sprintf("lane %s silent for %s, its process pid %d on host %s still holds the lock (stopped or hung?): "+
+			"inspect it; ending it lets recovery close its attempts", lane, l.HeartbeatAge, l.PID, l.Host)
+	}
+	return fmt.Sprintf("lane %s silent for %s (pid %d on host %s): if that process still runs it holds the lane (stopped or hung?): "+
+		"inspect it (ps -o pid,stat,cmd -p %d); ending it lets recovery close its attempts; if it is gone, restart the lane: "+
+		"inkwell serve --lane %s", lane, l.HeartbeatAge, l.PID, l.Host, l.PID, lane)
+}
+
+func (f *ovFixture) laneState(lane string) store.LaneState {
+	f.t.Helper()
+	lanes, err := f.s.LiveLanes(f.ctx)
+	if err != nil {
+		f.t.Fatalf("LiveLanes: %v", err)
+	}
+	for _, l := range lanes {
+		if l.Lane == lane {
+			return l
+		}
+	}
+	f.t.Fatalf("lane %s is not in lane_liveness: %+v", lane, lanes)
+	return store.LaneState{}
+}
+
+// setAnswersWaiting writes what a lane's heartbeat reports: provider
+// answers it holds and could not store.
+func (f *ovFixture) setAnswersWaiting(lane string, n int) {
+	f.t.Helper()
+	if _, err := f.s.WriteDB().ExecContext(f.ctx, fmt.Sprintf(`UPDATE lanes SET answers_waiting = %d WHERE name = '%s'`, n, lane)); err != nil {
+		f.t.Fatalf("set answers_waiting: %v", err)
+	}
+}
+
+// dbTime is a SQL expression for the database's clock plus offset.
+func (f *ovFixture) dbTime(offset time.Duration) string {
+	secs := int(offset.Seconds())
+	if f.s.Dialect() == "postgres" {
+		return fmt.Sprintf("statement_timestamp() + make_interval(secs => %d)", secs)
+	}
+	return fmt.Sprintf("strftime('%%Y-%%m-%%dT%%H:%%M:%%f000Z', 'now', '%+d seconds')", secs)
+}
+
+func (f *ovFixture) wantCountsKept(when string) {
+	f.t.Helper()
+	wantCountsKept(f.t, f.s, when)
+}
+
 func TestStore_Overview(t *testing.T) {
 	t.Parallel()
 	t.Run("Columns", func(t *testing.T) {
@@ -155,7 +212,7 @@ func TestStore_Overview(t *testing.T) {
 			want := map[string][]string{
 				"job_overview":  {"status", "jobs", "oldest_job_id", "oldest_age_seconds", "oldest_age", "next_action"},
 				"job_board":     {"id", "status", "lane", "attempt", "since", "age_seconds", "age", "error", "next_action"},
-				"lane_liveness": {"lane", "state", "alive", "heartbeat_age_seconds", "heartbeat_age", "running_jobs", "heartbeat_at", "pid", "host", "incarnation", "started_at", "stopped_at", "stop_reason"},
+				"lane_liveness": {"lane", "state", "alive", "heartbeat_age_seconds", "heartbeat_age", "running_jobs", "heartbeat_at", "pid", "host", "incarnation", "started_at", "stopped_at", "stop_reason", "answers_waiting"},
 			}
 			for view, cols := range want {
 				rows, err := s.DB().QueryContext(t.Context(), `SELECT * FROM `+view)
@@ -306,16 +363,28 @@ func TestStore_Overview(t *testing.T) {
 			c := f.claim("east")
 			o := f.overview()["running"]
 			wantAge(t, "running", o.OldestAgeSeconds, 3600)
-			wantActionPrefix(t, "running", o.NextAction,
-				"restart that lane: its startup recovery closes these as failed (1 on lane east silent, last heartbeat 1h0")
-			wantActionPrefix(t, "board", f.board()[c.Job.ID].NextAction,
-				"restart that lane: its startup recovery closes these as failed (lane east silent, last heartbeat 1h0")
+			// The lane is silent, but its holder (this test) still runs and
+			// holds the lock: the action must not say "restart" alone, which
+			// the lock would refuse.
+			held := f.silentHeld("east")
+			wantAction(t, "running", o.NextAction, held)
+			wantAction(t, "board", f.board()[c.Job.ID].NextAction, held)
 			if run, err := f.s.LastRecoveryRun(f.ctx); err != nil || run != nil {
 				t.Fatalf("LastRecoveryRun before any = %v, %v; want nil, nil", run, err)
 			}
 
-			// Do what the action says: the lane restarts and recovers.
+			// The holder ends: PostgreSQL sees its lock free and says the lane
+			// is dead; SQLite cannot see a flock, so its words covered this.
 			l.Release()
+			if f.s.Dialect() == "postgres" {
+				dead := "lane east is dead (its lock is free): restart it: inkwell serve --lane east"
+				wantAction(t, "running (lock free)", f.overview()["running"].NextAction, dead)
+				wantAction(t, "board (lock free)", f.board()[c.Job.ID].NextAction, dead)
+			} else {
+				wantAction(t, "running (holder gone)", f.overview()["running"].NextAction, held)
+			}
+
+			// Do what the action says: the lane restarts and recovers.
 			f.clk.At(0)
 			l2, err := f.s.LockLane(f.ctx, "east")
 			if err != nil {
@@ -336,6 +405,7 @@ func TestStore_Overview(t *testing.T) {
 			wantAction(t, "board", f.board()[c.Job.ID].NextAction, fmt.Sprintf("inspect the error, then inkwell retry %d "+
 				"(the worker died during the attempt, so the provider may already have billed it; "+
 				"the retry reuses the job's provider key, so the provider answers from its record)", c.Job.ID))
+			f.wantCountsKept("after recovery")
 
 			run, err := f.s.LastRecoveryRun(f.ctx)
 			if err != nil || run == nil || run.ID != rep.RunID || run.JobsFailed != 1 || run.AttemptsClosed != 1 {
@@ -355,22 +425,86 @@ func TestStore_Overview(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
 			f.clk.At(-time.Hour)
-			f.lane("east")
+			east := f.lane("east")
 			f.accept("k1")
 			c := f.claim("east")
 			f.clk.At(time.Minute)
 			f.lane("west")
-			want := "restart that lane: its startup recovery closes these as failed (lane east silent, last heartbeat 1h0"
+			wantAction(t, "board", f.board()[c.Job.ID].NextAction, f.silentHeld("east"))
+			wantAction(t, "running", f.overview()["running"].NextAction, f.silentHeld("east"))
+			east.Release()
+			// Only PostgreSQL lanes rescue each other (worker/rescue.go), and
+			// only PostgreSQL can see that the lock is free.
+			got, ov := f.board()[c.Job.ID].NextAction, f.overview()["running"].NextAction
+			if f.s.Dialect() == "postgres" {
+				dead := "lane east is dead (its lock is free): restart it, or a live lane rescues its jobs within --rescue-interval"
+				wantAction(t, "board (lock free)", got, dead)
+				wantAction(t, "running (lock free)", ov, dead)
+			} else {
+				wantAction(t, "board (holder gone)", got, f.silentHeld("east"))
+				if strings.Contains(got+ov, "rescue") {
+					t.Errorf("sqlite actions %q, %q speak of a rescue: only PostgreSQL lanes rescue each other", got, ov)
+				}
+			}
+		})
+	})
+	t.Run("RunningOnStoppedLane", func(t *testing.T) {
+		t.Parallel()
+		runOverview(t, func(f *ovFixture) {
+			f.clk.At(time.Minute)
+			east := f.lane("east")
+			f.accept("k1")
+			c := f.claim("east")
+			f.lane("west")
+			// A stop recorded while a job still runs (say the grace ran out
+			// and the process died before it could fail the job).
+			if err := f.s.StopLane(f.ctx, east, "shutdown"); err != nil {
+				t.Fatalf("StopLane: %v", err)
+			}
+			want := "restart that lane: its startup recovery closes these as failed (lane east stopped, last heartbeat "
 			got := f.board()[c.Job.ID].NextAction
 			wantActionPrefix(t, "board", got, want)
-			// Only PostgreSQL lanes rescue each other (worker/rescue.go).
+			wantActionPrefix(t, "running", f.overview()["running"].NextAction,
+				"restart that lane: its startup recovery closes these as failed (1 on lane east stopped, last heartbeat ")
 			const rescue = "; live lanes rescue them by themselves once that lane's lock session ends"
 			if has := strings.HasSuffix(got, rescue); has != (f.s.Dialect() == "postgres") {
 				t.Errorf("%s board action %q: ends with the rescue clause = %v, want %v", f.s.Dialect(), got, has, !has)
 			}
-			ov := f.overview()["running"].NextAction
-			if has := strings.Contains(ov, rescue); has != (f.s.Dialect() == "postgres") {
-				t.Errorf("%s overview action %q: has the rescue clause = %v, want %v", f.s.Dialect(), ov, has, !has)
+		})
+	})
+	t.Run("AnswersWaitingComeFirst", func(t *testing.T) {
+		t.Parallel()
+		runOverview(t, func(f *ovFixture) {
+			f.clk.At(time.Minute)
+			f.lane("east")
+			f.accept("k1")
+			c := f.claim("east")
+			f.setAnswersWaiting("east", 2)
+			const waiting = "answer waiting to be stored: lane east holds 2 provider answers the database has not taken yet " +
+				"(busy, locked or full?): free the database (a long transaction in another process? disk full?); " +
+				"do not restart lane east, a restart loses those answers"
+			wantAction(t, "running", f.overview()["running"].NextAction, waiting+"; wait: running on live lane east")
+			wantActionPrefix(t, "board", f.board()[c.Job.ID].NextAction, waiting+"; wait: running on live lane east (attempt 1, heartbeat ")
+			lanes, err := f.s.LiveLanes(f.ctx)
+			if err != nil || len(lanes) != 1 || lanes[0].AnswersWaiting != 2 {
+				t.Errorf("LiveLanes = %+v, %v; want lane east with 2 answers waiting", lanes, err)
+			}
+
+			// The database is full: no heartbeat gets through, and the lane
+			// looks silent. Its answers still come first: a restart loses them.
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, `UPDATE lanes SET heartbeat_at = `+f.dbTime(-time.Hour)+`, answers_waiting = 1`); err != nil {
+				t.Fatalf("age the heartbeat: %v", err)
+			}
+			one := strings.Replace(waiting, "holds 2 provider answers", "holds 1 provider answer", 1)
+			wantAction(t, "running (silent)", f.overview()["running"].NextAction, one+"; "+f.silentHeld("east"))
+			wantAction(t, "board (silent)", f.board()[c.Job.ID].NextAction, one+"; "+f.silentHeld("east"))
+
+			// A stopped lane holds nothing any more.
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, `UPDATE lanes SET stopped_at = heartbeat_at, stop_reason = 'shutdown'`); err != nil {
+				t.Fatalf("stop the lane: %v", err)
+			}
+			if got := f.overview()["running"].NextAction; strings.Contains(got, "answer waiting") {
+				t.Errorf("running action %q names the answers of a stopped lane", got)
 			}
 		})
 	})
@@ -530,6 +664,7 @@ func TestStore_OverviewLegacyTimes(t *testing.T) {
 	db.Close()
 	s := storetest.MustOpen(t, path, store.Options{})
 	f := &ovFixture{t: t, ctx: t.Context(), s: s}
+	f.wantCountsKept("after legacy adoption")
 	b := f.board()
 	wantAge(t, "legacy queued", b[1].AgeSeconds, 3*3600)
 	wantAge(t, "legacy running", b[2].AgeSeconds, 2*3600)
@@ -563,7 +698,308 @@ func TestStore_OverviewLegacyTimes(t *testing.T) {
 	if o["done"].Jobs != 3 {
 		t.Errorf("done jobs = %d, want 3", o["done"].Jobs)
 	}
+	f.wantCountsKept("after the legacy jobs ran")
 	wantAction(t, "done", o["done"].NextAction, "nothing to do: each has its result and charge, but for 1 "+adopted)
+}
+
+// TestStore_OverviewCounts: job_overview's counts are kept by triggers in
+// job_counts, in the transaction of each write. After every kind of
+// write, the kept counts equal a full count of the rows.
+func TestStore_OverviewCounts(t *testing.T) {
+	t.Parallel()
+	runOverview(t, func(f *ovFixture) {
+		f.clk.At(time.Minute)
+		f.wantCountsKept("empty")
+		east := f.lane("east")
+		for i := range 6 {
+			f.accept(fmt.Sprint("k", i))
+		}
+		f.accept("k0") // a re-send writes nothing
+		f.wantCountsKept("after accept")
+		var cs []*store.Claimed
+		for range 5 {
+			cs = append(cs, f.claim("east"))
+		}
+		f.wantCountsKept("after claim")
+		if err := f.s.CompleteIfRunning(f.ctx, store.CompleteParams{JobID: cs[0].Job.ID, AttemptID: cs[0].Attempt.ID,
+			Text: "ink", Account: "default", AmountMicros: 10, ProviderRequestID: "req-0"}); err != nil {
+			t.Fatalf("CompleteIfRunning: %v", err)
+		}
+		f.wantCountsKept("after complete")
+		f.fail(cs[1], refusedError)
+		f.fail(cs[2], "provider: HTTP 500 from the provider")
+		f.fail(cs[3], inkwell.ErrShutdownGrace)
+		f.fail(cs[4], "payload unreadable: unexpected end of JSON input")
+		f.wantCountsKept("after fail")
+		for _, c := range cs[1:3] {
+			if _, err := f.s.RetryIfFailed(f.ctx, c.Job.ID); err != nil {
+				t.Fatalf("RetryIfFailed(%d): %v", c.Job.ID, err)
+			}
+		}
+		f.wantCountsKept("after retry")
+		orphan := f.claim("east")
+		east.Release() // the lane dies mid-call
+		l, err := f.s.LockLane(f.ctx, "east")
+		if err != nil {
+			t.Fatalf("LockLane: %v", err)
+		}
+		defer l.Release()
+		if rep, err := f.s.Recover(f.ctx, l, false); err != nil || rep.JobsFailed != 1 {
+			t.Fatalf("Recover = %+v, %v; want job %d failed", rep, err, orphan.Job.ID)
+		}
+		f.wantCountsKept("after recovery")
+		o := f.overview()
+		for st, n := range map[string]int64{"queued": 2, "running": 0, "failed": 3, "done": 1} {
+			if o[st].Jobs != n {
+				t.Errorf("job_overview %s = %d, want %d", st, o[st].Jobs, n)
+			}
+		}
+		// Writes no Inkwell code makes keep them exact too.
+		for _, q := range []string{
+			`DELETE FROM charges`,
+			`UPDATE jobs SET status = 'failed', error = 'worker restarted', finished_at = created_at WHERE status = 'queued'`,
+			`UPDATE jobs SET error = 'provider: HTTP 503' WHERE error = 'worker restarted'`,
+		} {
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			f.wantCountsKept("after " + q)
+		}
+	})
+}
+
+// wantCountsKept compares job_counts with a full count of jobs (by kind, as
+// the triggers classify them, and by status, as job_overview shows them),
+// results and charges.
+func wantCountsKept(t *testing.T, s *store.Store, when string) {
+	t.Helper()
+	ctx := t.Context()
+	kept := map[string]int64{}
+	rows, err := s.DB().QueryContext(ctx, `SELECT kind, SUM(n) FROM job_counts GROUP BY kind`)
+	if err != nil {
+		t.Fatalf("%s: read job_counts: %v", when, err)
+	}
+	for rows.Next() {
+		var kind string
+		var n int64
+		if err := rows.Scan(&kind, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			kept[kind] = n
+		}
+	}
+	rows.Close()
+	full := map[string]int64{}
+	byStatus := map[string]int64{}
+	rows, err = s.DB().QueryContext(ctx, `SELECT status, error, request_hash, lane FROM jobs`)
+	if err != nil {
+		t.Fatalf("%s: read jobs: %v", when, err)
+	}
+	for rows.Next() {
+		var status, hash string
+		var errText, lane sql.NullString
+		if err := rows.Scan(&status, &errText, &hash, &lane); err != nil {
+			t.Fatal(err)
+		}
+		full[countKind(status, errText.String, hash, lane.Valid)]++
+		byStatus[status]++
+	}
+	rows.Close()
+	for _, table := range []string{"results", "charges"} {
+		var n int64
+		if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			full[table] = n
+		}
+	}
+	if diff := cmp.Diff(full, kept); diff != "" {
+		t.Errorf("%s: job_counts differs from a full count (-full +kept):\n%s", when, diff)
+	}
+	ov, err := s.Overview(ctx)
+	if err != nil {
+		t.Fatalf("%s: Overview: %v", when, err)
+	}
+	shown := map[string]int64{}
+	for _, o := range ov {
+		if o.Jobs != 0 {
+			shown[o.Status] = o.Jobs
+		}
+	}
+	if diff := cmp.Diff(byStatus, shown); diff != "" {
+		t.Errorf("%s: job_overview differs from SELECT status, COUNT(*) FROM jobs GROUP BY status (-full +shown):\n%s", when, diff)
+	}
+}
+
+// countKind is the kind a jobs row is counted under (the migration's
+// job_count_kind, written again here so that the test does not trust it).
+func countKind(status, errText, hash string, hasLane bool) string {
+	switch {
+	case status == "failed" && strings.HasPrefix(errText, "provider: provider call: client error:"):
+		return "failed_refused"
+	case status == "failed" && errText == "worker restarted":
+		return "failed_restarted"
+	case status == "failed" && (strings.HasPrefix(errText, "provider:") || strings.HasPrefix(errText, "shutdown:")):
+		return "failed_after_call"
+	case status == "failed":
+		return "failed_other"
+	case status == "done" && hash == store.LegacyRequestHash && !hasLane:
+		return "done_adopted"
+	}
+	return status
+}
+
+// TestStore_OverviewMigrationBackFills: a database that holds rows when
+// migration 0004 arrives gets its counts and its retried jobs' queued_at
+// from those rows, in the migration.
+func TestStore_OverviewMigrationBackFills(t *testing.T) {
+	t.Parallel()
+	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+		dsn, driver := b.DSN, "sqlite"
+		if b.Name == "postgres" { // b.DSN holds the migrated schema: start from nothing
+			dsn, driver = storetest.EmptyPostgresDSN(t), "pgx"
+		}
+		db, err := sql.Open(driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		dir := filepath.Join("migrations", b.Name)
+		files, _ := filepath.Glob(filepath.Join(dir, "000[123]_*.sql"))
+		if len(files) != 3 {
+			t.Fatalf("migrations 0001-0003 of %s: found %v", b.Name, files)
+		}
+		for i, file := range files {
+			body, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(string(body)); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if i == 0 {
+				mustExecAll(t, db, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
+			}
+			mustExecAll(t, db, fmt.Sprintf(`INSERT INTO schema_migrations VALUES (%d, 'v%d', '2026-01-01T00:00:00.000000Z')`, i+1, i+1))
+		}
+		hourAgo := time.Now().UTC().Add(-time.Hour).Format(store.TimeLayout)
+		tenAgo := time.Now().UTC().Add(-10 * time.Minute).Format(store.TimeLayout)
+		mustExecAll(t, db,
+			`INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at) VALUES
+				(1, 'k1', 'h', '{}', 'done', NULL, 'east', '`+hourAgo+`', '`+hourAgo+`', '`+hourAgo+`'),
+				(2, 'k2', 'h', '{}', 'failed', 'worker restarted', 'east', '`+hourAgo+`', '`+hourAgo+`', '`+hourAgo+`'),
+				(3, 'k3', 'h', '{}', 'queued', NULL, NULL, '`+hourAgo+`', NULL, NULL),
+				(4, 'k4', 'h', '{}', 'queued', NULL, 'east', '`+hourAgo+`', NULL, NULL),
+				(5, 'legacy-5', 'legacy', '{}', 'done', NULL, NULL, NULL, NULL, NULL)`,
+			`INSERT INTO job_attempts (id, job_id, attempt_number, status, error, lane, started_at, finished_at) VALUES
+				(1, 1, 1, 'done', NULL, 'east', '`+hourAgo+`', '`+hourAgo+`'),
+				(2, 2, 1, 'failed', 'worker restarted', 'east', '`+hourAgo+`', '`+hourAgo+`'),
+				(3, 4, 1, 'failed', 'provider: HTTP 500', 'east', '`+hourAgo+`', '`+tenAgo+`')`,
+			`INSERT INTO results (job_id, attempt_id, text, created_at) VALUES (1, 1, 'ink', '`+hourAgo+`')`,
+			`INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at) VALUES (1, 1, 'a', 1, 'r', '`+hourAgo+`')`,
+		)
+		db.Close()
+		s := storetest.MustOpen(t, dsn, store.Options{})
+		if v, err := s.SchemaVersion(t.Context()); err != nil || v < 4 {
+			t.Fatalf("SchemaVersion = %d, %v; want 4 or more", v, err)
+		}
+		wantCountsKept(t, s, "after migration 0004")
+		f := &ovFixture{t: t, ctx: t.Context(), s: s}
+		o := f.overview()
+		wantAge(t, "queued (job 3, accepted an hour ago)", o["queued"].OldestAgeSeconds, 3600)
+		if o["queued"].OldestJobID == nil || *o["queued"].OldestJobID != 3 {
+			t.Errorf("oldest queued = %v, want job 3", deref(o["queued"].OldestJobID))
+		}
+		// Job 4 was retried after an attempt that ended ten minutes ago.
+		wantAge(t, "retried job 4", f.board()[4].AgeSeconds, 600)
+		wantAction(t, "done", o["done"].NextAction, "nothing to do: each has its result and charge, but for 1 adopted from a legacy database as they were (the old Inkwell kept no result or charge)")
+	})
+}
+
+func mustExecAll(t *testing.T, db *sql.DB, stmts ...string) {
+	t.Helper()
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// TestStore_BoardReadsOnlyWhatItShows: Board with a limit picks its rows
+// by id and reads only those; it returns exactly the first rows of the
+// whole board, and every queued job's place ("N queued ahead") is its
+// place, on both sides of the 1000th job (counted on the index before it,
+// ranked once per statement after it).
+func TestStore_BoardReadsOnlyWhatItShows(t *testing.T) {
+	t.Parallel()
+	runOverview(t, func(f *ovFixture) {
+		f.clk.At(time.Minute)
+		f.lane("east")
+		for i := range 4 {
+			f.accept(fmt.Sprint("k", i))
+		}
+		running := f.claim("east")
+		f.fail(f.claim("east"), "provider: HTTP 500")
+		f.fail(f.claim("east"), "payload unreadable: unexpected end of JSON input")
+		series := `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1100) SELECT i FROM c`
+		if f.s.Dialect() == "postgres" {
+			series = `SELECT i FROM generate_series(1, 1100) AS i`
+		}
+		if _, err := f.s.WriteDB().ExecContext(f.ctx, `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
+			SELECT 'bulk-' || i, 'h', '{}', 'queued', `+f.dbTime(0)+` FROM (`+series+`) s`); err != nil {
+			t.Fatalf("queue 1100 jobs: %v", err)
+		}
+		all, err := f.s.Board(f.ctx, 0)
+		if err != nil {
+			t.Fatalf("Board(0): %v", err)
+		}
+		if len(all) != 1+1101+2 || all[0].ID != running.Job.ID {
+			t.Fatalf("Board(0) has %d rows, first %+v; want 1104, the running job first", len(all), all[0])
+		}
+		for i, r := range all[2 : 1+1101] {
+			want := fmt.Sprintf("wait: %d queued ahead; live lanes claim in id order", i+1)
+			if r.Status != "queued" || r.NextAction != want {
+				t.Fatalf("board row %d = %+v, want queued, %q", i+2, r, want)
+			}
+		}
+		wantAction(t, "queue head", all[1].NextAction, "wait: lane east claims next, when its running job ends")
+		filter := func(statuses ...string) []store.BoardRow {
+			var out []store.BoardRow
+			for _, r := range all {
+				if len(statuses) == 0 || slices.Contains(statuses, r.Status) {
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			limit    int
+			statuses []string
+		}{
+			{1, nil}, {10, nil}, {50, []string{"running", "queued"}}, {100, []string{"failed"}}, {1000, nil},
+			{3, []string{"failed", "running"}}, {5, []string{"done"}}, {1001, []string{"queued"}},
+		} {
+			got, err := f.s.Board(f.ctx, tc.limit, tc.statuses...)
+			if err != nil {
+				t.Fatalf("Board(%d, %v): %v", tc.limit, tc.statuses, err)
+			}
+			want := filter(tc.statuses...)
+			want = want[:min(tc.limit, len(want))]
+			// Ages tick with the wall clock between the two reads.
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(store.BoardRow{}, "AgeSeconds", "Age")); diff != "" {
+				t.Errorf("Board(%d, %v) is not the first rows of the whole board (-want +got):\n%s", tc.limit, tc.statuses, diff)
+			}
+		}
+		// One deep job, alone: its place is still its place.
+		deep := all[1+1000]
+		r, err := f.s.BoardRowByID(f.ctx, deep.ID)
+		if err != nil || r == nil || r.NextAction != deep.NextAction {
+			t.Errorf("BoardRowByID(%d) = %+v, %v; want %q", deep.ID, r, err, deep.NextAction)
+		}
+		f.wantCountsKept("after a bulk insert")
+	})
 }
 
 // BenchmarkStore_Overview measures the operator views on a database with

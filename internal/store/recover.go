@@ -175,14 +175,20 @@ func (s *Store) evidence(l *LaneLock, prev *LaneRow) Evidence {
 // recoveryAnomalies finds, before any change, the rows of this lane that
 // break the invariants. Recovery reports them and leaves them alone.
 func (s *Store) recoveryAnomalies(ctx context.Context, tx *sql.Tx, lane string) ([]string, error) {
-	// Both queries read only running rows through the partial indexes.
+	// Both queries read only running rows through the partial indexes. They
+	// sort by +id, not id: at startup the database may have no statistics
+	// (SQLite has none until something analyzes it), and a planner that
+	// knows nothing of the sizes would rather walk the whole table in id
+	// order than sort a few rows, a scan of the history at every start
+	// (410 ms at 1 M jobs). +id is no index's order, so the partial index
+	// is read and its few rows are sorted.
 	const attemptNotRunningJob = `SELECT a.id, a.job_id, j.status FROM job_attempts a JOIN jobs j ON j.id = a.job_id
-		WHERE a.status = 'running' AND a.lane = $1 AND j.status <> 'running' ORDER BY a.id`
+		WHERE a.status = 'running' AND a.lane = $1 AND j.status <> 'running' ORDER BY +a.id`
 	const runningJobNoRunningAttempt = `SELECT j.id FROM jobs j
 		WHERE j.status = 'running' AND (j.lane = $1 OR j.lane IS NULL)
 		  AND EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = j.id)
 		  AND NOT EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = j.id AND a.status = 'running' AND a.lane = $1)
-		ORDER BY j.id`
+		ORDER BY +j.id`
 	var out []string
 	rows, err := tx.QueryContext(ctx, s.dialect.rebind(attemptNotRunningJob), lane)
 	if err != nil {
