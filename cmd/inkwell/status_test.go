@@ -49,7 +49,7 @@ func TestCLI_StatusAndShow(t *testing.T) {
 	for _, want := range []string{
 		"JOBS (SELECT * FROM job_overview)",
 		"queued   0     -",
-		"running  1     1h00m (job 1)  restart that lane: its startup recovery closes these as failed (1 on lane east silent",
+		"running  1     1h00m (job 1)  lane east silent for 1h00m (pid ",
 		"east  silent  1h00m ago",
 		"LAST RECOVERY RUN\n  none yet",
 		"NOT DONE (SELECT * FROM job_board)",

@@ -198,7 +198,7 @@ func TestDashboard_Pages(t *testing.T) {
 		}
 		wantContains(t, "GET /", body,
 			fmt.Sprintf(`data-retry="%d"`, sc.restarted), fmt.Sprintf(`data-retry="%d"`, sc.providerFailed), fmt.Sprintf(`data-retry="%d"`, sc.unreadable),
-			"restart that lane: its startup recovery closes these as failed",
+			"lane east silent for 1h0", // its holder still runs (this test): the words name its process
 			"wait: lane west claims next, when its running job ends",
 			`<span class="pill l-silent">silent</span>`, `<span class="pill l-alive">alive</span>`,
 			"1</b> attempts", // the last recovery run closed one attempt
