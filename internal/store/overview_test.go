@@ -1002,6 +1002,48 @@ func TestStore_BoardReadsOnlyWhatItShows(t *testing.T) {
 	})
 }
 
+// TestStore_SQLiteKeepsStatistics: Inkwell keeps SQLite's planner
+// statistics itself (PRAGMA optimize when serve or migrate opens a
+// current schema); a read-only open (inkwell status) writes nothing.
+func TestStore_SQLiteKeepsStatistics(t *testing.T) {
+	t.Parallel()
+	path := storetest.SQLitePath(t)
+	open := func(opts store.Options) *store.Store {
+		s, err := store.Open(t.Context(), path, opts)
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		return s
+	}
+	analyzed := func(s *store.Store) (n int) {
+		err := s.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM sqlite_master WHERE name = 'sqlite_stat1'`).Scan(&n)
+		if err == nil && n > 0 {
+			err = s.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM sqlite_stat1 WHERE tbl = 'jobs'`).Scan(&n)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	s := open(store.Options{})
+	if _, err := s.WriteDB().ExecContext(t.Context(), `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
+		WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000)
+		SELECT 'k' || i, 'h', '{}', 'queued', '2026-01-01T00:00:00.000000Z' FROM c`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(store.Options{NoMigrate: true})
+	if n := analyzed(s); n != 0 {
+		t.Errorf("a read-only open analyzed jobs (%d sqlite_stat1 rows); it must write nothing", n)
+	}
+	s.Close()
+	s = open(store.Options{})
+	defer s.Close()
+	if n := analyzed(s); n == 0 {
+		t.Error("reopening a current schema left jobs without statistics; want PRAGMA optimize to analyze it")
+	}
+}
+
 // BenchmarkStore_Overview measures the operator views on a database with
 // a long history: n jobs, of which 1% queued, 1% failed and the rest done,
 // each finished one with its attempt, each done one with its result and

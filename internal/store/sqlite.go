@@ -50,7 +50,49 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 		s.Close()
 		return s.classify(fmt.Errorf("open %s: %w", canon, err))
 	}
+	if !opts.NoMigrate && s.schemaCurrent(ctx) {
+		s.optimizeSQLite(ctx)
+	}
 	return nil
+}
+
+// optimizeSQLite keeps the query planner's statistics (sqlite_stat1) as
+// SQLite advises for a long-lived connection: PRAGMA optimize at open
+// analyzes the tables that were never analyzed or whose size changed a
+// great deal since, and nothing else, reading a bounded sample of each
+// index (analysis_limit), so it is quick on any size once done. A database
+// nobody analyzes plans every query as if each index held a million rows.
+// Only opens that may write run it (serve, migrate), and only on a schema
+// that is already this Inkwell's, whole: a read-only command such as
+// inkwell status changes nothing, and neither does an open whose
+// migration is refused (a legacy file with an unknown status, a newer
+// schema); a database that is migrated now is analyzed at its next open.
+// Inkwell's own hot queries do not depend on the statistics; a failure
+// (say another process holds the write lock past the busy timeout) is
+// logged and the open goes on.
+func (s *Store) optimizeSQLite(ctx context.Context) {
+	conn, err := s.db.Conn(ctx)
+	if err == nil {
+		defer conn.Close()
+		if _, err = conn.ExecContext(ctx, `PRAGMA analysis_limit = 400`); err == nil {
+			_, err = conn.ExecContext(ctx, `PRAGMA optimize = 0x10002`)
+		}
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "PRAGMA optimize failed; the query planner keeps its old statistics", "err", err)
+	}
+}
+
+// schemaCurrent reports whether every migration this Inkwell knows has
+// been applied, and no other.
+func (s *Store) schemaCurrent(ctx context.Context) bool {
+	migs, err := loadMigrations(s.dialect.name)
+	if err != nil || len(migs) == 0 {
+		return false
+	}
+	var n, top sql.NullInt64
+	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &top)
+	return err == nil && n.Int64 == int64(len(migs)) && top.Int64 == int64(migs[len(migs)-1].version)
 }
 
 // sqliteDSN builds the connection string every connection opens with:
