@@ -119,6 +119,7 @@ func Inspect(ctx context.Context, dsn string) (Snapshot, error) {
 	if s.Integrity, err = st.Integrity(ctx, tx); err != nil {
 		return Snapshot{}, fmt.Errorf("inspect: %w", err)
 	}
+	s.Integrity = append(s.Integrity, keptCountProblems(ctx, tx)...) // check_counts.go
 	return s, nil
 }
 
