@@ -24,6 +24,11 @@ Point 'inkwell serve --provider openai --provider-url http://ADDR' at it.
 --fail-rate and --hang-rate inject 500 answers and calls that never answer;
 --seed makes their sequence reproducible. Neither is ever billed.
 
+--rpm and --tpm enforce requests and tokens per minute as a hosted API
+does, over short windows (a bucket holding one second's allowance): a call
+past either is answered 429 with a Retry-After and is not billed. Every
+answer reports its usage (prompt, completion and total tokens).
+
 It logs "listening addr=..." once it accepts connections (--addr
 127.0.0.1:0 picks a free port), and stops cleanly on SIGTERM or SIGINT.`
 
@@ -35,6 +40,8 @@ func runProviderSim(ctx context.Context, args []string, stdout, stderr io.Writer
 	failRate := fs.Float64("fail-rate", 0, "chance, 0 to 1, that a call is answered 500 and not billed")
 	hangRate := fs.Float64("hang-rate", 0, "chance, 0 to 1, that a call is never answered (until the client gives up) and not billed")
 	seed := fs.Int64("seed", 1, "seed of the failure and hang draws: the same seed gives the same sequence")
+	rpm := fs.Int("rpm", 0, "requests per minute it accepts; past it a call is answered 429 with Retry-After, unbilled (0: no limit)")
+	tpm := fs.Int("tpm", 0, "tokens per minute it accepts, counted by each answer's usage; past it a call is answered 429 with Retry-After, unbilled (0: no limit)")
 	logf := addLogFlags(fs)
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -43,13 +50,17 @@ func runProviderSim(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintln(stderr, "inkwell provider-sim: --latency must not be negative")
 		return 2
 	}
+	if *rpm < 0 || *tpm < 0 {
+		fmt.Fprintf(stderr, "inkwell provider-sim: --rpm and --tpm must be 0 (no limit) or more, not %d and %d\n", *rpm, *tpm)
+		return 2
+	}
 	log, err := logf.logger(stderr)
 	if err != nil {
 		return fail(stderr, "provider-sim", err)
 	}
 	srv, err := providersim.New(providersim.Config{
 		Addr: *addr, LedgerPath: *ledger, Latency: *latency,
-		FailRate: *failRate, HangRate: *hangRate, Seed: *seed, Logger: log,
+		FailRate: *failRate, HangRate: *hangRate, Seed: *seed, RPM: *rpm, TPM: *tpm, Logger: log,
 	})
 	if err != nil {
 		return fail(stderr, "provider-sim", err)

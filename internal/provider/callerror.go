@@ -46,6 +46,13 @@ func (e *CallError) Error() string {
 // tells a shutdown from a provider failure.
 func (e *CallError) Unwrap() error { return e.Err }
 
+// RateLimited reports whether the provider refused the call for its rate
+// limit (HTTP 429), and the Retry-After it asked for (0: none). The lane's
+// limiter finds it through errors.As and pauses every call of the lane.
+func (e *CallError) RateLimited() (retryAfter time.Duration, ok bool) {
+	return e.RetryAfter, e.Class == ClassRateLimited
+}
+
 // AsCallError returns the *CallError in err's chain, if any.
 func AsCallError(err error) (*CallError, bool) {
 	var ce *CallError

@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -107,11 +108,78 @@ func TestOpenAI_FailureClasses(t *testing.T) {
 
 func TestOpenAI_RateLimitedRetryAfter(t *testing.T) {
 	t.Parallel()
-	url, _ := fakeAnswer(t, http.StatusTooManyRequests, `{"error":"slow"}`, map[string]string{"Retry-After": "7"})
-	_, err := mustOpenAI(t, url, 10*time.Second).Generate(context.Background(), inkwell.ProviderRequest{Prompt: "p"})
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name, header string
+		want         time.Duration
+	}{
+		{"Seconds", "7", 7 * time.Second},
+		{"HTTPDate", now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
+		{"HTTPDatePast", now.Add(-time.Minute).Format(http.TimeFormat), 0},
+		{"Zero", "0", 0},
+		{"Negative", "-3", 0},
+		{"Unreadable", "soon", 0},
+		{"Absent", "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			header := map[string]string{}
+			if tt.header != "" {
+				header["Retry-After"] = tt.header
+			}
+			url, _ := fakeAnswer(t, http.StatusTooManyRequests, `{"error":"slow"}`, header)
+			p, err := provider.NewOpenAI(provider.OpenAIConfig{URL: url, NowFunc: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Generate(context.Background(), inkwell.ProviderRequest{Prompt: "p"})
+			ce, ok := provider.AsCallError(err)
+			if !ok || ce.RetryAfter != tt.want || ce.Msg != "slow" {
+				t.Fatalf("error = %#v, want RetryAfter %v and message %q", err, tt.want, "slow")
+			}
+			// The limiter reads it through errors.As, wrapped as the lane wraps it.
+			var rl interface {
+				RateLimited() (time.Duration, bool)
+			}
+			if !errors.As(fmt.Errorf("provider: %w", err), &rl) {
+				t.Fatalf("%v has no RateLimited method", err)
+			}
+			if got, limited := rl.RateLimited(); !limited || got != tt.want {
+				t.Errorf("RateLimited() = %v, %t; want %v, true", got, limited, tt.want)
+			}
+		})
+	}
+}
+
+func TestCallError_RateLimitedOnlyFor429(t *testing.T) {
+	t.Parallel()
+	for _, class := range []string{provider.ClassServer, provider.ClassClient, provider.ClassTimeout, provider.ClassNetwork} {
+		e := &provider.CallError{Class: class, Status: 503, RetryAfter: 5 * time.Second}
+		if _, limited := e.RateLimited(); limited {
+			t.Errorf("class %q: RateLimited() = true, want false", class)
+		}
+	}
+}
+
+// TestOpenAI_SimulatorRateLimit: the simulator's enforced limit reaches the
+// caller as a 429 with its Retry-After, and bills nothing.
+func TestOpenAI_SimulatorRateLimit(t *testing.T) {
+	t.Parallel()
+	sim := simtest.MustStart(t, providersim.Config{RPM: 30}) // one call every 2 s
+	p := mustOpenAI(t, sim.URL, 10*time.Second)
+	first := mustGenerate(t, p, inkwell.ProviderRequest{IdempotencyKey: "a", Prompt: "p", MaxWords: 3})
+	_, err := p.Generate(context.Background(), inkwell.ProviderRequest{IdempotencyKey: "b", Prompt: "p", MaxWords: 3})
 	ce, ok := provider.AsCallError(err)
-	if !ok || ce.RetryAfter != 7*time.Second || ce.Msg != "slow" {
-		t.Errorf("error = %#v, want RetryAfter 7s and message %q", err, "slow")
+	if !ok || ce.Class != provider.ClassRateLimited || ce.Status != 429 || ce.RetryAfter != 2*time.Second {
+		t.Fatalf("second call: %v, want rate limited, HTTP 429, Retry-After 2s", err)
+	}
+	l := sim.MustLedger(t)
+	if _, billed := l.Entry("b"); billed || l.TotalBills != 1 {
+		t.Errorf("ledger = %+v, want only the first call billed", l)
+	}
+	if first.TokensUsed != (1+3)*provider.TokensPerWord {
+		t.Errorf("TokensUsed = %d, want %d", first.TokensUsed, (1+3)*provider.TokensPerWord)
 	}
 }
 

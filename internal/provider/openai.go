@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -56,6 +57,9 @@ type OpenAIConfig struct {
 	// provider may have received (and billed) twice. cmd/inkwell counts
 	// them in inkwell_provider_http_resends_total.
 	OnResend func()
+	// NowFunc is the clock a Retry-After given as an HTTP date is read
+	// against; time.Now when nil.
+	NowFunc func() time.Time
 }
 
 // OpenAI is the provider that speaks the OpenAI-compatible chat-completions
@@ -85,13 +89,17 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
 	return &OpenAI{cfg: cfg, client: noRedirects(cfg.Client), endpoint: u.String()}, nil
 }
 
 // Generate sends one chat completion with req.IdempotencyKey as the
 // Idempotency-Key header (omitted when empty) and MaxWords as max_tokens
-// (see TokensPerWord). Every failure is a *CallError. It sends at most one
-// HTTP request, and never follows a redirect (transport.go).
+// (see TokensPerWord). Every failure is a *CallError; a 429's carries its
+// Retry-After. The answer's usage.total_tokens becomes TokensUsed. It sends
+// at most one HTTP request, and never follows a redirect (transport.go).
 func (p *OpenAI) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
 	callCtx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -113,7 +121,7 @@ func (p *OpenAI) Generate(ctx context.Context, req inkwell.ProviderRequest) (ink
 		return inkwell.ProviderResponse{}, p.redirected(res)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return inkwell.ProviderResponse{}, statusError(res.StatusCode, p.errorText(body), retryAfter(res.Header))
+		return inkwell.ProviderResponse{}, statusError(res.StatusCode, p.errorText(body), retryAfter(res.Header, p.cfg.NowFunc()))
 	}
 	if len(body) > maxAnswerBytes {
 		return inkwell.ProviderResponse{}, malformed(res.StatusCode, "answer larger than %d bytes", maxAnswerBytes)
@@ -211,7 +219,7 @@ func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error
 		return inkwell.ProviderResponse{}, malformed(status, "answer has no id")
 	}
 	text := *cr.Choices[0].Message.Content
-	resp := inkwell.ProviderResponse{Text: text, RequestID: cr.ID, AmountMicros: p.amount(cr, text)}
+	resp := inkwell.ProviderResponse{Text: text, RequestID: cr.ID, AmountMicros: p.amount(cr, text), TokensUsed: tokensUsed(cr)}
 	if err := storable(resp); err != nil {
 		return inkwell.ProviderResponse{}, malformed(status, "%s", err)
 	}
@@ -250,6 +258,15 @@ func (p *OpenAI) amount(cr chatResponse, text string) int64 {
 	}
 }
 
+// tokensUsed is the answer's usage.total_tokens; 0 (unknown) when it has
+// none or an impossible one.
+func tokensUsed(cr chatResponse) int {
+	if cr.Usage == nil || cr.Usage.TotalTokens <= 0 || cr.Usage.TotalTokens > math.MaxInt32 {
+		return 0
+	}
+	return int(cr.Usage.TotalTokens)
+}
+
 // errorText is what a refusal said: the OpenAI {"error":{"message"}} when
 // present, else the start of the body.
 func (p *OpenAI) errorText(body []byte) string {
@@ -280,10 +297,27 @@ func (p *OpenAI) scrub(s string) string {
 	return strings.ReplaceAll(s, p.cfg.APIKey, "[redacted]")
 }
 
-func retryAfter(h http.Header) time.Duration {
-	secs, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After")))
-	if err != nil || secs < 0 {
+// retryAfter reads a Retry-After header (RFC 9110 §10.2.3): a number of
+// seconds, or an HTTP date, which is read against now. 0 when there is
+// none, it cannot be read, or it is already past.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
 		return 0
 	}
-	return time.Duration(secs) * time.Second
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, maxRetryAfterSecs)) * time.Second
+	}
+	at, err := http.ParseTime(v)
+	if err != nil || !at.After(now) {
+		return 0
+	}
+	return at.Sub(now)
 }
+
+// maxRetryAfterSecs keeps a huge Retry-After from overflowing a Duration;
+// the limiter bounds a pause far below it.
+const maxRetryAfterSecs = 1 << 32

@@ -251,3 +251,29 @@ func fakeAnswer(t *testing.T, status int, body string, header map[string]string)
 	t.Cleanup(fake.Close)
 	return fake.URL, &n
 }
+
+func TestOpenAI_TokensUsed(t *testing.T) {
+	t.Parallel()
+	answer := func(usage string) string {
+		return `{"id":"r1","choices":[{"message":{"content":"some words"}}]` + usage + `}`
+	}
+	tests := []struct {
+		name, body string
+		want       int
+	}{
+		{"FromTotalTokens", answer(`,"usage":{"prompt_tokens":12,"completion_tokens":30,"total_tokens":42}`), 42},
+		{"NoUsage", answer(""), 0},
+		{"NegativeUsage", answer(`,"usage":{"total_tokens":-5}`), 0},
+		{"ImpossibleUsage", answer(`,"usage":{"total_tokens":99999999999999}`), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url, _ := fakeAnswer(t, http.StatusOK, tt.body, nil)
+			got := mustGenerate(t, mustOpenAI(t, url, 10*time.Second), inkwell.ProviderRequest{Prompt: "p"})
+			if got.TokensUsed != tt.want {
+				t.Errorf("TokensUsed = %d, want %d", got.TokensUsed, tt.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -34,7 +35,28 @@ func (s *Sim) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwel
 		Text:         text,
 		RequestID:    simRequestID(req),
 		AmountMicros: Price(text),
+		TokensUsed:   UsageOf(req.Prompt, text).TotalTokens(),
 	}, nil
+}
+
+// Usage is an answer's token count as the chat-completions API reports it
+// in "usage". Sim and the simulator count TokensPerWord tokens for each
+// word of the prompt and of the answer, so that the limiter's correction
+// and the simulator's tokens-per-minute limit see the same numbers.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// TotalTokens is what the call used in all.
+func (u Usage) TotalTokens() int { return u.PromptTokens + u.CompletionTokens }
+
+// UsageOf counts the tokens of a prompt and of the text that answered it.
+func UsageOf(prompt, text string) Usage {
+	return Usage{
+		PromptTokens:     len(strings.Fields(prompt)) * TokensPerWord,
+		CompletionTokens: len(strings.Fields(text)) * TokensPerWord,
+	}
 }
 
 func (s *Sim) wait(ctx context.Context) error {

@@ -28,6 +28,10 @@ func TestSim_Generate(t *testing.T) {
 		if want := provider.Price(got.Text); got.AmountMicros != want || want != 12*provider.MicrosPerWord {
 			t.Errorf("AmountMicros = %d, want %d (12 words)", got.AmountMicros, want)
 		}
+		// "a letter to the sea": 5 words, and 12 written, at 2 tokens a word.
+		if got.TokensUsed != (5+12)*provider.TokensPerWord {
+			t.Errorf("TokensUsed = %d, want %d", got.TokensUsed, (5+12)*provider.TokensPerWord)
+		}
 		again, _ := sim.Generate(ctx, req)
 		if again != got {
 			t.Errorf("second call = %+v, want %+v", again, got)

@@ -23,8 +23,9 @@ const (
 )
 
 // completions answers POST /v1/chat/completions. The order is the point:
-// validate, inject failures, wait, then bill and commit, then answer. A
-// refused, failed or hung call writes nothing.
+// validate, enforce the rate limits, inject failures, wait, then bill and
+// commit, then answer. A refused, rate-limited, failed or hung call writes
+// nothing.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	req, status, err := decodeChat(w, r)
 	if err != nil {
@@ -34,6 +35,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > maxKeyBytes {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "Idempotency-Key longer than 1024 bytes")
+		return
+	}
+	words := provider.WordsForMaxTokens(req.maxTokens())
+	text := provider.Generate(req.prompt, words)
+	if no, ok := s.limits.admit(s.cfg.NowFunc(), provider.UsageOf(req.prompt, text).TotalTokens()); !ok {
+		s.log.InfoContext(r.Context(), "rate limited", "key", key, "limit", no.limit, "retry_after", no.retryAfterHeader())
+		no.write(w)
 		return
 	}
 	switch s.decide() {
@@ -49,7 +57,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Latency > 0 && !s.hold(r, s.cfg.Latency) {
 		return // the client left while we were "generating": not billed
 	}
-	s.answer(w, r, key, req)
+	s.answer(w, r, key, req, words, text)
 }
 
 // hold waits d (forever when 0) and reports whether it waited it out. It
@@ -72,9 +80,7 @@ func (s *Server) hold(r *http.Request, d time.Duration) bool {
 	}
 }
 
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, key string, req chatRequest) {
-	words := provider.WordsForMaxTokens(req.maxTokens())
-	text := provider.Generate(req.prompt, words)
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, key string, req chatRequest, words int, text string) {
 	e := entry{
 		RequestID:   newRequestID(key),
 		RequestHash: requestHash(req.prompt, words),
@@ -186,11 +192,10 @@ func contentText(raw json.RawMessage) string {
 	return b.String()
 }
 
-// completion is the OpenAI chat.completion object, plus
+// completion is the OpenAI chat.completion object, with its usage, plus
 // inkwell_amount_micros: exactly what this answer was billed.
 func completion(e entry, prompt string) map[string]any {
-	completionTokens := len(strings.Fields(e.Text)) * provider.TokensPerWord
-	promptTokens := len(strings.Fields(prompt)) * provider.TokensPerWord
+	u := provider.UsageOf(prompt, e.Text)
 	return map[string]any{
 		"id":      e.RequestID,
 		"object":  "chat.completion",
@@ -202,9 +207,9 @@ func completion(e entry, prompt string) map[string]any {
 			"finish_reason": "stop",
 		}},
 		"usage": map[string]int{
-			"prompt_tokens":     promptTokens,
-			"completion_tokens": completionTokens,
-			"total_tokens":      promptTokens + completionTokens,
+			"prompt_tokens":     u.PromptTokens,
+			"completion_tokens": u.CompletionTokens,
+			"total_tokens":      u.TotalTokens(),
 		},
 		"inkwell_amount_micros": e.Amount,
 	}

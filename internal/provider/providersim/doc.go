@@ -13,7 +13,10 @@
 //
 // It can add latency, answer 500 or hang, chosen by a seeded random source
 // so a run can be reproduced; these are decided before billing, so a failed
-// or hung call is never billed. GET /ledger reports the ledger, and
+// or hung call is never billed. It can enforce requests and tokens per
+// minute (Config.RPM, TPM; limits.go): a call past them is answered 429
+// with a Retry-After and not billed, and every answer reports its usage
+// (prompt, completion and total tokens) as the OpenAI API does. GET /ledger reports the ledger, and
 // ReadLedger reads the file directly, with or without a running server.
 //
 // It is not Inkwell's database: the rule that only internal/store writes SQL

@@ -28,6 +28,11 @@ type Config struct {
 	HangRate float64
 	// Seed seeds the draws of FailRate and HangRate, so a run reproduces.
 	Seed int64
+	// RPM and TPM, when positive, are the requests and tokens per minute
+	// the simulator enforces (limits.go): a call past either is answered
+	// 429 with a Retry-After, takes nothing from the allowance and is not
+	// billed. A call's tokens are its answer's usage.
+	RPM, TPM int
 	// Logger receives one line per call; discarded when nil. Never a prompt
 	// or a header.
 	Logger *slog.Logger
@@ -45,6 +50,8 @@ type Server struct {
 	mu  sync.Mutex // guards rng: the draws must come in a reproducible order
 	rng *rand.Rand
 
+	limits *limits // RPM and TPM
+
 	// stopping is closed when the server stops, to release hung and waiting
 	// calls that would otherwise hold Shutdown open.
 	stopping chan struct{}
@@ -61,6 +68,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("provider simulator: %s %v: want 0 to 1", name, rate)
 		}
 	}
+	if cfg.RPM < 0 || cfg.TPM < 0 {
+		return nil, fmt.Errorf("provider simulator: rpm %d, tpm %d: want 0 (no limit) or more", cfg.RPM, cfg.TPM)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -76,6 +86,7 @@ func New(cfg Config) (*Server, error) {
 		db:       db,
 		log:      cfg.Logger.With("component", "provider-sim"),
 		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x696e6b77656c6c)), // "inkwell"
+		limits:   newLimits(cfg.RPM, cfg.TPM, cfg.NowFunc()),
 		stopping: make(chan struct{}),
 	}, nil
 }
