@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/limiter"
 	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,11 +16,13 @@ import (
 type providerFlags struct {
 	kind, url, model *string
 	latency, timeout *time.Duration
+	rpm, tpm         *int
 
 	// metrics and log are set by the command before build, not by flags.
 	// With --provider openai, build registers
 	// inkwell_provider_http_resends_total in metrics (none when nil) and
-	// the provider warns through log (slog.Default() when nil).
+	// the provider warns through log (slog.Default() when nil); limiter
+	// registers the limiter's metrics there, and logs its pauses.
 	metrics prometheus.Registerer
 	log     *slog.Logger
 }
@@ -31,7 +34,62 @@ func addProviderFlags(fs *flag.FlagSet) providerFlags {
 		url:     fs.String("provider-url", "", "with --provider openai: the API's base URL, e.g. http://127.0.0.1:9090 (a provider-sim) or https://api.openai.com"),
 		model:   fs.String("model", "", "with --provider openai: the model name sent with each call"),
 		timeout: fs.Duration("provider-timeout", 60*time.Second, "with --provider openai: bound on one provider call"),
+		rpm:     fs.Int("provider-rpm", 0, "the lane's provider calls per minute, spread evenly (0: unlimited); set it a little under the provider's limit"),
+		tpm:     fs.Int("provider-tpm", 0, "the lane's provider tokens per minute, estimated from the prompt and max_words before each call and corrected by the answer's usage (0: unlimited)"),
 	}
+}
+
+// checkLimits refuses a negative limit before anything is created.
+func (f providerFlags) checkLimits() error {
+	if *f.rpm < 0 || *f.tpm < 0 {
+		return fmt.Errorf("--provider-rpm and --provider-tpm must be 0 (unlimited) or more, not %d and %d", *f.rpm, *f.tpm)
+	}
+	return nil
+}
+
+// limiter returns the lane's provider limiter. There is always one: a 429
+// pauses every call of the lane even when no limit is set. Its metrics are
+// registered in f.metrics (none when nil).
+func (f providerFlags) limiter() (*limiter.Limiter, error) {
+	wait := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "inkwell_provider_limiter_wait_seconds",
+		Help:    "Time each provider call waited for the lane's limits (--provider-rpm, --provider-tpm) and for a pause after a 429 before it was sent, or until the lane stopped.",
+		Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
+	})
+	lim := limiter.New(limiter.Config{RPM: *f.rpm, TPM: *f.tpm, Logger: f.log,
+		OnWait: func(d time.Duration) { wait.Observe(d.Seconds()) }})
+	if f.metrics == nil {
+		return lim, nil
+	}
+	collectors := []prometheus.Collector{
+		wait,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "inkwell_provider_calls_in_flight",
+			Help: "Provider calls of the lane sent and not answered yet.",
+		}, func() float64 { return float64(lim.InFlight()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "inkwell_provider_429_total",
+			Help: "Provider calls answered 429 (rate limited); each pauses every call of the lane.",
+		}, func() float64 { return float64(lim.RateLimited()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "inkwell_provider_paused_until_seconds",
+			Help: "Unix time until which the lane sends no provider call after a 429 (its Retry-After, or a back-off); 0 when not paused.",
+		}, func() float64 { return unixSeconds(lim.PausedUntil()) }),
+	}
+	for _, c := range collectors {
+		if err := f.metrics.Register(c); err != nil {
+			return nil, fmt.Errorf("register limiter metrics: %w", err)
+		}
+	}
+	return lim, nil
+}
+
+// unixSeconds is t as fractional Unix seconds; 0 for the zero time.
+func unixSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
 }
 
 // build returns the configured provider. The key is read from the

@@ -70,6 +70,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
 	}
+	if err := cfg.provider.checkLimits(); err != nil {
+		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
+		return 2
+	}
 	log, err := cfg.log.logger(stderr)
 	if err != nil {
 		return fail(stderr, "serve", err)
@@ -107,10 +111,14 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	lim, err := cfg.provider.limiter()
+	if err != nil {
+		return err
+	}
 	m, err := OpenMain(ctx, MainConfig{
 		DB: *cfg.db, Addr: *cfg.addr, Lane: *cfg.lane, Synchronous: *cfg.synchronous,
 		Grace: *cfg.grace, Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Rescue: *cfg.rescue, Concurrency: *cfg.concurrency,
-		Provider: prov, ProviderName: *cfg.provider.kind, Registry: reg, Logger: log,
+		Provider: prov, ProviderName: *cfg.provider.kind, Limiter: lim, Registry: reg, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -127,6 +135,7 @@ type MainConfig struct {
 	Concurrency                    int // provider calls in flight at once (default 1)
 	Provider                       inkwell.Provider
 	ProviderName                   string               // for the log
+	Limiter                        worker.Limiter       // the provider's limits and 429 pauses (nil: none)
 	Registry                       *prometheus.Registry // nil: a new one
 	Logger                         *slog.Logger         // nil discards
 }
@@ -166,7 +175,7 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 	m.lane = worker.New(m.st, worker.Config{
 		Name: cfg.Lane, Provider: cfg.Provider, Logger: m.log,
 		Heartbeat: cfg.Heartbeat, Poll: cfg.Poll, Grace: cfg.Grace, Rescue: cfg.Rescue, Concurrency: cfg.Concurrency,
-		Observer: m.metrics,
+		Observer: m.metrics, Limiter: cfg.Limiter,
 	})
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "inkwell_answers_waiting",
