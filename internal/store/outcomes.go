@@ -142,22 +142,22 @@ func (s *Store) outcomeTx(ctx context.Context, tx *sql.Tx, r *outcomeReq, now an
 // memberErr; a database that failed (unavailable, a context ended, the
 // savepoint itself refused) is groupErr, and the group must fail.
 func (s *Store) inSavepoint(ctx context.Context, tx *sql.Tx, fn func() error) (memberErr, groupErr error) {
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT outcome"); err != nil {
+	if _, err := s.txExec(ctx, tx, "SAVEPOINT outcome"); err != nil {
 		return nil, s.classify(fmt.Errorf("savepoint: %w", err))
 	}
 	err := fn()
 	if err == nil {
-		_, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT outcome")
+		_, err := s.txExec(ctx, tx, "RELEASE SAVEPOINT outcome")
 		return nil, s.classifyGroup(err)
 	}
 	err = s.classify(err)
 	if isGroupFailure(err) {
 		return nil, err
 	}
-	if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT outcome"); rerr != nil {
+	if _, rerr := s.txExec(ctx, tx, "ROLLBACK TO SAVEPOINT outcome"); rerr != nil {
 		return nil, s.classify(fmt.Errorf("rollback to savepoint: %w", rerr))
 	}
-	if _, rerr := tx.ExecContext(ctx, "RELEASE SAVEPOINT outcome"); rerr != nil {
+	if _, rerr := s.txExec(ctx, tx, "RELEASE SAVEPOINT outcome"); rerr != nil {
 		return nil, s.classify(fmt.Errorf("release savepoint: %w", rerr))
 	}
 	return err, nil

@@ -229,6 +229,16 @@ func (s *Store) txQueryRow(ctx context.Context, tx *sql.Tx, query string, args .
 	return tx.QueryRowContext(ctx, query, args...)
 }
 
+// txQuery runs a query (in PostgreSQL form) in tx through the
+// prepared-statement cache.
+func (s *Store) txQuery(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	query = s.dialect.rebind(query)
+	if st := s.cached(query); st != nil {
+		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, query, args...)
+}
+
 // ts converts a Go time to the column value of this dialect.
 func (s *Store) ts(t time.Time) any { return s.dialect.ts(t) }
 

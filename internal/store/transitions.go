@@ -153,7 +153,7 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 
 // claimJobs runs the claim's UPDATE and returns its jobs in id order.
 func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, error) {
-	rows, err := tx.QueryContext(ctx, s.dialect.rebind(query), args...)
+	rows, err := s.txQuery(ctx, tx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
