@@ -95,10 +95,11 @@ AS $$
                ELSE status END
 $$;
 
--- The order in which one transaction takes its slot's rows: every
--- transition moves a job to a later kind but retry (failed -> queued), and
--- a transaction that takes them in this order, whatever its writes, never
--- waits in a circle with another that does.
+-- The order in which a transaction takes its slot's rows: each trigger
+-- call below adds its kinds in this order, and every transaction's first
+-- kind is queued (accept, claim, retry) or running (every outcome,
+-- recovery, rescue), so two transactions that share a slot never wait on
+-- each other in a circle.
 CREATE FUNCTION job_count_rank(kind text) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
@@ -119,51 +120,72 @@ BEGIN
 END
 $$;
 
+-- The triggers run once per statement, over its transition tables: a
+-- statement that writes a million rows adds one delta per kind, not a
+-- million (updating one row many times in one transaction is quadratic in
+-- PostgreSQL: each update walks the row's versions).
 CREATE FUNCTION job_counts_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    was text;
-    now_ text;
+    r record;
 BEGIN
-    IF TG_OP <> 'INSERT' THEN
-        was := job_count_kind(OLD.status, OLD.error, OLD.request_hash, OLD.lane);
-    END IF;
-    IF TG_OP <> 'DELETE' THEN
-        now_ := job_count_kind(NEW.status, NEW.error, NEW.request_hash, NEW.lane);
-    END IF;
-    IF was IS NOT DISTINCT FROM now_ THEN
-        RETURN NULL;
-    END IF;
-    IF was IS NOT NULL AND (now_ IS NULL OR job_count_rank(was) < job_count_rank(now_)) THEN
-        PERFORM job_counts_add(was, -1);
-        IF now_ IS NOT NULL THEN
-            PERFORM job_counts_add(now_, 1);
-        END IF;
+    IF TG_OP = 'INSERT' THEN
+        FOR r IN SELECT kind, COUNT(*) AS d
+                 FROM (SELECT job_count_kind(status, error, request_hash, lane) AS kind FROM new_rows) x
+                 GROUP BY kind ORDER BY job_count_rank(kind) LOOP
+            PERFORM job_counts_add(r.kind, r.d);
+        END LOOP;
+    ELSIF TG_OP = 'DELETE' THEN
+        FOR r IN SELECT kind, -COUNT(*) AS d
+                 FROM (SELECT job_count_kind(status, error, request_hash, lane) AS kind FROM old_rows) x
+                 GROUP BY kind ORDER BY job_count_rank(kind) LOOP
+            PERFORM job_counts_add(r.kind, r.d);
+        END LOOP;
     ELSE
-        PERFORM job_counts_add(now_, 1);
-        IF was IS NOT NULL THEN
-            PERFORM job_counts_add(was, -1);
-        END IF;
+        FOR r IN SELECT kind, SUM(d) AS d
+                 FROM (SELECT job_count_kind(status, error, request_hash, lane) AS kind, 1 AS d FROM new_rows
+                       UNION ALL
+                       SELECT job_count_kind(status, error, request_hash, lane), -1 FROM old_rows) x
+                 GROUP BY kind HAVING SUM(d) <> 0 ORDER BY job_count_rank(kind) LOOP
+            PERFORM job_counts_add(r.kind, r.d);
+        END LOOP;
     END IF;
     RETURN NULL;
 END
 $$;
-CREATE TRIGGER job_counts_jobs
-AFTER INSERT OR DELETE OR UPDATE OF status, error, request_hash, lane ON jobs
-FOR EACH ROW EXECUTE FUNCTION job_counts_jobs();
+CREATE TRIGGER job_counts_jobs_insert AFTER INSERT ON jobs
+REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION job_counts_jobs();
+CREATE TRIGGER job_counts_jobs_update AFTER UPDATE ON jobs
+REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION job_counts_jobs();
+CREATE TRIGGER job_counts_jobs_delete AFTER DELETE ON jobs
+REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION job_counts_jobs();
 
 -- results and charges: TG_ARGV[0] names the kind.
 CREATE FUNCTION job_counts_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    d bigint;
 BEGIN
-    PERFORM job_counts_add(TG_ARGV[0], CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END);
+    IF TG_OP = 'INSERT' THEN
+        SELECT COUNT(*) INTO d FROM new_rows;
+    ELSE
+        SELECT -COUNT(*) INTO d FROM old_rows;
+    END IF;
+    IF d <> 0 THEN
+        PERFORM job_counts_add(TG_ARGV[0], d);
+    END IF;
     RETURN NULL;
 END
 $$;
-CREATE TRIGGER job_counts_results AFTER INSERT OR DELETE ON results
-FOR EACH ROW EXECUTE FUNCTION job_counts_rows('results');
-CREATE TRIGGER job_counts_charges AFTER INSERT OR DELETE ON charges
-FOR EACH ROW EXECUTE FUNCTION job_counts_rows('charges');
+CREATE TRIGGER job_counts_results_insert AFTER INSERT ON results
+REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION job_counts_rows('results');
+CREATE TRIGGER job_counts_results_delete AFTER DELETE ON results
+REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION job_counts_rows('results');
+CREATE TRIGGER job_counts_charges_insert AFTER INSERT ON charges
+REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION job_counts_rows('charges');
+CREATE TRIGGER job_counts_charges_delete AFTER DELETE ON charges
+REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION job_counts_rows('charges');
 
--- TRUNCATE fires no row trigger: it empties the table's kinds.
+-- TRUNCATE fires no row-level trigger and has no transition table: it
+-- empties the table's kinds.
 CREATE FUNCTION job_counts_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_TABLE_NAME = 'jobs' THEN
