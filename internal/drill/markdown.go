@@ -64,15 +64,40 @@ func (m *mdWriter) header(r *Report) {
 	}
 }
 
+// mayVary marks a cell whose value may differ from run to run.
+const mayVary = " †"
+
+// marked is t's table with mayVary after each cell that may vary.
+func (t *Timeline) marked() []row {
+	rows, vary := t.table(), t.varying()
+	for r := range rows {
+		for c := range rows[r].cells {
+			if vary[r][c] {
+				rows[r].cells[c] += mayVary
+			}
+		}
+	}
+	return rows
+}
+
 func (m *mdWriter) summary(r *Report) {
 	m.f("| scenario | after crash | after recovery | final | provider calls / bills | verdict |\n")
 	m.f("|---|---|---|---|---|---|\n")
+	marks := false
 	for _, t := range r.Timelines {
-		rows := t.table()
+		rows := t.marked()
 		m.f("| [%s](#%s) | %s | %s | %s | %s | %s |\n", t.Name, anchor(t.Name),
 			rows[0].cells[0], rows[0].cells[1], rows[0].cells[2], rows[4].cells[2], t.verdict())
+		vary := t.varying()
+		marks = marks || vary[0] != [3]bool{} || vary[4][2]
 	}
 	m.f("\n")
+	if marks {
+		m.f("A cell marked † may differ from run to run on the same code: the crash races the lane there, ")
+		m.f("and each outcome is true of the database at that instant. The scenario's section lists every path ")
+		m.f("its reads may take and why; the drill accepts exactly those and fails the scenario on any other read. ")
+		m.f("Unmarked cells are the same in every run.\n\n")
+	}
 }
 
 func (m *mdWriter) timeline(t *Timeline, random bool) {
@@ -87,10 +112,11 @@ func (m *mdWriter) timeline(t *Timeline, random bool) {
 		m.f("\n")
 	}
 	m.f("| | %s |\n|---|---|---|---|\n", strings.Join(columns, " | "))
-	for _, r := range t.table() {
+	for _, r := range t.marked() {
 		m.f("| %s | %s |\n", r.name, strings.Join(r.cells[:], " | "))
 	}
 	m.f("\n")
+	m.paths(t)
 	if note := t.billsNote(); note != "" && !random {
 		m.f("%s\n\n", note)
 	}
@@ -110,6 +136,29 @@ func (m *mdWriter) timeline(t *Timeline, random bool) {
 	m.problems(t)
 }
 
+// paths says what the drill accepts of a points-mode scenario's reads:
+// the one path, or every path and why there are several.
+func (m *mdWriter) paths(t *Timeline) {
+	paths, ok := t.paths()
+	if !ok {
+		return
+	}
+	if len(paths) == 1 {
+		m.f("Nothing here depends on timing: these three reads are the only ones the point allows, ")
+		m.f("and the drill fails the scenario on any other.\n\n")
+		return
+	}
+	m.f("**What may vary, and why.** %s\n\n", whyVaries(t.Point))
+	m.f("The drill accepts exactly these paths of the three reads (job status: attempts; provider calls / bills), ")
+	m.f("and fails the scenario on any other. The bills line, the steps and the requests below are this run's, ")
+	m.f("and follow the path it took.\n\n")
+	m.f("| | %s |\n|---|---|---|---|\n", strings.Join(columns, " | "))
+	for i, p := range paths {
+		m.f("| %d | %s | %s | %s |\n", i+1, p[0], p[1], p[2])
+	}
+	m.f("\n")
+}
+
 func (m *mdWriter) problems(t *Timeline) {
 	if t.Err != nil {
 		m.f("**Did not finish:** %s\n\n", strings.ReplaceAll(t.Err.Error(), "\n", " "))
@@ -127,7 +176,9 @@ func (m *mdWriter) problems(t *Timeline) {
 // sweep is one table row per point and hit.
 func (m *mdWriter) sweep(r *Report) {
 	m.f("N-th hit sweep: each point at hits 1..N over a workload of several jobs; ")
-	m.f("recover.before-commit:N is N restarts in a row dying inside recovery.\n\n")
+	m.f("recover.before-commit:N is N restarts in a row dying inside recovery. ")
+	m.f("How far the client and the lane had got when serve died depends on timing, so the counts after the crash ")
+	m.f("may differ from run to run; each read is judged by the invariants below.\n\n")
 	m.f("| scenario | after crash | final | attempts (final) | provider calls / bills | verdict |\n")
 	m.f("|---|---|---|---|---|---|\n")
 	for _, t := range r.Timelines {
@@ -149,11 +200,14 @@ func (m *mdWriter) invariants() {
 		InvOneJobPerKey, InvNoRowForRefused, InvOneResult, InvOneCharge, InvDoneIffBoth, InvHighestDone, InvWrittenOnce,
 		InvOneRunning, InvNothingRunning, InvNumbering, InvFinishedImmutable, InvFinishedFields,
 		InvBilledOnce, InvChargeKnown, InvBilledText, InvBillHasJob, InvRecoveryRun, InvIntegrity, InvAllDone,
+		InvPointState,
 	} {
 		num, text, _ := strings.Cut(inv, " ")
 		m.f("- (%s) %s\n", num, text)
 	}
-	m.f("\nNumbers refer to DESIGN.md §7. After a crash, recovery must close exactly the attempts that were running, ")
+	m.f("\nNumbers refer to DESIGN.md §7, and §6 to its crash points: with one job crashed at a point's first hit, ")
+	m.f("the reads after the crash, after recovery and at the end must follow a path that point allows (each scenario lists them). ")
+	m.f("After a crash, recovery must close exactly the attempts that were running, ")
 	m.f("each linked to a new `recovery_runs` row whose evidence names the dead process; a request whose outcome the ")
 	m.f("client could not know (the connection broke) may have taken effect or not, and either is accepted.\n")
 }

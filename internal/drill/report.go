@@ -74,7 +74,8 @@ type row struct {
 	cells [3]string
 }
 
-// table summarizes the three snapshots of a timeline.
+// table summarizes the three snapshots of a timeline. Its rows are in the
+// order varying follows.
 func (t *Timeline) table() []row {
 	rows := []row{{name: "job status"}, {name: "attempts"}, {name: "results"}, {name: "charges"},
 		{name: "provider calls / bills"}, {name: "recovery runs"}}
@@ -95,6 +96,34 @@ func (t *Timeline) table() []row {
 		rows[5].cells[i] = runsCell(s)
 	}
 	return rows
+}
+
+// varying says which cells of table may differ from run to run: those
+// whose value differs between the paths the point allows (expect). Only
+// points-mode scenarios have paths; for the others it says nothing.
+func (t *Timeline) varying() (cells [6][3]bool) {
+	paths, ok := t.paths()
+	if !ok {
+		return cells
+	}
+	for m := range columns {
+		var seen [6]map[string]bool
+		for _, p := range paths {
+			s := p[m]
+			done := fmt.Sprint(s.job == inkwell.StatusDone)
+			vals := [6]string{s.job, s.attempts, done, done, s.bills, fmt.Sprint(strings.Count(s.attempts, failedRestarted))}
+			for r, v := range vals {
+				if seen[r] == nil {
+					seen[r] = map[string]bool{}
+				}
+				seen[r][v] = true
+			}
+		}
+		for r := range seen {
+			cells[r][m] = len(seen[r]) > 1
+		}
+	}
+	return cells
 }
 
 func jobsCell(s Snapshot) string {

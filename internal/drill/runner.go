@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/store"
 )
 
 // Timeline is what happened in one scenario and what the checker found.
@@ -419,8 +421,14 @@ func (p *play) snapRecovered(ctx context.Context, sv *child) error {
 	return nil
 }
 
-// snap reads the database and the ledgers and keeps the snapshot.
+// snap reads the database and the ledgers and keeps the snapshot. A read
+// after a crash first waits for the dead serve's sessions to end (settle).
 func (p *play) snap(ctx context.Context, kind Kind, label string) (int, error) {
+	if kind == KindCrash {
+		if err := p.settle(ctx); err != nil {
+			return -1, fmt.Errorf("snapshot %s: %w", label, err)
+		}
+	}
 	s, err := Inspect(ctx, p.dsn)
 	if err != nil {
 		return -1, fmt.Errorf("snapshot %s: %w", label, err)
@@ -431,6 +439,50 @@ func (p *play) snap(ctx context.Context, kind Kind, label string) (int, error) {
 	}
 	p.tl.Snaps = append(p.tl.Snaps, s)
 	return len(p.tl.Snaps) - 1, nil
+}
+
+// settle waits until no session of the dead serve is left on the
+// scenario's PostgreSQL database. A statement sent just before the kill,
+// a COMMIT above all, still runs in its backend after the process is
+// gone, and the read after the crash must see what it did, or the restart
+// would appear to change what nobody alive touched. The scenario's
+// database is its own, so every session on it but ours is the dead
+// serve's. SQLite needs no wait: its writer was the process itself.
+func (p *play) settle(ctx context.Context) error {
+	if p.d.dbs.kind() != "postgres" {
+		return nil
+	}
+	st, err := store.Open(ctx, p.dsn, store.Options{NoMigrate: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	defer st.Close()
+	conn, err := st.DB().Conn(ctx) // one session, the only one of ours
+	if err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	defer conn.Close()
+	const others = `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+	deadline := time.NewTimer(p.d.lim.stop)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var n int
+		if err := conn.QueryRowContext(ctx, others).Scan(&n); err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("settle: %w", context.Cause(ctx))
+		case <-deadline.C:
+			return fmt.Errorf("settle: %d session(s) of the dead serve still open on its database after %s", n, p.d.lim.stop)
+		case <-tick.C:
+		}
+	}
 }
 
 func (p *play) event(what, extra string) {
@@ -464,6 +516,7 @@ func (p *play) finish(start time.Time) {
 		}
 	}
 	tl.Violations = Check(Evidence{Snapshots: tl.Snaps, Keys: tl.Keys, Requests: tl.Requests, Texts: tl.Texts, DeadPIDs: tl.DeadPIDs})
+	tl.Violations = append(tl.Violations, tl.checkPaths()...)
 	if tl.Err == nil && tl.Final < 0 {
 		tl.Err = errors.New("the scenario ended without a final snapshot")
 	}

@@ -1,7 +1,9 @@
 package drill
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/inkwell/inkwell"
@@ -100,7 +102,7 @@ func about(point string) string {
 	case crashpoint.AcceptBeforeCommit:
 		return "Serve dies inside the accept transaction: the job row is not committed, and the client's connection breaks (outcome unknown). The client re-sends the same key to the restarted serve, which creates the job once."
 	case crashpoint.AcceptAfterCommit:
-		return "Serve dies after committing the job but before answering: the client does not know. Its re-send with the same key is answered 200 with the job already stored, never a second job. (The restarted lane claims the queued job as soon as it is ready, so the after-recovery read may show queued or running.)"
+		return "Serve dies after committing the job but before answering: the client does not know. Its re-send with the same key is answered 200 with the job already stored, never a second job."
 	case crashpoint.ClaimAfterCommit:
 		return "Serve dies right after claiming: the job is running with a running attempt, and the provider was never called. Recovery closes the attempt as failed (worker restarted) and fails the job; the client retries it."
 	case crashpoint.ProviderAfterCall:
@@ -112,7 +114,270 @@ func about(point string) string {
 	case crashpoint.RecoverBeforeCommit:
 		return "Serve first dies at claim.after-commit (an orphan), then the restart dies inside startup recovery before its commit: nothing of that recovery is kept. The next restart recovers the same orphan, once."
 	case crashpoint.RetryAfterCommit:
-		return "Jobs first fail the ordinary way (a provider answering 500). The client retries; serve dies just after the retry committed, before answering. The job is queued with its attempts untouched, and the restart runs it. (The restarted lane claims it as soon as it is ready, so the after-recovery read may show queued or running.)"
+		return "Jobs first fail the ordinary way (a provider answering 500). The client retries; serve dies just after the retry committed, before answering. The commit leaves the job queued again with its attempts untouched, for the lane to run: the restarted one, or the dying one if it got there first."
 	}
 	return ""
+}
+
+// InvPointState: in points mode (one job, first hit) the three reads of a
+// scenario follow one of the paths its crash point allows (expect).
+const InvPointState = "§6 the three reads follow a path the crash point allows"
+
+// state is one read of a points-mode scenario's one job, in the words of
+// the report: its status, its attempts in order (a failed one says why:
+// the worker restarted, or a provider error), and the provider's calls
+// and bills under its key.
+type state struct {
+	job      string // its status; "no job"; or a status plus what is wrong with it
+	attempts string // "none", or "#1 failed (provider error), #2 running"
+	bills    string // "calls / bills"
+}
+
+func (s state) String() string { return s.job + ": " + s.attempts + "; " + s.bills }
+
+// path is what the three reads show: after the crash, after recovery, final.
+type path [3]state
+
+func (p path) String() string {
+	return p[0].String() + " → " + p[1].String() + " → " + p[2].String()
+}
+
+const (
+	noJob           = "no job"
+	failedRestarted = "failed (" + inkwell.ErrWorkerRestarted + ")"
+	failedProvider  = "failed (provider error)"
+)
+
+// expect lists every path a points-mode scenario at point may take.
+//
+// Most points allow exactly one: the process that dies is the only one
+// that moves the job (the HTTP side only reads it), it dies at the point,
+// and the restarted serve is read after its recovery and before any
+// client reaches it. Two points fire on an HTTP request's path right
+// after its commit, accept.after-commit and retry.after-commit: there the
+// job is queued, and the lane, which looks for queued jobs on its own
+// every --poll, may claim it, call the provider and even complete it in
+// the instant before the kill; and the restarted lane claims a queued job
+// as soon as serve is ready, racing the after-recovery read (see racy).
+func expect(point string) []path {
+	switch point {
+	case crashpoint.AcceptBeforeCommit:
+		none := state{noJob, "none", "0 / 0"}
+		return []path{{none, none, {inkwell.StatusDone, "#1 done", "1 / 1"}}}
+	case crashpoint.AcceptAfterCommit:
+		return racy(nil)
+	case crashpoint.ClaimAfterCommit, crashpoint.RecoverBeforeCommit:
+		return orphan("0 / 0", "1 / 1") // the provider was never called
+	case crashpoint.ProviderAfterCall, crashpoint.CompleteBeforeCommit:
+		return orphan("1 / 1", "2 / 1") // billed once; the retry is answered from the record
+	case crashpoint.CompleteAfterCommit:
+		done := state{inkwell.StatusDone, "#1 done", "1 / 1"}
+		return []path{{done, done, done}}
+	case crashpoint.RetryAfterCommit:
+		return racy([]string{"#1 " + failedProvider})
+	}
+	return nil
+}
+
+// orphan is the one path of a point that kills serve with the job running
+// on attempt #1: recovery closes the attempt and fails the job, and the
+// client's retry runs attempt #2.
+func orphan(bills, final string) []path {
+	return []path{{
+		{inkwell.StatusRunning, "#1 running", bills},
+		{inkwell.StatusFailed, "#1 " + failedRestarted, bills},
+		{inkwell.StatusDone, "#1 " + failedRestarted + ", #2 done", final},
+	}}
+}
+
+// racy lists the paths of a point that fires on an HTTP request's path
+// just after its commit left the job queued, with the attempts before (from
+// earlier runs) untouched. Attempt n is the one the lane opens next.
+//
+//   - After the crash: still queued; or the lane's poll claimed it in the
+//     instant before the kill (running, attempt n running), perhaps with
+//     the provider already billed; or it even completed it (done).
+//   - After recovery: a queued job may already be claimed or done by the
+//     restarted lane; and since the ledger is read just after the
+//     database, it may already show the bill of a claim the database read
+//     did not see yet. A running one is an orphan, closed by recovery
+//     (failed, worker restarted) and retried by the client (attempt n+1).
+//   - A call the kill cut off was billed only if the simulator had already
+//     decided to answer; its bill may land after the crash read, or even
+//     after the recovery read. The retry's call carries the same key and
+//     is answered from the record: 2 calls, 1 bill.
+func racy(before []string) []path {
+	n := len(before) + 1
+	att := func(more ...string) string { return strings.Join(append(slices.Clone(before), more...), ", ") }
+	queued := func(bills string) state { return state{inkwell.StatusQueued, cmp.Or(att(), "none"), bills} }
+	running := func(bills string) state {
+		return state{inkwell.StatusRunning, att(fmt.Sprintf("#%d running", n)), bills}
+	}
+	done := state{inkwell.StatusDone, att(fmt.Sprintf("#%d done", n)), "1 / 1"}
+	failed := func(bills string) state {
+		return state{inkwell.StatusFailed, att(fmt.Sprintf("#%d %s", n, failedRestarted)), bills}
+	}
+	retried := func(bills string) state {
+		return state{inkwell.StatusDone, att(fmt.Sprintf("#%d %s", n, failedRestarted), fmt.Sprintf("#%d done", n+1)), bills}
+	}
+	return []path{
+		{queued("0 / 0"), queued("0 / 0"), done},
+		{queued("0 / 0"), queued("1 / 1"), done}, // the ledger is read just after the database
+		{queued("0 / 0"), running("0 / 0"), done},
+		{queued("0 / 0"), running("1 / 1"), done},
+		{queued("0 / 0"), done, done},
+		{running("0 / 0"), failed("0 / 0"), retried("1 / 1")},
+		{running("0 / 0"), failed("0 / 0"), retried("2 / 1")}, // billed after the recovery read
+		{running("0 / 0"), failed("1 / 1"), retried("2 / 1")}, // billed after the crash read
+		{running("1 / 1"), failed("1 / 1"), retried("2 / 1")},
+		{done, done, done},
+	}
+}
+
+// whyVaries says, for the report, why a point's reads may differ from run
+// to run; "" for the points whose reads never do.
+func whyVaries(point string) string {
+	var commit string
+	switch point {
+	case crashpoint.AcceptAfterCommit:
+		commit = "the accept's (group) commit"
+	case crashpoint.RetryAfterCommit:
+		commit = "the retry's commit"
+	default:
+		return ""
+	}
+	return "This point fires right after " + commit + ", before the HTTP handler answers or wakes the lane; " +
+		"but the lane also looks for queued jobs on its own every `--poll` (100 ms in the drill). " +
+		"So in the instant between the commit and the kill the lane may claim the job (after crash: running), " +
+		"may already have been billed for it, and may even have completed it (done): each is true of the database at that moment. " +
+		"(On SQLite the store lets one writer in at a time per process and, today, keeps that turn until the point has fired, " +
+		"so there the lane cannot claim in that instant and the after-crash read is queued; on PostgreSQL it can. " +
+		"The drill accepts the same paths on both.) " +
+		"A job claimed that way is an orphan: recovery closes its attempt (worker restarted), and the client retries it. " +
+		"The restarted lane claims a queued job as soon as serve is ready, so the after-recovery read races it: queued, running or done; " +
+		"and as the provider's ledger is read just after the database, it may already hold the bill of a claim that read did not see. " +
+		"A provider call cut off by the kill is billed only if the simulator had already decided to answer, " +
+		"and that bill may land after a read; the retried call carries the same key and is answered from the record (2 calls, 1 bill). " +
+		"Never possible here: a job failed without a recovery run that closed its attempt, a second attempt without a first one closed, " +
+		"a second result, charge or bill."
+}
+
+// paths returns what expect allows for t, when t is a points-mode scenario
+// (one job, the point's first hit); sweeps and random runs have no list.
+func (t *Timeline) paths() ([]path, bool) {
+	if t.Point == "" || t.Hit != 1 || len(t.Keys) != 1 {
+		return nil, false
+	}
+	ps := expect(t.Point)
+	return ps, len(ps) > 0
+}
+
+// read is what snapshot s shows of the scenario's one job. What cannot
+// belong to any path (a result on a job that is not done, an attempt
+// closed as a restart without a recovery run that closed it) is spelled
+// out in the job's status, so that it matches no state.
+func (t *Timeline) read(s Snapshot) state {
+	calls, bills, _ := t.billsOf(s)
+	out := state{job: noJob, attempts: "none", bills: fmt.Sprintf("%d / %d", calls, bills)}
+	var closed int64
+	for _, r := range s.Runs {
+		closed += r.AttemptsClosed
+	}
+	if len(s.Jobs) != 1 {
+		if len(s.Jobs) > 1 {
+			out.job = fmt.Sprintf("%d jobs", len(s.Jobs))
+		}
+		if closed != 0 {
+			out.job += fmt.Sprintf(" with recovery runs that closed %d attempt(s)", closed)
+		}
+		return out
+	}
+	j := s.Jobs[0]
+	out.job = j.Status
+	var parts []string
+	var restarted int64
+	for _, a := range s.attemptsOf(j.ID) {
+		p := fmt.Sprintf("#%d %s", a.Number, a.Status)
+		if a.Status == inkwell.StatusFailed {
+			switch e := a.Error.String; {
+			case e == inkwell.ErrWorkerRestarted:
+				p = fmt.Sprintf("#%d %s", a.Number, failedRestarted)
+				restarted++
+			case strings.HasPrefix(e, "provider: "):
+				p = fmt.Sprintf("#%d %s", a.Number, failedProvider)
+			default:
+				p += fmt.Sprintf(" (%s)", e)
+			}
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) > 0 {
+		out.attempts = strings.Join(parts, ", ")
+	}
+	want := 0
+	if j.Status == inkwell.StatusDone {
+		want = 1
+	}
+	var odd []string
+	if n := len(s.resultsOf(j.ID)); n != want {
+		odd = append(odd, fmt.Sprintf("%d result(s)", n))
+	}
+	if n := len(s.chargesOf(j.ID)); n != want {
+		odd = append(odd, fmt.Sprintf("%d charge(s)", n))
+	}
+	if closed != restarted {
+		odd = append(odd, fmt.Sprintf("recovery runs that closed %d attempt(s), not %d", closed, restarted))
+	}
+	if len(odd) > 0 {
+		out.job += " with " + strings.Join(odd, ", ")
+	}
+	return out
+}
+
+// checkPaths fails a points-mode scenario whose reads follow no path its
+// point allows, naming the first read that left every allowed path and
+// what was allowed there.
+func (t *Timeline) checkPaths() []Violation {
+	paths, ok := t.paths()
+	idx := [3]int{t.Crash, t.Recovered, t.Final}
+	if !ok || slices.ContainsFunc(idx[:], func(i int) bool { return i < 0 || i >= len(t.Snaps) }) {
+		return nil
+	}
+	var got path
+	for m, i := range idx {
+		got[m] = t.read(t.Snaps[i])
+	}
+	if slices.Contains(paths, got) {
+		return nil
+	}
+	var jobID int64
+	if jobs := t.Snaps[t.Final].Jobs; len(jobs) == 1 {
+		jobID = jobs[0].ID
+	}
+	for m := range got {
+		var allowed []state
+		for _, p := range paths {
+			if slices.Equal(p[:m], got[:m]) && !slices.Contains(allowed, p[m]) {
+				allowed = append(allowed, p[m])
+			}
+		}
+		if slices.Contains(allowed, got[m]) {
+			continue
+		}
+		var before []string
+		for _, s := range got[:m] {
+			before = append(before, s.String())
+		}
+		after := ""
+		if m > 0 {
+			after = " after " + strings.Join(before, " → ")
+		}
+		alts := make([]string, len(allowed))
+		for i, s := range allowed {
+			alts[i] = "[" + s.String() + "]"
+		}
+		return []Violation{{Snapshot: t.Snaps[idx[m]].Label, JobID: jobID, Invariant: InvPointState,
+			Detail: fmt.Sprintf("read [%s], which %s does not allow here%s; it allows %s", got[m], t.Point, after, strings.Join(alts, " or "))}}
+	}
+	return nil // not reached: a path outside paths leaves them at some read
 }
