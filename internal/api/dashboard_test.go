@@ -79,7 +79,7 @@ func mustScene(t *testing.T) *scene {
 	// Lane west is alive (its heartbeat a minute ahead stays fresh for the
 	// test's length), running one job with two queued behind it.
 	sc.clk.At(time.Minute)
-	sc.must(t, sc.st.Heartbeat(t.Context(), west, 0))
+	sc.must(t, sc.st.Heartbeat(t.Context(), west, store.LaneBeat{}))
 	sc.accept(t, "live", "a story about a river")
 	sc.claim(t, "west")
 	sc.accept(t, "queued-1", "a recipe for bread")

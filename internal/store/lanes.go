@@ -31,6 +31,11 @@ type LaneRow struct {
 	// AnswersWaiting is how many provider answers the lane held, not yet
 	// stored, at its last heartbeat.
 	AnswersWaiting int64 `json:"answers_waiting"`
+	// Slots and SlotsInUse: calls the lane may run at once, and ran at its
+	// last heartbeat; PausedUntil: a provider 429 pauses it until then.
+	Slots       int        `json:"slots"`
+	SlotsInUse  int        `json:"slots_in_use"`
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
 }
 
 // RegisterLane records l's incarnation as the lane's holder, under the
@@ -67,14 +72,27 @@ func (s *Store) RegisterLane(ctx context.Context, l *LaneLock) error {
 	})
 }
 
-// Heartbeat stamps the lane's heartbeat_at, with the number of provider
-// answers the lane holds and has not stored yet. It returns ECONFLICT when
-// the row no longer names this incarnation: someone else holds the lane now.
-func (s *Store) Heartbeat(ctx context.Context, l *LaneLock, answersWaiting int64) error {
-	const beat = `UPDATE lanes SET heartbeat_at = $1, answers_waiting = $4 WHERE name = $2 AND incarnation = $3 AND stopped_at IS NULL`
+// LaneBeat is what a heartbeat says of a running lane besides "alive".
+type LaneBeat struct {
+	AnswersWaiting int64     // provider answers held, not stored yet (database unavailable)
+	Slots          int       // calls the lane may run at once (--concurrency)
+	SlotsInUse     int       // calls in flight now
+	PausedUntil    time.Time // a provider 429 pauses every call until then; zero: not paused
+}
+
+// Heartbeat stamps the lane's heartbeat_at with what b says. It returns
+// ECONFLICT when the row no longer names this incarnation: someone else
+// holds the lane now.
+func (s *Store) Heartbeat(ctx context.Context, l *LaneLock, b LaneBeat) error {
+	const beat = `UPDATE lanes SET heartbeat_at = $1, answers_waiting = $4, slots = $5, slots_in_use = $6, paused_until = $7
+		WHERE name = $2 AND incarnation = $3 AND stopped_at IS NULL`
+	var paused any
+	if !b.PausedUntil.IsZero() {
+		paused = s.ts(b.PausedUntil)
+	}
 	now := s.nowTS()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := s.execOne(ctx, tx, beat, now, l.Lane, l.Self.Incarnation, answersWaiting); err != nil {
+		if err := s.execOne(ctx, tx, beat, now, l.Lane, l.Self.Incarnation, b.AnswersWaiting, max(b.Slots, 1), b.SlotsInUse, paused); err != nil {
 			return fmt.Errorf("heartbeat lane %s: %w", l.Lane, err)
 		}
 		return nil
@@ -129,14 +147,17 @@ func (s *Store) Lanes(ctx context.Context) ([]LaneRow, error) {
 	return lanes, rows.Err()
 }
 
-const laneColumns = `name, incarnation, pid, host, started_at, heartbeat_at, stopped_at, stop_reason, boot_id, proc_start, answers_waiting`
+const laneColumns = `name, incarnation, pid, host, started_at, heartbeat_at, stopped_at, stop_reason, boot_id, proc_start, answers_waiting,
+	slots, slots_in_use, paused_until`
 
 func scanLane(row rowScanner) (LaneRow, error) {
 	var l LaneRow
-	var started, beat, stopped nullTime
+	var started, beat, stopped, paused nullTime
 	var reason, boot, pstart sql.NullString
-	err := row.Scan(&l.Name, &l.Incarnation, &l.PID, &l.Host, &started, &beat, &stopped, &reason, &boot, &pstart, &l.AnswersWaiting)
+	err := row.Scan(&l.Name, &l.Incarnation, &l.PID, &l.Host, &started, &beat, &stopped, &reason, &boot, &pstart, &l.AnswersWaiting,
+		&l.Slots, &l.SlotsInUse, &paused)
 	l.StartedAt, l.HeartbeatAt, l.StoppedAt, l.StopReason = started.Time, beat.Time, stopped.Ptr(), reason.String
+	l.PausedUntil = paused.Ptr()
 	l.BootID, l.ProcStart = boot.String, pstart.String
 	return l, err
 }

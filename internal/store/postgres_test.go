@@ -234,7 +234,7 @@ func TestPostgres_Rescue(t *testing.T) {
 		if n := f.count(`SELECT (SELECT COUNT(*) FROM results) + (SELECT COUNT(*) FROM charges)`); n != 0 {
 			t.Errorf("results + charges = %d after a refused completion, want 0", n)
 		}
-		if err := f.sa.Heartbeat(t.Context(), a, 0); inkwell.ErrorCode(err) != inkwell.ECONFLICT {
+		if err := f.sa.Heartbeat(t.Context(), a, store.LaneBeat{}); inkwell.ErrorCode(err) != inkwell.ECONFLICT {
 			t.Errorf("the rescued incarnation's Heartbeat = %v, want %s (its lanes row is stopped)", err, inkwell.ECONFLICT)
 		}
 		// It then stops, as a fenced lane does: no error, and the row keeps

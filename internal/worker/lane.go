@@ -40,6 +40,15 @@ type Config struct {
 	Limiter Limiter
 }
 
+// beat is what the lane's heartbeat writes besides the time.
+func (l *Lane) beat() store.LaneBeat {
+	b := store.LaneBeat{AnswersWaiting: l.waiting.Load(), Slots: l.cfg.Concurrency, SlotsInUse: int(l.inFlight.Load())}
+	if p, ok := l.cfg.Limiter.(interface{ PausedUntil() time.Time }); ok && p.PausedUntil().After(time.Now()) {
+		b.PausedUntil = p.PausedUntil()
+	}
+	return b
+}
+
 // Limiter paces a lane's provider calls (DESIGN §8). Every call of the lane
 // asks Wait before it starts and reports Done when it ends.
 type Limiter interface {
@@ -71,7 +80,7 @@ type laneStore interface {
 	LockLane(ctx context.Context, lane string) (*store.LaneLock, error)
 	Recover(ctx context.Context, l *store.LaneLock, dryRun bool) (store.RecoveryReport, error)
 	RegisterLane(ctx context.Context, l *store.LaneLock) error
-	Heartbeat(ctx context.Context, l *store.LaneLock, answersWaiting int64) error
+	Heartbeat(ctx context.Context, l *store.LaneLock, b store.LaneBeat) error
 	StopLane(ctx context.Context, l *store.LaneLock, reason string) error
 	ClaimUpTo(ctx context.Context, l *store.LaneLock, n int) ([]*store.Claimed, error)
 	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
@@ -310,10 +319,13 @@ func (l *Lane) waitFor(ctx context.Context, a <-chan struct{}, b <-chan time.Tim
 func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) {
 	t := time.NewTicker(l.cfg.Heartbeat)
 	defer t.Stop()
+	first := make(chan struct{}, 1) // beat at once: the row says the lane's slots from the start
+	first <- struct{}{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-first:
 		case <-t.C:
 		case <-l.lock.Lost(): // PostgreSQL: the lock session is gone; stop now
 		}
@@ -323,7 +335,7 @@ func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) 
 			return
 		}
 		hctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
-		err := l.store.Heartbeat(hctx, l.lock, l.waiting.Load())
+		err := l.store.Heartbeat(hctx, l.lock, l.beat())
 		cancel()
 		switch {
 		case inkwell.ErrorCode(err) == inkwell.ECONFLICT:
