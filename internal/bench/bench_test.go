@@ -194,12 +194,16 @@ func queue(b *testing.B, st *store.Store, n int) {
 
 // counter is a worker.Observer that closes done after n finished jobs.
 type counter struct {
+	n    int64
 	left atomic.Int64
 	done chan struct{}
 }
 
+// finished is how many jobs have finished so far.
+func (c *counter) finished() int64 { return c.n - c.left.Load() }
+
 func newCounter(n int) *counter {
-	c := &counter{done: make(chan struct{})}
+	c := &counter{n: int64(n), done: make(chan struct{})}
 	c.left.Store(int64(n))
 	return c
 }
