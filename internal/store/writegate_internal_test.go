@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -14,6 +15,7 @@ func TestWriteGate(t *testing.T) {
 			t.Fatal(err)
 		}
 		order := make(chan string, 4)
+		var writers sync.WaitGroup
 		waiting := func(n int) {
 			deadline := time.Now().Add(10 * time.Second)
 			for {
@@ -30,6 +32,7 @@ func TestWriteGate(t *testing.T) {
 			}
 		}
 		enter := func(name string, p writePriority) {
+			defer writers.Done()
 			if err := g.acquire(context.Background(), p); err != nil {
 				t.Error(err)
 				return
@@ -37,6 +40,7 @@ func TestWriteGate(t *testing.T) {
 			order <- name
 			g.release()
 		}
+		writers.Add(3)
 		go enter("accept-1", writeNormal)
 		waiting(1)
 		go enter("accept-2", writeNormal)
@@ -49,7 +53,11 @@ func TestWriteGate(t *testing.T) {
 				t.Fatalf("writer %d = %s, want %s", i, got, want)
 			}
 		}
-		if g.busy {
+		writers.Wait()
+		g.mu.Lock()
+		busy := g.busy
+		g.mu.Unlock()
+		if busy {
 			t.Errorf("gate still busy after every writer left")
 		}
 	})
@@ -64,8 +72,11 @@ func TestWriteGate(t *testing.T) {
 			t.Fatal("acquire on a held gate returned before its context ended")
 		}
 		g.release()
-		if g.busy || len(g.urgent)+len(g.normal) != 0 {
-			t.Errorf("gate busy=%v with %d waiters after the only holder left", g.busy, len(g.urgent)+len(g.normal))
+		g.mu.Lock()
+		busy, waiters := g.busy, len(g.urgent)+len(g.normal)
+		g.mu.Unlock()
+		if busy || waiters != 0 {
+			t.Errorf("gate busy=%v with %d waiters after the only holder left", busy, waiters)
 		}
 		if err := g.acquire(t.Context(), writeNormal); err != nil {
 			t.Errorf("gate not free: %v", err)
