@@ -9,6 +9,9 @@ const (
 	AcceptBeforeCommit = "accept.before-commit"
 	// AcceptAfterCommit: the job rows are durable and queued, but no client
 	// got its answer yet; a re-send with the same key gets 200 and the job.
+	// A live lane (it polls) may already have claimed it, or even finished
+	// it, before the kill: the crash then leaves it running (an orphan for
+	// recovery) or done.
 	AcceptAfterCommit = "accept.after-commit"
 	// ClaimAfterCommit: the job is running with a running attempt, and the
 	// provider has not been called.
@@ -28,7 +31,8 @@ const (
 	// after the crash everything is as before recovery began.
 	RecoverBeforeCommit = "recover.before-commit"
 	// RetryAfterCommit: a failed job was moved back to queued and committed;
-	// its attempts are untouched.
+	// its attempts are untouched. As at AcceptAfterCommit, a polling lane
+	// may have claimed (or finished) it before the kill.
 	RetryAfterCommit = "retry.after-commit"
 )
 
