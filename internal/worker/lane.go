@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -256,19 +255,22 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) error
 	defer poll.Stop()
 	var calls sync.WaitGroup
 	var unrecorded atomic.Pointer[error]
+	backlog := false // the last claim filled every free slot: more may be queued
 	for ctx.Err() == nil {
 		if err := l.checkLock(ctx); err != nil { // fencing: no claim without the lock
 			l.log.ErrorContext(ctx, "lane lock lost; no more claims, stopping the lane", "err", err)
 			stopLane(err)
 			break
 		}
+		if backlog {
+			// Outcomes commit in groups, so slots free in bursts: with a
+			// backlog, gather the burst before claiming, so one claim (one
+			// durable commit) fills many slots instead of one each.
+			l.gatherFreed(ctx)
+		}
 		free := l.cfg.Concurrency - int(l.inFlight.Load())
 		if free == 0 {
 			l.waitFor(ctx, l.freed, nil)
-			// Outcomes commit in groups, so slots free in bursts: let the
-			// rest of the burst release before claiming, so one claim
-			// fills many slots instead of one each.
-			runtime.Gosched()
 			continue
 		}
 		claimed, err := l.claim(ctx, free)
@@ -286,7 +288,7 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) error
 				}
 			})
 		}
-		if err == nil && len(claimed) == free {
+		if backlog = err == nil && len(claimed) == free; backlog {
 			continue // every free slot filled: more may be queued
 		}
 		l.waitFor(ctx, l.wake, poll.C) // the queue is empty (or the claim failed)
@@ -297,6 +299,32 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) error
 	}
 	return nil
 }
+
+// gatherFreed waits, briefly, for more slots to free once the queue is
+// known to have a backlog (the last claim filled every free slot): until
+// half the slots are free or coalesceWait has passed. A lane whose last
+// claim emptied the queue skips it, so a new job's claim never waits.
+func (l *Lane) gatherFreed(ctx context.Context) {
+	half := max(1, l.cfg.Concurrency/2)
+	if l.cfg.Concurrency-int(l.inFlight.Load()) >= half {
+		return
+	}
+	t := time.NewTimer(coalesceWait)
+	defer t.Stop()
+	for l.cfg.Concurrency-int(l.inFlight.Load()) < half {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-l.freed:
+		}
+	}
+}
+
+// coalesceWait bounds how long a lane with a backlog gathers freed slots
+// before it claims: short next to any real provider call.
+const coalesceWait = time.Millisecond
 
 // release frees a slot and tells the loop.
 func (l *Lane) release() {
