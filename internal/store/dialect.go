@@ -44,6 +44,10 @@ type dialect struct {
 	ts func(t time.Time) any
 	// claimLock is appended to the claim's inner SELECT.
 	claimLock string
+	// claimStatement: ClaimUpTo is one data-modifying statement, its own
+	// transaction (PostgreSQL: WITH … UPDATE … INSERT). SQLite has no
+	// data-modifying WITH, and its claim costs no round trips anyway.
+	claimStatement bool
 	// classify maps driver errors to inkwell error codes (busy, full…).
 	classify func(err error) error
 	// oneWriter: the database takes one writer at a time (SQLite), so

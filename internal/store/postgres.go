@@ -40,6 +40,9 @@ var postgresDialect = dialect{
 	rescue:      true,
 	snapshot:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 	integrity:   postgresIntegrity,
+
+	// One round trip per claim: see claimUpToStatement.
+	claimStatement: true,
 }
 
 // migrateLockKey serializes migrations of one database: lanes started at the
@@ -72,6 +75,7 @@ func (s *Store) openPostgres(ctx context.Context, dsn string) error {
 	}
 	if s.now == nil {
 		s.now = newDBClock(s.db, s.log).now
+		s.clockInDB = true
 	}
 	return nil
 }

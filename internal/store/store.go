@@ -48,6 +48,9 @@ type Store struct {
 	// gate orders this process's writers where the dialect has one
 	// writer at a time (SQLite): outcomes first. Nil on PostgreSQL.
 	gate *writeGate
+	// clockInDB: the clock is the database's own (PostgreSQL, no NowFunc):
+	// a statement may read it itself, without a round trip before it.
+	clockInDB bool
 }
 
 // Open opens the database named by dsn (a SQLite file path or a

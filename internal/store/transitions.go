@@ -122,6 +122,9 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	if s.dialect.claimStatement {
+		return s.claimUpToStatement(ctx, l.Lane, fence, n)
+	}
 	// The inner SELECT reads the jobs_queued partial index only.
 	claimJobs := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, error = NULL, finished_at = NULL
 		WHERE id IN (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT $3` + s.dialect.claimLock + `)
@@ -150,6 +153,67 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 	hit(crashpoint.ClaimAfterCommit)
 	return claimed, nil
 }
+
+// claimUpToStatement is ClaimUpTo in one statement (PostgreSQL): the
+// UPDATE that claims the jobs, with the lock's fence inside it as in the
+// transaction form, and the INSERT that opens each job's attempt are one
+// data-modifying WITH, which runs as its own transaction and commits both
+// or neither. That is one round trip and one durable commit, where the
+// transaction form costs a clock read, BEGIN, the UPDATE, one INSERT per
+// job and COMMIT. Every row gets one time: the database's clock, read once
+// by the statement itself (the store's clock when a test injects one).
+func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n int) ([]*Claimed, error) {
+	// The inner SELECT reads the jobs_queued partial index only.
+	claim := `WITH now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
+	job AS (
+		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), error = NULL, finished_at = NULL
+		WHERE id IN (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT $3` + s.dialect.claimLock + `)
+		  AND status = 'queued'` + fence + `
+		RETURNING ` + jobColumns + `
+	), attempt AS (
+		INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
+		SELECT job.id, COALESCE((SELECT MAX(a.attempt_number) FROM job_attempts a WHERE a.job_id = job.id), 0) + 1, 'running', $1, job.started_at
+		FROM job
+		RETURNING job_id, id, attempt_number
+	)
+	SELECT job.*, attempt.id, attempt.attempt_number FROM job JOIN attempt ON attempt.job_id = job.id ORDER BY job.id`
+	var at any // nil: the statement reads the database's clock
+	if !s.clockInDB {
+		at = s.ts(s.now())
+	}
+	rows, err := s.db.QueryContext(ctx, claim, lane, at, n)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+	}
+	defer rows.Close()
+	var claimed []*Claimed
+	for rows.Next() {
+		var a inkwell.Attempt
+		job, err := scanJob(withExtra{rows, []any{&a.ID, &a.AttemptNumber}})
+		if err != nil {
+			return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+		}
+		started := *job.StartedAt
+		a.JobID, a.Status, a.Lane, a.StartedAt = job.ID, inkwell.StatusRunning, lane, &started
+		claimed = append(claimed, &Claimed{Job: job, Attempt: a})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+	}
+	if len(claimed) == 0 {
+		return nil, nil
+	}
+	hit(crashpoint.ClaimAfterCommit)
+	return claimed, nil
+}
+
+// withExtra scans a row's leading columns with scanJob and the rest into extra.
+type withExtra struct {
+	row   rowScanner
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
 
 // claimJobs runs the claim's UPDATE and returns its jobs in id order.
 func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, error) {
