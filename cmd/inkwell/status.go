@@ -7,6 +7,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/store"
 )
 
@@ -27,14 +28,16 @@ views that 'SELECT * FROM job_overview;' shows in sqlite3 or psql:
 
 It works whether or not a server is running, and changes nothing.`
 
+// statusReport is what status reads; --json prints it in the HTTP API's
+// wire form (api.OverviewResponse).
 type statusReport struct {
-	Overview        []store.OverviewRow `json:"overview"`
-	Lanes           []store.LaneState   `json:"lanes"`
-	LastRecoveryRun *store.RecoveryRun  `json:"last_recovery_run"`
-	Jobs            []store.BoardRow    `json:"jobs"`
+	Overview        []store.OverviewRow
+	Lanes           []store.LaneState
+	LastRecoveryRun *store.RecoveryRun
+	Jobs            []store.BoardRow
 	// SilentLanes says, per silent lane, what this host can tell of its
 	// process (alive and stopped or hung, or gone) and what to do.
-	SilentLanes map[string]string `json:"silent_lanes,omitempty"`
+	SilentLanes map[string]string
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -57,7 +60,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
+		out := api.NewOverviewResponse(rep.Overview, rep.Lanes, rep.LastRecoveryRun)
+		out.Jobs, out.SilentLanes = api.NewBoardJobs(rep.Jobs), rep.SilentLanes
+		_ = enc.Encode(out)
 		return 0
 	}
 	printStatus(stdout, rep, *jobs)
@@ -148,7 +153,7 @@ func printRecoveryRun(w io.Writer, run *store.RecoveryRun) {
 		return
 	}
 	fmt.Fprintf(w, "  run %d on lane %s at %s: closed %d attempt(s), back-filled %d, failed %d job(s)\n",
-		run.ID, run.Lane, run.StartedAt, run.AttemptsClosed, run.AttemptsBackfilled, run.JobsFailed)
+		run.ID, run.Lane, fmtTime(&run.StartedAt), run.AttemptsClosed, run.AttemptsBackfilled, run.JobsFailed)
 	var ev store.Evidence
 	if json.Unmarshal([]byte(run.Evidence), &ev) == nil && ev.Proof != "" {
 		fmt.Fprintf(w, "  evidence (%s): %s\n", run.LockMethod, ev.Proof)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
@@ -60,7 +61,7 @@ func TestCLI_StatusAndShow(t *testing.T) {
 	}
 
 	code, stdout, stderr = runCLI(t, "status", "--db", db, "--json")
-	var rep statusReport
+	var rep api.OverviewResponse
 	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil {
 		t.Fatalf("inkwell status --json: exit %d, stderr %q, stdout %q", code, stderr, stdout)
 	}

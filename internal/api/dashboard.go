@@ -184,7 +184,7 @@ func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"overview": ov, "lanes": lanes, "last_recovery_run": run})
+	writeJSON(w, http.StatusOK, NewOverviewResponse(ov, lanes, run))
 }
 
 // render executes a page into a buffer first, so a template error becomes
@@ -239,13 +239,9 @@ var pageFuncs = template.FuncMap{
 		}
 		return shortDuration(now.Sub(*t)) + " ago"
 	},
-	// stamp reads a time the store returns as text (recovery_runs.started_at).
-	"stamp": func(now time.Time, s string) string {
-		t, err := time.Parse(store.TimeLayout, s)
-		if err != nil {
-			return s
-		}
-		return t.Format("2006-01-02 15:04:05Z") + " · " + shortDuration(now.Sub(t)) + " ago"
+	// stamp prints a time with its age.
+	"stamp": func(now, t time.Time) string {
+		return t.UTC().Format("2006-01-02 15:04:05Z") + " · " + shortDuration(now.Sub(t)) + " ago"
 	},
 	"money": func(micros int64) string { return fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000) },
 	"tp":    func(t time.Time) *time.Time { return &t },

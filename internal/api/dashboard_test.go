@@ -231,16 +231,18 @@ func TestDashboard_Pages(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("GET /v1/overview = %d, want 200", code)
 		}
-		var ov struct {
-			Overview []store.OverviewRow `json:"overview"`
-			Lanes    []store.LaneState   `json:"lanes"`
-			Run      *store.RecoveryRun  `json:"last_recovery_run"`
-		}
+		var ov api.OverviewResponse
 		if err := json.Unmarshal([]byte(body), &ov); err != nil {
 			t.Fatalf("GET /v1/overview: %v\n%s", err, body)
 		}
-		if len(ov.Overview) != 4 || len(ov.Lanes) != 2 || ov.Run == nil || ov.Run.AttemptsClosed != 1 {
-			t.Errorf("GET /v1/overview = %d rows, %d lanes, run %+v; want 4, 2, a run that closed 1 attempt", len(ov.Overview), len(ov.Lanes), ov.Run)
+		run := ov.LastRecoveryRun
+		if len(ov.Overview) != 4 || len(ov.Lanes) != 2 || run == nil || run.AttemptsClosed != 1 {
+			t.Fatalf("GET /v1/overview = %d rows, %d lanes, run %+v; want 4, 2, a run that closed 1 attempt", len(ov.Overview), len(ov.Lanes), run)
+		}
+		// Times are times, and the evidence is JSON, not text to parse again.
+		var ev store.Evidence
+		if run.StartedAt.IsZero() || json.Unmarshal(run.Evidence, &ev) != nil || ev.Proof == "" {
+			t.Errorf("last_recovery_run = started %v, evidence %s; want a time and the evidence as an object", run.StartedAt, run.Evidence)
 		}
 	})
 	t.Run("Static", func(t *testing.T) {

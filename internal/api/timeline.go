@@ -78,7 +78,8 @@ func attemptFailed(a inkwell.Attempt, runs map[int64]*store.RecoveryRun) timelin
 
 // withRecovery adds the evidence that allowed recovery to close the attempt.
 func withRecovery(e timelineEntry, run *store.RecoveryRun) timelineEntry {
-	e.Lines = append(e.Lines, fmt.Sprintf("closed by recovery run %d of lane %s at %s (%s)", run.ID, run.Lane, run.StartedAt, run.LockMethod))
+	e.Lines = append(e.Lines, fmt.Sprintf("closed by recovery run %d of lane %s at %s (%s)", run.ID, run.Lane,
+		run.StartedAt.UTC().Format(time.RFC3339), run.LockMethod))
 	var ev store.Evidence
 	if json.Unmarshal([]byte(run.Evidence), &ev) != nil {
 		return e

@@ -33,6 +33,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`
+	if s.migrationsCurrent(ctx, migs) {
+		// Nothing to apply: no write transaction, so a start does not wait
+		// for the write lock (a stopped process may hold it; the lane
+		// lock's refusal then says who, instead of "database is busy").
+		return nil
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		if s.dialect.migrateLock != "" {
 			if _, err := tx.ExecContext(ctx, s.dialect.migrateLock); err != nil {
@@ -76,6 +82,34 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// migrationsCurrent reports, from a read alone, that every migration of
+// migs is applied. Any doubt (no table yet, a read error) says no, and
+// Migrate then decides inside its write transaction, as before.
+func (s *Store) migrationsCurrent(ctx context.Context, migs []migration) bool {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	applied := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if rows.Scan(&v) != nil {
+			return false
+		}
+		applied[v] = true
+	}
+	if rows.Err() != nil {
+		return false
+	}
+	for _, m := range migs {
+		if !applied[m.version] {
+			return false
+		}
+	}
+	return maxVersion(applied) == migs[len(migs)-1].version
 }
 
 // SchemaVersion is the highest applied migration, 0 for an empty database.

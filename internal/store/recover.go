@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/crashpoint"
@@ -219,17 +220,18 @@ func (s *Store) recoveryAnomalies(ctx context.Context, tx *sql.Tx, lane string) 
 	return out, rows.Err()
 }
 
-// RecoveryRun is one row of recovery_runs.
+// RecoveryRun is one row of recovery_runs. (The HTTP API's form of it is
+// api.RecoveryRun.)
 type RecoveryRun struct {
-	ID                 int64  `json:"id"`
-	Lane               string `json:"lane"`
-	StartedAt          string `json:"started_at"`
-	LockMethod         string `json:"lock_method"`
-	Evidence           string `json:"evidence"`
-	AttemptsClosed     int64  `json:"attempts_closed"`
-	AttemptsBackfilled int64  `json:"attempts_backfilled"`
-	JobsFailed         int64  `json:"jobs_failed"`
-	Anomalies          string `json:"anomalies,omitempty"`
+	ID                 int64
+	Lane               string
+	StartedAt          time.Time
+	LockMethod         string
+	Evidence           string // JSON: Evidence
+	AttemptsClosed     int64
+	AttemptsBackfilled int64
+	JobsFailed         int64
+	Anomalies          string
 }
 
 // RecoveryRunByID returns one recovery run.
@@ -241,6 +243,6 @@ func (s *Store) RecoveryRunByID(ctx context.Context, id int64) (RecoveryRun, err
 	var anomalies sql.NullString
 	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), id).Scan(&r.ID, &r.Lane, &started, &r.LockMethod, &r.Evidence,
 		&r.AttemptsClosed, &r.AttemptsBackfilled, &r.JobsFailed, &anomalies)
-	r.StartedAt, r.Anomalies = started.Time.Format(TimeLayout), anomalies.String
+	r.StartedAt, r.Anomalies = started.Time, anomalies.String
 	return r, notFound(err, "recovery run %d", id)
 }
