@@ -107,47 +107,34 @@ AS $$
                                 'failed_other', 'done', 'done_adopted', 'results', 'charges'], kind)
 $$;
 
--- job_counts_add adds d to kind in this transaction's slot.
-CREATE FUNCTION job_counts_add(k text, d bigint) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    s integer := (pg_current_xact_id()::text::bigint % 16)::integer;
-BEGIN
-    UPDATE job_counts SET n = n + d WHERE kind = k AND slot = s;
-    IF NOT FOUND THEN
-        INSERT INTO job_counts (kind, slot, n) VALUES (k, s, d)
-        ON CONFLICT (kind, slot) DO UPDATE SET n = job_counts.n + excluded.n;
-    END IF;
-END
-$$;
-
--- The triggers run once per statement, over its transition tables: a
--- statement that writes a million rows adds one delta per kind, not a
--- million (updating one row many times in one transaction is quadratic in
--- PostgreSQL: each update walks the row's versions).
+-- The triggers run once per statement, over its transition tables, and
+-- add each kind's delta to this transaction's slot in one INSERT … ON
+-- CONFLICT, in job_count_rank order: a statement that writes a million
+-- rows adds one delta per kind, not a million (updating one row many times
+-- in one transaction is quadratic in PostgreSQL: each update walks the
+-- row's versions), and a single-row statement costs one small upsert.
 CREATE FUNCTION job_counts_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    r record;
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        FOR r IN SELECT kind, COUNT(*) AS d
-                 FROM (SELECT job_count_kind(status, error, request_hash, lane) AS kind FROM new_rows) x
-                 GROUP BY kind ORDER BY job_count_rank(kind) LOOP
-            PERFORM job_counts_add(r.kind, r.d);
-        END LOOP;
+        INSERT INTO job_counts AS c (kind, slot, n)
+        SELECT kind, pg_current_xact_id()::text::bigint % 16, COUNT(*)
+        FROM (SELECT job_count_kind(status, error, request_hash, lane) AS kind FROM new_rows) x
+        GROUP BY kind ORDER BY job_count_rank(kind)
+        ON CONFLICT (kind, slot) DO UPDATE SET n = c.n + excluded.n;
     ELSIF TG_OP = 'DELETE' THEN
-        FOR r IN SELECT kind, -COUNT(*) AS d
-                 FROM (SELECT job_count_kind(status, error, request_hash, lane) AS kind FROM old_rows) x
-                 GROUP BY kind ORDER BY job_count_rank(kind) LOOP
-            PERFORM job_counts_add(r.kind, r.d);
-        END LOOP;
+        INSERT INTO job_counts AS c (kind, slot, n)
+        SELECT kind, pg_current_xact_id()::text::bigint % 16, -COUNT(*)
+        FROM (SELECT job_count_kind(status, error, request_hash, lane) AS kind FROM old_rows) x
+        GROUP BY kind ORDER BY job_count_rank(kind)
+        ON CONFLICT (kind, slot) DO UPDATE SET n = c.n + excluded.n;
     ELSE
-        FOR r IN SELECT kind, SUM(d) AS d
-                 FROM (SELECT job_count_kind(status, error, request_hash, lane) AS kind, 1 AS d FROM new_rows
-                       UNION ALL
-                       SELECT job_count_kind(status, error, request_hash, lane), -1 FROM old_rows) x
-                 GROUP BY kind HAVING SUM(d) <> 0 ORDER BY job_count_rank(kind) LOOP
-            PERFORM job_counts_add(r.kind, r.d);
-        END LOOP;
+        INSERT INTO job_counts AS c (kind, slot, n)
+        SELECT kind, pg_current_xact_id()::text::bigint % 16, SUM(d)
+        FROM (SELECT job_count_kind(status, error, request_hash, lane) AS kind, 1 AS d FROM new_rows
+              UNION ALL
+              SELECT job_count_kind(status, error, request_hash, lane), -1 FROM old_rows) x
+        GROUP BY kind HAVING SUM(d) <> 0 ORDER BY job_count_rank(kind)
+        ON CONFLICT (kind, slot) DO UPDATE SET n = c.n + excluded.n;
     END IF;
     RETURN NULL;
 END
@@ -161,16 +148,15 @@ REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION job_counts
 
 -- results and charges: TG_ARGV[0] names the kind.
 CREATE FUNCTION job_counts_rows() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    d bigint;
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        SELECT COUNT(*) INTO d FROM new_rows;
+        INSERT INTO job_counts AS c (kind, slot, n)
+        SELECT TG_ARGV[0], pg_current_xact_id()::text::bigint % 16, COUNT(*) FROM new_rows HAVING COUNT(*) > 0
+        ON CONFLICT (kind, slot) DO UPDATE SET n = c.n + excluded.n;
     ELSE
-        SELECT -COUNT(*) INTO d FROM old_rows;
-    END IF;
-    IF d <> 0 THEN
-        PERFORM job_counts_add(TG_ARGV[0], d);
+        INSERT INTO job_counts AS c (kind, slot, n)
+        SELECT TG_ARGV[0], pg_current_xact_id()::text::bigint % 16, -COUNT(*) FROM old_rows HAVING COUNT(*) > 0
+        ON CONFLICT (kind, slot) DO UPDATE SET n = c.n + excluded.n;
     END IF;
     RETURN NULL;
 END
