@@ -29,9 +29,12 @@ serve kills itself at the point; the drill reads the database, restarts
 serve, reads it again after recovery, retries failed jobs, waits for done,
 reads it a last time, and checks the invariants of DESIGN.md §7.
 
-Modes: the named points, once each (default); --sweep, each point at its
-1st to 5th hit over five jobs; --random, concurrent clients while serve is
-killed at random instants, from a seed that replays the schedule.
+Modes: the named points, once each with one job, then each again with 8
+provider calls in flight (serve --concurrency 8), the in-flight family
+(default; --in-flight runs that family alone); --sweep, each point at its
+1st to 5th hit over five jobs; --random, concurrent clients while serve,
+running several calls at once, is killed at random instants, from a seed
+that replays the schedule.
 
 The exit status is 1 when any invariant broke or a scenario could not
 finish, 2 for bad flags. Children are real processes: every one is
@@ -43,6 +46,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	points := fs.String("points", "", "comma-separated crash points (default: all)")
 	sweep := fs.Bool("sweep", false, "run each point at hits 1..5 over five jobs")
 	random := fs.Bool("random", false, "kill serve at random instants under concurrent clients")
+	inFlight := fs.Bool("in-flight", false, "run only the in-flight family: each point with 8 provider calls in flight")
 	runs := fs.Int("runs", 3, "with --random: how many runs, each on a fresh database")
 	seed := fs.Int64("seed", 0, "with --random: the seed of the schedule (0 picks one and prints it)")
 	report := fs.String("report", "", "also write the report as Markdown to this file")
@@ -58,6 +62,11 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code != 0 {
 		return code
 	}
+	if *inFlight && cfg.Mode != drill.ModePoints {
+		fmt.Fprintln(stderr, "inkwell drill: --in-flight runs the points with calls in flight; it does not combine with --sweep or --random")
+		return 2
+	}
+	cfg.InFlight = *inFlight
 	if *runs < 1 {
 		fmt.Fprintln(stderr, "inkwell drill: --runs must be at least 1")
 		return 2

@@ -32,14 +32,20 @@ type world struct {
 // mustWorld builds a world with one done job (key "k1", job 1).
 func mustWorld(t *testing.T) *world {
 	t.Helper()
+	w := emptyWorld(t)
+	w.mustRun("k1", true)
+	return w
+}
+
+// emptyWorld builds a world without any job yet.
+func emptyWorld(t *testing.T) *world {
+	t.Helper()
 	sim := simtest.MustStart(t, providersim.Config{})
 	prov, err := provider.NewOpenAI(provider.OpenAIConfig{URL: sim.URL, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, dsn: filepath.Join(t.TempDir(), "inkwell.db"), sim: sim, prov: prov}
-	w.mustRun("k1", true)
-	return w
+	return &world{t: t, dsn: filepath.Join(t.TempDir(), "inkwell.db"), sim: sim, prov: prov}
 }
 
 func (w *world) open() *store.Store {
@@ -55,34 +61,53 @@ func (w *world) open() *store.Store {
 // the provider with the job's key and completes it, as the worker does.
 func (w *world) mustRun(key string, complete bool) int64 {
 	w.t.Helper()
-	ctx := context.Background()
+	id := w.mustAccept(key)
 	st := w.open()
 	defer st.Close()
-	req := inkwell.Request{Prompt: "a note for " + key, Account: "acct", MaxWords: 6}
-	payload := fmt.Appendf(nil, `{"prompt":%q,"account":"acct","max_words":6}`, req.Prompt)
-	job, _, err := st.Accept(ctx, store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload})
+	c, err := st.Claim(context.Background(), "drill")
+	if err != nil || c == nil {
+		w.t.Fatalf("claim: %v %v", c, err)
+	}
+	if complete {
+		w.mustCall(st, c, true)
+	}
+	return id
+}
+
+// mustAccept accepts a job under key, as the API does for a client's
+// request, and leaves it queued.
+func (w *world) mustAccept(key string) int64 {
+	w.t.Helper()
+	st := w.open()
+	defer st.Close()
+	payload := fmt.Appendf(nil, `{"prompt":%q,"account":"acct","max_words":6}`, "a note for "+key)
+	job, _, err := st.Accept(context.Background(), store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	w.keys = append(w.keys, key)
 	w.sent = append(w.sent, Sent{Seq: len(w.sent) + 1, Path: pathJobs, Key: key, JobID: job.ID, Outcome: OutcomeOK, Status: 201})
-	c, err := st.Claim(ctx, "drill")
-	if err != nil || c == nil {
-		w.t.Fatalf("claim: %v %v", c, err)
-	}
-	if !complete {
-		return job.ID
-	}
-	resp, err := w.prov.Generate(ctx, inkwell.ProviderRequest{IdempotencyKey: inkwell.ProviderKey(job.ID, key), Prompt: req.Prompt, MaxWords: req.MaxWords})
+	return job.ID
+}
+
+// mustCall calls the provider for claim c with its job's key, as the
+// worker does, and with complete stores the answer.
+func (w *world) mustCall(st *store.Store, c *store.Claimed, complete bool) {
+	w.t.Helper()
+	ctx := context.Background()
+	req := inkwell.Request{Prompt: "a note for " + c.Job.IdempotencyKey, Account: "acct", MaxWords: 6}
+	resp, err := w.prov.Generate(ctx, inkwell.ProviderRequest{IdempotencyKey: inkwell.ProviderKey(c.Job.ID, c.Job.IdempotencyKey), Prompt: req.Prompt, MaxWords: req.MaxWords})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	err = st.CompleteIfRunning(ctx, store.CompleteParams{JobID: job.ID, AttemptID: c.Attempt.ID, Text: resp.Text,
+	if !complete {
+		return
+	}
+	err = st.CompleteIfRunning(ctx, store.CompleteParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Text: resp.Text,
 		Account: req.Account, AmountMicros: resp.AmountMicros, ProviderRequestID: resp.RequestID})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return job.ID
 }
 
 // mustExec breaks the database with raw SQL, as no Inkwell code may.

@@ -100,9 +100,12 @@ func (t *target) get() string {
 
 // item is one request a client wants done, and what it learned of it.
 type item struct {
-	key    string
-	req    inkwell.Request
-	pause  time.Duration // think time before it is first sent
+	key   string
+	req   inkwell.Request
+	pause time.Duration // think time before it is first sent
+	// gate, when not nil, holds the first send until it is closed: the
+	// scenario opens it when a later serve is ready (see runSpec.openGate).
+	gate   <-chan struct{}
 	jobID  int64
 	status string // as last read from the server
 	text   string
@@ -117,6 +120,11 @@ type client struct {
 	srv   *target
 	log   *requestLog
 	retry *atomic.Bool
+	// holdEach: after each request is answered, wait until its job has
+	// left queued (claimed, or already ended) before sending the next. The
+	// lane then claims each job alone, one claim per job, so a point's
+	// N-th hit is the N-th job's accept or claim (the in-flight family).
+	holdEach bool
 
 	mu    sync.Mutex
 	items []item
@@ -136,14 +144,67 @@ func newHTTPClient() *http.Client {
 // run submits every item in order, then waits until all are done.
 func (c *client) run(ctx context.Context) error {
 	for i := range c.items {
+		if err := c.awaitGate(ctx, i); err != nil {
+			return err
+		}
 		if err := sleep(ctx, c.items[i].pause); err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
 		if err := c.submit(ctx, i); err != nil {
 			return err
 		}
+		if c.holdEach {
+			if err := c.awaitClaimed(ctx, i); err != nil {
+				return err
+			}
+		}
 	}
 	return c.await(ctx)
+}
+
+// awaitGate holds item i until its gate opens, reading meanwhile the jobs
+// already sent (never retrying them: a retry is for after the sends).
+func (c *client) awaitGate(ctx context.Context, i int) error {
+	g := c.items[i].gate
+	if g == nil {
+		return nil
+	}
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-g:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting to send key %s: %w", c.name, c.items[i].key, context.Cause(ctx))
+		case <-tick.C:
+			c.pollOnce(ctx, false)
+		}
+	}
+}
+
+// awaitClaimed polls item i's job until it is no longer queued: running
+// (claimed), or already failed or done. While serve is down it keeps
+// polling, as a client waiting for its server does.
+func (c *client) awaitClaimed(ctx context.Context, i int) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c.mu.Lock()
+		it := c.items[i]
+		c.mu.Unlock()
+		if it.status != "" && it.status != inkwell.StatusQueued {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for job %d (key %s) to be claimed: %w", c.name, it.jobID, it.key, context.Cause(ctx))
+		case <-tick.C:
+		}
+		if d, err := c.get(ctx, it.jobID); err == nil {
+			c.record(i, d)
+		}
+	}
 }
 
 // submit sends item i until an answer comes: 2xx, or a refusal that a
@@ -187,7 +248,7 @@ func (c *client) await(ctx context.Context) error {
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if c.pollOnce(ctx) {
+		if c.pollOnce(ctx, true) {
 			return nil
 		}
 		select {
@@ -198,7 +259,10 @@ func (c *client) await(ctx context.Context) error {
 	}
 }
 
-func (c *client) pollOnce(ctx context.Context) (allDone bool) {
+// pollOnce reads every job sent and not yet seen done, and retries each
+// failed one when mayRetry and c.retry allow it. It reports whether every
+// job is done.
+func (c *client) pollOnce(ctx context.Context, mayRetry bool) (allDone bool) {
 	allDone = true
 	for i := range c.items {
 		c.mu.Lock()
@@ -208,12 +272,15 @@ func (c *client) pollOnce(ctx context.Context) (allDone bool) {
 			continue
 		}
 		allDone = false
+		if it.jobID == 0 {
+			continue // not sent yet
+		}
 		d, err := c.get(ctx, it.jobID)
 		if err != nil {
 			continue // server down: keep waiting
 		}
 		c.record(i, d)
-		if d.Job.Status == inkwell.StatusFailed && c.retry.Load() {
+		if d.Job.Status == inkwell.StatusFailed && mayRetry && c.retry.Load() {
 			c.retryJob(ctx, it.jobID)
 		}
 	}

@@ -45,6 +45,10 @@ type Config struct {
 	Seed int64
 	// Short bounds everything for CI: fewer hits, fewer kills, less waiting.
 	Short bool
+	// InFlight, in points mode, runs only the in-flight family (each point
+	// with calls in flight, inflight.go), not the one-job scenarios; without
+	// it points mode runs both.
+	InFlight bool
 	// Out receives each scenario's table as soon as it ends; nil discards.
 	Out io.Writer
 	// Logger receives progress lines; nil discards.
@@ -66,6 +70,13 @@ type limits struct {
 	clients    int           // random mode: concurrent clients
 	clientJobs int           // random mode: requests per client
 	kills      int           // random mode: kills per run
+	pause      time.Duration // random mode: longest think time before a request
+	randomLat  time.Duration // random mode: the simulator's latency
+	// The in-flight family (inflight.go): the simulator's latency while
+	// calls must stay in flight until the crash (held: they end only with
+	// the kill), and while the first call must come back after every slot
+	// is filled (slow).
+	heldLatency, slowLatency time.Duration
 }
 
 func (c Config) limits() limits {
@@ -73,10 +84,13 @@ func (c Config) limits() limits {
 		start: 15 * time.Second, crash: 20 * time.Second, settle: 45 * time.Second,
 		stop: 15 * time.Second, scenario: 2 * time.Minute, latency: 100 * time.Millisecond,
 		sweepHits: 5, sweepJobs: 5, clients: 4, clientJobs: 6, kills: 6,
+		pause: 300 * time.Millisecond, randomLat: 600 * time.Millisecond,
+		heldLatency: 10 * time.Minute, slowLatency: 3 * time.Second,
 	}
 	if c.Short {
 		l.scenario, l.latency = time.Minute, 50*time.Millisecond
-		l.sweepHits, l.clients, l.clientJobs, l.kills = 2, 3, 4, 4
+		l.sweepHits, l.clients, l.clientJobs, l.kills = 2, 4, 4, 4
+		l.pause, l.randomLat, l.slowLatency = 200*time.Millisecond, 400*time.Millisecond, 1500*time.Millisecond
 	}
 	return l
 }
@@ -96,6 +110,9 @@ func (c *Config) validate() error {
 	case ModePoints, ModeSweep, ModeRandom:
 	default:
 		return fmt.Errorf("drill: mode %q: want points, sweep or random", c.Mode)
+	}
+	if c.InFlight && c.Mode != ModePoints {
+		return fmt.Errorf("drill: the in-flight family runs in points mode, not %s", c.Mode)
 	}
 	if len(c.Points) == 0 {
 		c.Points = slices.Clone(crashpoint.Names)

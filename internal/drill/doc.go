@@ -4,7 +4,12 @@
 // in random mode, kills it at random instants), restarts it, re-sends
 // requests as a real client would, reads the database through SQL after
 // the crash, after recovery and at the end, and checks the invariants of
-// DESIGN.md §7 on what it read. Its report is docs/crash-timeline.md.
+// DESIGN.md §7 on what it read. It does so with one job at each point,
+// and again with a lane's slots full of provider calls (the in-flight
+// family, inflight.go: serve --concurrency 8, and the restart's one
+// recovery run must close every attempt the crash left running); random
+// mode kills a serve running several calls at once. Its report is
+// docs/crash-timeline.md.
 //
 // Besides internal/store it is the one package that runs SQL, and only to
 // read (plus CREATE and DROP DATABASE for a PostgreSQL --db). It imports

@@ -107,16 +107,26 @@ func (d *drill) runPoints(ctx context.Context, rep *Report) error {
 	return nil
 }
 
+// scenarios lists what the drill plays: in points mode one scenario per
+// point, then the in-flight family, one per point (with InFlight the
+// family alone); in a sweep each point at hits 1..sweepHits.
 func (d *drill) scenarios() []scenario {
 	var out []scenario
 	for _, p := range d.cfg.Points {
-		if d.cfg.Mode == ModePoints {
+		switch {
+		case d.cfg.Mode == ModeSweep:
+			for n := 1; n <= d.lim.sweepHits; n++ {
+				out = append(out, pointScenario(p, n, d.lim.sweepJobs))
+			}
+		case !d.cfg.InFlight:
 			out = append(out, pointScenario(p, 1, 1))
-			continue
 		}
-		for n := 1; n <= d.lim.sweepHits; n++ {
-			out = append(out, pointScenario(p, n, d.lim.sweepJobs))
-		}
+	}
+	if d.cfg.Mode != ModePoints {
+		return out
+	}
+	for _, p := range d.cfg.Points {
+		out = append(out, inFlightScenario(p, inFlightCalls, d.lim))
 	}
 	return out
 }

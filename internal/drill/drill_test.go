@@ -55,7 +55,8 @@ func buildInkwell(out string) error {
 
 // TestDrill_Points runs the real drill, in CI mode, over three points
 // whose windows differ: before the client's answer, between the paid call
-// and the commit, and after a retry's commit.
+// and the commit, and after a retry's commit; each with one job, then
+// with eight calls in flight (the in-flight family).
 func TestDrill_Points(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -74,8 +75,8 @@ func TestDrill_Points(t *testing.T) {
 		rep.WriteSummary(&sum)
 		t.Fatalf("drill failed:\n%s", sum.String())
 	}
-	if got := len(rep.Timelines); got != 3 {
-		t.Fatalf("timelines = %d, want 3", got)
+	if got := len(rep.Timelines); got != 6 {
+		t.Fatalf("timelines = %d, want 3 with one job and 3 with calls in flight", got)
 	}
 	for _, tl := range rep.Timelines {
 		if tl.Crash < 0 || tl.Recovered < 0 || tl.Final < 0 {
@@ -145,6 +146,11 @@ func TestDrill_Points(t *testing.T) {
 			t.Errorf("%d retries sent, want %d (the crash left the job %s)", retries, want, tl.read(tl.Snaps[tl.Crash]).job)
 		}
 	})
+	t.Run("InFlight", func(t *testing.T) {
+		for _, tl := range rep.Timelines[3:] {
+			checkInFlightRun(t, tl)
+		}
+	})
 	t.Run("Markdown", func(t *testing.T) {
 		var md bytes.Buffer
 		if err := rep.WriteMarkdown(&md); err != nil {
@@ -152,6 +158,9 @@ func TestDrill_Points(t *testing.T) {
 		}
 		doc := md.String()
 		for _, want := range []string{"# Crash timeline", "## provider.after-call", "| provider calls / bills | 1 / 1 | 1 / 1 | 2 / 1 |", "Every scenario passed",
+			"## in flight: accept.after-commit:9", "## in flight: provider.after-call:1", "## in flight: retry.after-commit:1",
+			"| job status | 8: 8 running | 8: 8 failed | 8: 8 done |", "This run: 8 attempt(s) running at the crash; recovery run 2 closed 8 attempt(s) and failed 8 job(s).",
+			"(§8) with calls in flight",
 			"A cell marked † may differ from run to run", "**What may vary, and why.** This point fires right after the retry's commit",
 			"Nothing here depends on timing", "(§6) the three reads follow a path the crash point allows"} {
 			if !strings.Contains(doc, want) {
@@ -171,6 +180,54 @@ func TestDrill_Points(t *testing.T) {
 			t.Errorf("provider.after-call: a cell is marked as varying; none may")
 		}
 	})
+}
+
+// checkInFlightRun checks a scenario of the in-flight family as a person
+// reading its report would: serve ran with --concurrency 8 and died with
+// the 8 calls in flight, 8 attempts running; the restart wrote one
+// recovery run, which closed those 8, each linked to it; every job ended
+// done, none billed twice.
+func checkInFlightRun(t *testing.T, tl *Timeline) {
+	t.Helper()
+	if tl.InFlight != inFlightCalls || tl.Crash < 0 || tl.Recovered < 0 || tl.Final < 0 {
+		t.Fatalf("%s: in flight %d, reads %d/%d/%d", tl.Name, tl.InFlight, tl.Crash, tl.Recovered, tl.Final)
+	}
+	crash, rec, final := tl.Snaps[tl.Crash], tl.Snaps[tl.Recovered], tl.Snaps[tl.Final]
+	var running []int64
+	for _, a := range crash.Attempts {
+		if a.Status == "running" {
+			running = append(running, a.ID)
+		}
+	}
+	if len(running) != inFlightCalls {
+		t.Errorf("%s: %d attempts running at the crash, want %d", tl.Name, len(running), inFlightCalls)
+	}
+	var fresh []RecoveryRunRow
+	for _, r := range rec.Runs {
+		if _, old := crash.run(r.ID); !old {
+			fresh = append(fresh, r)
+		}
+	}
+	if len(fresh) != 1 || fresh[0].AttemptsClosed != int64(len(running)) {
+		t.Fatalf("%s: the restart wrote recovery runs %+v, want one that closed %d", tl.Name, fresh, len(running))
+	}
+	for _, id := range running {
+		if a, _ := rec.attempt(id); a.Status != "failed" || a.RecoveryRunID.Int64 != fresh[0].ID {
+			t.Errorf("%s: attempt %d after recovery: %+v, want failed and linked to run %d", tl.Name, id, a, fresh[0].ID)
+		}
+	}
+	wantJobs := inFlightCalls
+	if tl.Trigger != "" {
+		wantJobs++
+	}
+	if got := jobsCell(final); got != fmt.Sprintf("%d: %d done", wantJobs, wantJobs) {
+		t.Errorf("%s: final jobs %s, want all %d done", tl.Name, got, wantJobs)
+	}
+	for key, b := range final.billings() {
+		if b.bills > 1 {
+			t.Errorf("%s: key %s billed %d times", tl.Name, key, b.bills)
+		}
+	}
 }
 
 // checkHandlerCommit checks the three reads of a scenario whose point

@@ -3,7 +3,10 @@ package drill
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+
+	"github.com/inkwell/inkwell/internal/crashpoint"
 )
 
 // WriteMarkdown writes the report as docs/crash-timeline.md holds it. It
@@ -54,6 +57,12 @@ func (m *mdWriter) header(r *Report) {
 	m.f("would, and retries failed jobs. The database is read through SQL right after the crash, after the ")
 	m.f("restarted serve's startup recovery, and at the end, and the provider's ledger beside it; the ")
 	m.f("invariants listed at the bottom are checked on every snapshot and between consecutive ones.\n\n")
+	if slices.ContainsFunc(r.Timelines, func(t *Timeline) bool { return t.InFlight > 0 }) {
+		m.f("Each point is played twice: with one job, then in the *in flight* family, where serve runs with ")
+		m.f("`--concurrency %d` and dies at the point with every slot holding a provider call (the N-th hit, where ", inFlightCalls)
+		m.f("it takes one, places the crash there; each section says how). After those crashes the restart's one ")
+		m.f("recovery run must close every attempt left running, each linked to it.\n\n")
+	}
 	verdict := "Every scenario passed: no invariant was broken."
 	if r.Failed() {
 		verdict = fmt.Sprintf("**%d violation(s); see the scenarios marked FAIL.**", r.Violations())
@@ -131,6 +140,9 @@ func (m *mdWriter) timeline(t *Timeline, random bool) {
 		}
 		m.f("\n")
 	} else {
+		if len(t.Running) > 0 {
+			m.f("Attempts running at each kill (calls in flight, or claimed and not sent yet): %s.\n\n", joinInts(t.Running))
+		}
 		m.f("Requests: %s.\n\n", t.requestSummary())
 	}
 	m.problems(t)
@@ -139,6 +151,10 @@ func (m *mdWriter) timeline(t *Timeline, random bool) {
 // paths says what the drill accepts of a points-mode scenario's reads:
 // the one path, or every path and why there are several.
 func (m *mdWriter) paths(t *Timeline) {
+	if t.InFlight > 0 {
+		m.inFlightPaths(t)
+		return
+	}
 	paths, ok := t.paths()
 	if !ok {
 		return
@@ -157,6 +173,49 @@ func (m *mdWriter) paths(t *Timeline) {
 		m.f("| %d | %s | %s | %s |\n", i+1, p[0], p[1], p[2])
 	}
 	m.f("\n")
+}
+
+// inFlightPaths says what the drill requires of a scenario of the
+// in-flight family, what this run saw, and the paths each job may take.
+func (m *mdWriter) inFlightPaths(t *Timeline) {
+	m.f("**What the drill requires.** ")
+	if t.Point == crashpoint.CompleteAfterCommit {
+		m.f("At the crash, the first completion's commit has left its job(s) done and every other of the %d calls' attempts running. ", t.InFlight)
+	} else {
+		m.f("At the crash, %d attempts running, one per call in flight (or per claim whose call had not started). ", t.InFlight)
+	}
+	m.f("After the restart, one new recovery run, which closed exactly the attempts running at the crash, each linked to it; ")
+	m.f("then every job done, none billed twice; and each job's three reads on a path below.")
+	if t.Crash >= 0 && t.Recovered >= 0 && t.Crash < len(t.Snaps) && t.Recovered < len(t.Snaps) {
+		running, _ := t.inFlightAtCrash()
+		m.f(" This run: %d attempt(s) running at the crash", running)
+		crash := t.Snaps[t.Crash]
+		for _, r := range t.Snaps[t.Recovered].Runs {
+			if _, old := crash.run(r.ID); !old {
+				m.f("; recovery run %d closed %d attempt(s) and failed %d job(s)", r.ID, r.AttemptsClosed, r.Failed)
+			}
+		}
+		m.f(".")
+	}
+	m.f("\n\n")
+	sets, roles := t.inFlightSets()
+	if why := whyVariesInFlight(t.Point); why != "" {
+		m.f("**What may vary, and why.** %s\n\n", why)
+	}
+	for i, paths := range sets {
+		m.f("The three reads (job status: attempts; provider calls / bills) of %s follow ", roles[i])
+		if len(paths) == 1 {
+			m.f("this one path:\n\n")
+		} else {
+			m.f("one of these paths:\n\n")
+		}
+		m.f("| | %s |\n|---|---|---|---|\n", strings.Join(columns, " | "))
+		for j, p := range paths {
+			m.f("| %d | %s | %s | %s |\n", j+1, p[0], p[1], p[2])
+		}
+		m.f("\n")
+	}
+	m.f("The drill fails the scenario on any other read. The steps and the requests below are this run's.\n\n")
 }
 
 func (m *mdWriter) problems(t *Timeline) {
@@ -200,7 +259,7 @@ func (m *mdWriter) invariants() {
 		InvOneJobPerKey, InvNoRowForRefused, InvOneResult, InvOneCharge, InvDoneIffBoth, InvHighestDone, InvWrittenOnce,
 		InvOneRunning, InvNothingRunning, InvNumbering, InvFinishedImmutable, InvFinishedFields,
 		InvBilledOnce, InvChargeKnown, InvBilledText, InvBillHasJob, InvRecoveryRun, InvIntegrity, InvAllDone,
-		InvPointState,
+		InvPointState, InvInFlight,
 	} {
 		num, text, _ := strings.Cut(inv, " ")
 		m.f("- (%s) %s\n", num, text)
@@ -208,8 +267,10 @@ func (m *mdWriter) invariants() {
 	m.f("\nNumbers refer to DESIGN.md §7, and §6 to its crash points: with one job crashed at a point's first hit, ")
 	m.f("the reads after the crash, after recovery and at the end must follow a path that point allows (each scenario lists them). ")
 	m.f("After a crash, recovery must close exactly the attempts that were running, ")
-	m.f("each linked to a new `recovery_runs` row whose evidence names the dead process; a request whose outcome the ")
-	m.f("client could not know (the connection broke) may have taken effect or not, and either is accepted.\n")
+	m.f("each linked to the one new `recovery_runs` row of the restart, whose evidence names the dead process; a request whose outcome the ")
+	m.f("client could not know (the connection broke) may have taken effect or not, and either is accepted. ")
+	m.f("§8 is the in-flight family's: serve dies with every slot of `--concurrency %d` holding a call, and the restart's one ", inFlightCalls)
+	m.f("recovery run closes them all.\n")
 }
 
 // collapse renders requests for the report without the re-sends that

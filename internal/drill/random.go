@@ -23,14 +23,23 @@ const (
 // (the instants are the same; what the processes were doing at them may
 // differ a little, as with any real crash).
 type plan struct {
-	Seed     int64
-	SimSeed  int64
-	Clients  int
-	Jobs     int             // per client
-	MaxWords []int           // per request, client-major
-	Pauses   []time.Duration // think time before each request, client-major
-	Kills    []kill
+	Seed        int64
+	SimSeed     int64
+	Clients     int
+	Jobs        int             // per client
+	MaxWords    []int           // per request, client-major
+	Pauses      []time.Duration // think time before each request, client-major
+	Kills       []kill
+	Concurrency int           // serve's --concurrency: calls in flight at once
+	Latency     time.Duration // the simulator's latency per call
 }
+
+// The random runs' serve runs several calls at once, so that a kill lands
+// with calls in flight: --concurrency is drawn between these.
+const (
+	randomMinConcurrency = 4
+	randomMaxConcurrency = 8
+)
 
 // kill is one death of serve: SIGKILL from the drill After serve became
 // ready, or an armed crash point (and SIGKILL from the drill After plus
@@ -60,10 +69,10 @@ func (k kill) String() string {
 // makePlan draws a run's schedule from seed, using only the given points.
 func makePlan(seed int64, lim limits, points []string) plan {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6472696c6c)) // "drill"
-	p := plan{Seed: seed, SimSeed: int64(rng.Uint64() >> 1), Clients: lim.clients, Jobs: lim.clientJobs}
+	p := plan{Seed: seed, SimSeed: int64(rng.Uint64() >> 1), Clients: lim.clients, Jobs: lim.clientJobs, Latency: lim.randomLat}
 	for range p.Clients * p.Jobs {
 		p.MaxWords = append(p.MaxWords, 5+rng.IntN(20))
-		p.Pauses = append(p.Pauses, time.Duration(rng.IntN(400))*time.Millisecond)
+		p.Pauses = append(p.Pauses, time.Duration(rng.Int64N(int64(lim.pause/time.Millisecond)+1))*time.Millisecond)
 	}
 	for range lim.kills {
 		k := kill{After: time.Duration(50+rng.IntN(700)) * time.Millisecond}
@@ -76,6 +85,7 @@ func makePlan(seed int64, lim limits, points []string) plan {
 		}
 		p.Kills = append(p.Kills, k)
 	}
+	p.Concurrency = randomMinConcurrency + rng.IntN(randomMaxConcurrency-randomMinConcurrency+1)
 	return p
 }
 
@@ -89,8 +99,16 @@ func nextSeed(s int64) int64 {
 }
 
 func (p plan) lines() []string {
-	out := []string{fmt.Sprintf("%d clients x %d requests, up to 400ms apart; the provider fails %.0f%% of calls with 500 and hangs %.0f%% (serve gives up after %s)",
-		p.Clients, p.Jobs, randomFailRate*100, randomHangRate*100, randomCallLimit)}
+	var longest time.Duration
+	for _, d := range p.Pauses {
+		longest = max(longest, d)
+	}
+	out := []string{
+		fmt.Sprintf("%d clients x %d requests, up to %s apart; serve runs up to %d calls at once (--concurrency %d)",
+			p.Clients, p.Jobs, longest, p.Concurrency, p.Concurrency),
+		fmt.Sprintf("the provider answers after %s, fails %.0f%% of calls with 500 and hangs %.0f%% (serve gives up after %s)",
+			p.Latency, randomFailRate*100, randomHangRate*100, randomCallLimit),
+	}
 	for i, k := range p.Kills {
 		out = append(out, fmt.Sprintf("kill %d: %s", i+1, k))
 	}
@@ -143,12 +161,13 @@ func (d *drill) runRandomPlan(ctx context.Context, n int, pl plan) *Timeline {
 	slug := fmt.Sprintf("random-%d", n)
 	p := d.newPlay(fmt.Sprintf("random run %d (seed %d)", n, pl.Seed), slug)
 	p.tl.Seed, p.tl.Plan = pl.Seed, pl.lines()
-	p.tl.About = fmt.Sprintf("Concurrent clients re-send on broken connections and retry failed jobs while serve is killed %d times; replay this run alone with --random --seed %d --runs 1.", len(pl.Kills), pl.Seed)
+	p.tl.About = fmt.Sprintf("Concurrent clients re-send on broken connections and retry failed jobs while serve, running up to %d calls at once, is killed %d times; replay this run alone with --random --seed %d --runs 1.", pl.Concurrency, len(pl.Kills), pl.Seed)
 	p.failing, p.providerTimeout = nil, randomCallLimit
+	p.serveArgs = []string{"--concurrency", fmt.Sprint(pl.Concurrency)}
 	d.log.Info("random run", "run", n, "seed", pl.Seed)
 	start := time.Now()
 	sim, err := d.startSim(ctx, "provider-sim-"+slug, simOptions{
-		latency: 3 * d.lim.latency, failRate: randomFailRate, hangRate: randomHangRate, seed: pl.SimSeed,
+		latency: pl.Latency, failRate: randomFailRate, hangRate: randomHangRate, seed: pl.SimSeed,
 	})
 	if err != nil {
 		p.tl.Err = err
@@ -195,6 +214,7 @@ func (p *play) playRandom(ctx context.Context, pl plan) error {
 		if p.tl.Crash, err = p.snap(ctx, KindCrash, fmt.Sprintf("after kill %d", i+1)); err != nil {
 			return err
 		}
+		p.noteRunning(p.tl.Crash)
 	}
 	sv, err := p.startServe(ctx, "", false)
 	if err != nil {

@@ -61,8 +61,26 @@ func (r *Report) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "%s: %d scenario(s), %d failed, %d violation(s), %s on %s in %s\n",
 		verdict, len(r.Timelines), failed, r.Violations(), r.Mode, r.DB, r.Took.Round(100*time.Millisecond))
 	if r.Mode == ModeRandom {
-		fmt.Fprintf(w, "seed %d\n", r.Seed)
+		var kills, several, most int
+		for _, t := range r.Timelines {
+			for _, n := range t.Running {
+				kills++
+				most = max(most, n)
+				if n > 1 {
+					several++
+				}
+			}
+		}
+		fmt.Fprintf(w, "seed %d; %d of %d kills landed with several attempts running (calls in flight), %d at most\n", r.Seed, several, kills, most)
 	}
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // columns are the report's three moments of a scenario.
@@ -99,13 +117,37 @@ func (t *Timeline) table() []row {
 }
 
 // varying says which cells of table may differ from run to run: those
-// whose value differs between the paths the point allows (expect). Only
-// points-mode scenarios have paths; for the others it says nothing.
+// whose value differs between the paths the point allows (expect, or in
+// the in-flight family expectInFlight). Only points-mode scenarios have
+// paths; for the others it says nothing.
 func (t *Timeline) varying() (cells [6][3]bool) {
-	paths, ok := t.paths()
-	if !ok {
-		return cells
+	for _, paths := range t.pathSets() {
+		v := varyingOf(paths)
+		for r := range cells {
+			for m := range cells[r] {
+				cells[r][m] = cells[r][m] || v[r][m]
+			}
+		}
 	}
+	return cells
+}
+
+// pathSets lists the path lists a timeline's reads are judged by: the
+// point's, for a points-mode scenario; one per role in the in-flight
+// family (a job's cells may vary when that job's may); none otherwise.
+func (t *Timeline) pathSets() [][]path {
+	if t.InFlight > 0 {
+		sets, _ := t.inFlightSets()
+		return sets
+	}
+	if paths, ok := t.paths(); ok {
+		return [][]path{paths}
+	}
+	return nil
+}
+
+// varyingOf says which table cells differ between paths.
+func varyingOf(paths []path) (cells [6][3]bool) {
 	for m := range columns {
 		var seen [6]map[string]bool
 		for _, p := range paths {

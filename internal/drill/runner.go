@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,15 @@ type Timeline struct {
 	Violations []Violation
 	Err        error // the scenario could not be played to its end
 	Took       time.Duration
+	// InFlight is, in the in-flight family, how many calls serve held in
+	// flight (its --concurrency); Trigger the key of the job the family
+	// adds after them ("" when none). See inflight.go.
+	InFlight int
+	Trigger  string
+	// Running is, in the in-flight family and random mode, the attempts
+	// running at each crash read: the calls in flight when serve died,
+	// and claims whose call had not started.
+	Running []int
 	// Crash, Recovered and Final index Snaps for the report's three
 	// columns: after the crash, after the restart's recovery, at the end.
 	// -1 when there is none.
@@ -62,6 +72,17 @@ type play struct {
 
 	good, failing   *sim
 	providerTimeout time.Duration
+	serveArgs       []string // more flags for every serve of the scenario
+	// own is the scenario's own simulator (runSpec.latency), restarted on
+	// the same ledger when a run wants another latency.
+	own        *sim
+	ownLatency time.Duration
+	ownStarts  int
+	// gate holds the requests meant for a later serve (item.gate); it is
+	// opened once a run with openGate is ready.
+	gate              chan struct{}
+	openGateWhenReady bool
+	holdEach          bool // the clients wait for each job's claim (client.holdEach)
 
 	retry           atomic.Bool
 	retryAfterReady bool // the run's retry setting, applied once it is ready
@@ -87,6 +108,13 @@ func (d *drill) newPlay(name, slug string) *play {
 func (d *drill) runScenario(ctx context.Context, sc scenario) *Timeline {
 	p := d.newPlay(sc.name, sc.slug())
 	p.tl.Point, p.tl.Hit, p.tl.About = sc.point, sc.hit, about(sc.point)
+	if sc.inFlight > 0 {
+		p.tl.InFlight, p.tl.About = sc.inFlight, aboutInFlight(sc.point, sc.inFlight)
+		p.serveArgs = []string{"--concurrency", fmt.Sprint(sc.inFlight)}
+		p.good, p.holdEach, p.gate = nil, true, make(chan struct{})
+		// Held calls end with the kill, never by serve's own timeout.
+		p.providerTimeout = 2 * d.lim.scenario
+	}
 	d.log.Info("scenario", "name", sc.name)
 	start := time.Now()
 	p.tl.Err = p.playPoint(ctx, sc)
@@ -98,14 +126,27 @@ func (p *play) playPoint(ctx context.Context, sc scenario) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, p.d.lim.scenario, fmt.Errorf("scenario %s exceeded its %s bound", p.tl.Name, p.d.lim.scenario))
 	defer cancel()
 	defer p.ps.killAll()
+	defer p.stopOwnSim()
 	if err := p.open(ctx); err != nil {
 		return err
 	}
-	p.startClients(ctx, [][]item{sc.items()})
+	items := sc.items()
+	if sc.inFlight > 0 {
+		items = sc.inFlightItems(p.gate)
+		if sc.trigger != triggerNone {
+			p.tl.Trigger = items[slices.IndexFunc(items, func(it item) bool { return strings.HasSuffix(it.key, triggerSuffix) })].key
+		}
+	}
+	p.startClients(ctx, [][]item{items})
 	defer p.stopClients()
 	for i, spec := range sc.runs {
 		p.retry.Store(false) // until the run is ready: see snapRecovered
-		p.retryAfterReady = spec.retry
+		p.retryAfterReady, p.openGateWhenReady = spec.retry, spec.openGate
+		if spec.latency > 0 {
+			if err := p.useOwnSim(ctx, spec.latency); err != nil {
+				return err
+			}
+		}
 		sv, err := p.startServe(ctx, spec.crashAt, spec.failing)
 		if err != nil {
 			return err
@@ -130,6 +171,55 @@ func (p *play) playPoint(ctx context.Context, sc scenario) error {
 		if spec.target {
 			p.tl.Crash = idx
 		}
+		if sc.inFlight > 0 {
+			p.noteRunning(idx)
+		}
+	}
+	return nil
+}
+
+// noteRunning records, after a crash read, how many attempts the dead
+// serve left running: its calls in flight, and claims whose call had not
+// started yet.
+func (p *play) noteRunning(idx int) {
+	n := 0
+	for _, a := range p.tl.Snaps[idx].Attempts {
+		if a.Status == inkwell.StatusRunning {
+			n++
+		}
+	}
+	p.tl.Running = append(p.tl.Running, n)
+	p.event(fmt.Sprintf("%d attempt(s) running when it died", n), "")
+}
+
+// useOwnSim makes the provider of the next serve the scenario's own
+// simulator with the given latency. The first call starts it on a new
+// ledger; a call with another latency stops it and starts a new one on
+// the same ledger, so a key billed before is answered from that record.
+func (p *play) useOwnSim(ctx context.Context, latency time.Duration) error {
+	if p.own != nil && p.ownLatency == latency {
+		return nil
+	}
+	if err := p.stopOwnSim(); err != nil {
+		return err
+	}
+	p.ownStarts++
+	ledger := filepath.Join(p.d.work, "provider-sim-"+p.slug+".ledger.db")
+	s, err := p.d.startSim(ctx, fmt.Sprintf("provider-sim-%s-%d", p.slug, p.ownStarts), simOptions{latency: latency, ledger: ledger})
+	if err != nil {
+		return err
+	}
+	p.own, p.ownLatency, p.good = s, latency, s
+	return nil
+}
+
+// stopOwnSim stops the scenario's own simulator, if it runs.
+func (p *play) stopOwnSim() error {
+	if p.own == nil || !p.own.proc.alive() {
+		return nil
+	}
+	if err := p.own.proc.stop(10 * time.Second); err != nil {
+		return fmt.Errorf("stop %s: %w", p.own.proc.name, err)
 	}
 	return nil
 }
@@ -153,7 +243,7 @@ func (p *play) startClients(ctx context.Context, workloads [][]item) {
 	var mu sync.Mutex
 	hc := newHTTPClient()
 	for i, items := range workloads {
-		c := &client{name: fmt.Sprintf("client%d", i+1), http: hc, srv: &p.srv, log: &p.log, retry: &p.retry, items: items}
+		c := &client{name: fmt.Sprintf("client%d", i+1), http: hc, srv: &p.srv, log: &p.log, retry: &p.retry, items: items, holdEach: p.holdEach}
 		p.clients = append(p.clients, c)
 		for _, it := range items {
 			p.tl.Keys = append(p.tl.Keys, it.key)
@@ -201,6 +291,7 @@ func (p *play) startServe(ctx context.Context, crashAt string, failing bool) (*c
 		"--provider", "openai", "--provider-url", prov.url, "--model", "drill",
 		"--provider-timeout", p.providerTimeout.String(), "--grace", "5s",
 		"--heartbeat", "500ms", "--poll", "100ms", "--log-format", "json"}
+	args = append(args, p.serveArgs...)
 	logPath := filepath.Join(p.d.work, fmt.Sprintf("%s.serve-%d.log", p.slug, p.starts))
 	sv, err := startChild(name, p.d.cfg.Bin, args, childEnv(crashAt), logPath)
 	if err != nil {
@@ -342,17 +433,26 @@ func (p *play) cleanRun(ctx context.Context, sv *child, u until, last bool) erro
 	return err
 }
 
-// awaitAll waits until the clients have read status for every job.
+// awaitAll waits until the clients have read status for every job they
+// have an answer for, and for one at least. (Every job of the one-job
+// scenarios; in the in-flight family, the one job sent before the others,
+// which wait for a later serve: item.gate.)
 func (p *play) awaitAll(ctx context.Context, sv *child, status string) error {
 	err := sv.poll(ctx, p.d.lim.settle, func() bool {
+		answered := 0
 		for _, c := range p.clients {
 			for _, s := range c.statuses() {
-				if s != status {
+				switch s {
+				case "":
+					continue // not sent, or not answered yet
+				case status:
+					answered++
+				default:
 					return false
 				}
 			}
 		}
-		return true
+		return answered > 0
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for every job to be %s on %s: %w", status, sv.name, err)
@@ -404,6 +504,10 @@ func (p *play) snapRecovered(ctx context.Context, sv *child) error {
 		p.srv.set(sv.url)
 		if p.retryAfterReady {
 			p.retry.Store(true)
+		}
+		if p.openGateWhenReady {
+			close(p.gate)
+			p.openGateWhenReady = false
 		}
 	}()
 	if !p.ended {
@@ -517,6 +621,7 @@ func (p *play) finish(start time.Time) {
 	}
 	tl.Violations = Check(Evidence{Snapshots: tl.Snaps, Keys: tl.Keys, Requests: tl.Requests, Texts: tl.Texts, DeadPIDs: tl.DeadPIDs})
 	tl.Violations = append(tl.Violations, tl.checkPaths()...)
+	tl.Violations = append(tl.Violations, tl.checkInFlight()...)
 	if tl.Err == nil && tl.Final < 0 {
 		tl.Err = errors.New("the scenario ended without a final snapshot")
 	}

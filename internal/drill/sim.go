@@ -21,12 +21,16 @@ type simOptions struct {
 	latency            time.Duration
 	failRate, hangRate float64
 	seed               int64
+	ledger             string // the ledger file; "" for a new one named after the simulator
 }
 
 // startSim starts `inkwell provider-sim` on a free loopback port with a
 // new ledger in the work dir, and waits until it listens.
 func (d *drill) startSim(ctx context.Context, name string, o simOptions) (*sim, error) {
-	ledger := filepath.Join(d.work, name+".ledger.db")
+	ledger := o.ledger
+	if ledger == "" {
+		ledger = filepath.Join(d.work, name+".ledger.db")
+	}
 	args := []string{"provider-sim", "--addr", "127.0.0.1:0", "--ledger", ledger, "--log-format", "json",
 		"--fail-rate", strconv.FormatFloat(o.failRate, 'f', -1, 64),
 		"--hang-rate", strconv.FormatFloat(o.hangRate, 'f', -1, 64),
