@@ -110,14 +110,22 @@ func printStatus(w io.Writer, rep statusReport, jobs int) {
 	} else {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  LANE\tSTATE\tHEARTBEAT\tRUNNING\tPROCESS\tSTARTED")
+		var paused []string
 		for _, l := range rep.Lanes {
 			state := l.State
 			if l.StopReason != "" {
 				state += " (" + l.StopReason + ")"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s ago\t%d\tpid %d on %s\t%s\n", l.Lane, state, l.HeartbeatAge, l.RunningJobs, l.PID, l.Host, fmtTime(&l.StartedAt))
+			fmt.Fprintf(tw, "  %s\t%s\t%s ago\t%d of %d slots\tpid %d on %s\t%s\n", l.Lane, state, l.HeartbeatAge, l.RunningJobs, max(l.Slots, 1),
+				l.PID, l.Host, fmtTime(&l.StartedAt))
+			if l.PausedUntil != nil {
+				paused = append(paused, fmt.Sprintf("  lane %s is paused by the provider's 429 until %s: its calls wait; nothing to do", l.Lane, fmtTime(l.PausedUntil)))
+			}
 		}
 		tw.Flush()
+		for _, p := range paused {
+			fmt.Fprintln(w, p)
+		}
 		for _, l := range rep.Lanes {
 			if advice, ok := rep.SilentLanes[l.Lane]; ok {
 				fmt.Fprintf(w, "  lane %s is silent: %s\n", l.Lane, advice)

@@ -50,6 +50,9 @@ type Lane struct {
 	StoppedAt           *time.Time `json:"stopped_at,omitempty"`
 	StopReason          string     `json:"stop_reason,omitempty"`
 	AnswersWaiting      int64      `json:"answers_waiting"`
+	Slots               int        `json:"slots"`
+	SlotsInUse          int        `json:"slots_in_use"`
+	PausedUntil         *time.Time `json:"paused_until,omitempty"`
 }
 
 // RecoveryRun is one row of recovery_runs, its evidence as JSON.

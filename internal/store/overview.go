@@ -67,6 +67,12 @@ type LaneState struct {
 	// answers it holds and could not store yet (database busy, locked or
 	// full). A restart would lose them.
 	AnswersWaiting int64 `json:"answers_waiting"`
+	// Slots is how many calls the lane may run at once; SlotsInUse how many
+	// it ran at its last heartbeat; PausedUntil, when set, is when a
+	// provider's 429 stops holding its calls.
+	Slots       int        `json:"slots"`
+	SlotsInUse  int        `json:"slots_in_use"`
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
 }
 
 // Overview returns job_overview: four rows, queued, running, failed, done.
@@ -271,7 +277,8 @@ func scanBoard(rows *sql.Rows) ([]BoardRow, error) {
 // alive ones and the others, so a caller can show why a lane is not alive.
 func (s *Store) LiveLanes(ctx context.Context) ([]LaneState, error) {
 	const q = `SELECT lane, state, alive, heartbeat_age_seconds, heartbeat_age, running_jobs,
-		heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason, answers_waiting
+		heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason, answers_waiting,
+		slots, slots_in_use, paused_until
 		FROM lane_liveness ORDER BY lane`
 	rows, err := s.rdb.QueryContext(ctx, q)
 	if err != nil {
@@ -281,13 +288,15 @@ func (s *Store) LiveLanes(ctx context.Context) ([]LaneState, error) {
 	out := []LaneState{}
 	for rows.Next() {
 		var l LaneState
-		var beat, started, stopped nullTime
+		var beat, started, stopped, paused nullTime
 		var reason sql.NullString
 		if err := rows.Scan(&l.Lane, &l.State, &l.Alive, &l.HeartbeatAgeSeconds, &l.HeartbeatAge, &l.RunningJobs,
-			&beat, &l.PID, &l.Host, &l.Incarnation, &started, &stopped, &reason, &l.AnswersWaiting); err != nil {
+			&beat, &l.PID, &l.Host, &l.Incarnation, &started, &stopped, &reason, &l.AnswersWaiting,
+			&l.Slots, &l.SlotsInUse, &paused); err != nil {
 			return nil, fmt.Errorf("lanes: %w", err)
 		}
 		l.HeartbeatAt, l.StartedAt, l.StoppedAt, l.StopReason = beat.Time, started.Time, stopped.Ptr(), reason.String
+		l.PausedUntil = paused.Ptr()
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {

@@ -212,7 +212,7 @@ func TestStore_Overview(t *testing.T) {
 			want := map[string][]string{
 				"job_overview":  {"status", "jobs", "oldest_job_id", "oldest_age_seconds", "oldest_age", "next_action"},
 				"job_board":     {"id", "status", "lane", "attempt", "since", "age_seconds", "age", "error", "next_action"},
-				"lane_liveness": {"lane", "state", "alive", "heartbeat_age_seconds", "heartbeat_age", "running_jobs", "heartbeat_at", "pid", "host", "incarnation", "started_at", "stopped_at", "stop_reason", "answers_waiting"},
+				"lane_liveness": {"lane", "state", "alive", "heartbeat_age_seconds", "heartbeat_age", "running_jobs", "heartbeat_at", "pid", "host", "incarnation", "started_at", "stopped_at", "stop_reason", "answers_waiting", "slots", "slots_in_use", "paused_until"},
 			}
 			for view, cols := range want {
 				rows, err := s.DB().QueryContext(t.Context(), `SELECT * FROM `+view)
@@ -346,12 +346,41 @@ func TestStore_Overview(t *testing.T) {
 			if o.Jobs != 1 || o.OldestJobID == nil || *o.OldestJobID != c.Job.ID {
 				t.Errorf("running row = %+v, want 1 job, oldest %d", o, c.Job.ID)
 			}
-			wantAction(t, "running", o.NextAction, "wait: running on live lane east")
+			wantAction(t, "running", o.NextAction, "wait: running on live lane east (1 of 1 slots)")
 			r := f.board()[c.Job.ID]
 			if r.Lane != "east" || r.Attempt != 1 {
 				t.Errorf("board row = %+v, want lane east, attempt 1", r)
 			}
 			wantActionPrefix(t, "board", r.NextAction, "wait: running on live lane east (attempt 1, heartbeat ")
+		})
+	})
+	t.Run("RunningLaneSlotsAndPause", func(t *testing.T) {
+		t.Parallel()
+		runOverview(t, func(f *ovFixture) {
+			f.clk.At(time.Minute)
+			f.lane("east")
+			f.accept("k1")
+			f.accept("k2")
+			f.claim("east")
+			f.claim("east")
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, `UPDATE lanes SET slots = 16, slots_in_use = 2`); err != nil {
+				t.Fatal(err)
+			}
+			wantAction(t, "running", f.overview()["running"].NextAction, "wait: running on live lane east (2 of 16 slots)")
+			// A provider's 429 holds the lane's calls: the row says until when.
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, `UPDATE lanes SET paused_until = `+f.dbTime(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			wantActionPrefix(t, "running", f.overview()["running"].NextAction,
+				"wait: running on live lane east (2 of 16 slots, paused by the provider's 429 until ")
+			if l := f.laneState("east"); l.Slots != 16 || l.SlotsInUse != 2 || l.PausedUntil == nil {
+				t.Errorf("lane_liveness east = %+v, want 16 slots, 2 in use, paused", l)
+			}
+			// A pause that has ended is not shown.
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, `UPDATE lanes SET paused_until = `+f.dbTime(-time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			wantAction(t, "running", f.overview()["running"].NextAction, "wait: running on live lane east (2 of 16 slots)")
 		})
 	})
 	t.Run("RunningDeadLaneThenRecovery", func(t *testing.T) {
@@ -483,7 +512,7 @@ func TestStore_Overview(t *testing.T) {
 			const waiting = "answer waiting to be stored: lane east holds 2 provider answers the database has not taken yet " +
 				"(busy, locked or full?): free the database (a long transaction in another process? disk full?); " +
 				"do not restart lane east, a restart loses those answers"
-			wantAction(t, "running", f.overview()["running"].NextAction, waiting+"; wait: running on live lane east")
+			wantAction(t, "running", f.overview()["running"].NextAction, waiting+"; wait: running on live lane east (1 of 1 slots)")
 			wantActionPrefix(t, "board", f.board()[c.Job.ID].NextAction, waiting+"; wait: running on live lane east (attempt 1, heartbeat ")
 			lanes, err := f.s.LiveLanes(f.ctx)
 			if err != nil || len(lanes) != 1 || lanes[0].AnswersWaiting != 2 {

@@ -33,6 +33,14 @@
 -- advisory lock), since a silent lane may be dead or alive but stopped or
 -- hung.
 
+-- A lane runs many provider calls at once (serve --concurrency). Its row
+-- says how many it may run (slots), how many it ran at its last heartbeat
+-- (slots_in_use), and until when a provider's 429 pauses every call of the
+-- lane (paused_until; NULL when not paused). Written by each heartbeat.
+ALTER TABLE lanes ADD COLUMN slots INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE lanes ADD COLUMN slots_in_use INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE lanes ADD COLUMN paused_until timestamptz;
+
 DROP VIEW job_overview;
 DROP VIEW job_board;
 DROP VIEW lane_liveness;
@@ -226,7 +234,8 @@ SELECT lane, state,
        state = 'alive' AS alive,
        age_s AS heartbeat_age_seconds,
        overview_age_text(age_s) AS heartbeat_age,
-       running_jobs, heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason, answers_waiting
+       running_jobs, heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason, answers_waiting,
+       slots, slots_in_use, paused_until
 FROM (
     SELECT l.name AS lane,
            CASE WHEN l.stopped_at IS NOT NULL THEN 'stopped'
@@ -235,7 +244,9 @@ FROM (
                 ELSE 'silent' END AS state,
            GREATEST(0, ROUND(EXTRACT(EPOCH FROM statement_timestamp() - l.heartbeat_at)))::bigint AS age_s,
            (SELECT COUNT(*) FROM jobs j WHERE j.status = 'running' AND j.lane = l.name) AS running_jobs,
-           l.heartbeat_at, l.pid, l.host, l.incarnation, l.started_at, l.stopped_at, l.stop_reason, l.answers_waiting
+           l.heartbeat_at, l.pid, l.host, l.incarnation, l.started_at, l.stopped_at, l.stop_reason, l.answers_waiting,
+           l.slots, l.slots_in_use,
+           CASE WHEN l.paused_until > statement_timestamp() THEN l.paused_until END AS paused_until
     FROM lanes l
 ) x;
 
@@ -416,10 +427,14 @@ first_failed AS (
     FROM jobs WHERE status = 'failed' ORDER BY id LIMIT 1
 ),
 running_lanes AS (
-    SELECT j.lane, COUNT(*) AS n, COALESCE(ll.alive, false) AS alive, ll.state, ll.heartbeat_age, ll.pid, ll.host
+    SELECT j.lane, COUNT(*) AS n, COALESCE(ll.alive, false) AS alive, ll.state, ll.heartbeat_age, ll.pid, ll.host,
+           -- a live lane as operators read it: "east (12 of 16 slots)", and
+           -- when a provider's 429 holds its calls, until when
+           j.lane || ' (' || COUNT(*) || ' of ' || COALESCE(ll.slots, 1) || ' slots'
+           || COALESCE(', paused by the provider''s 429 until ' || to_char(ll.paused_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '') || ')' AS seen_live
     FROM jobs j LEFT JOIN lane_liveness ll ON ll.lane = j.lane
     WHERE j.status = 'running'
-    GROUP BY j.lane, ll.alive, ll.state, ll.heartbeat_age, ll.pid, ll.host
+    GROUP BY j.lane, ll.alive, ll.state, ll.heartbeat_age, ll.pid, ll.host, ll.slots, ll.paused_until
 ),
 running_summary AS (
     SELECT
@@ -444,7 +459,7 @@ running_summary AS (
                            || COALESCE(state || ', last heartbeat ' || heartbeat_age || ' ago', 'never registered'), '; ' ORDER BY lane)
          FROM running_lanes WHERE NOT alive AND (state IS DISTINCT FROM 'silent' OR lane IS NULL)) AS dead,
         (SELECT SUM(n) FROM running_lanes WHERE alive) AS live_n,
-        (SELECT string_agg(lane, ', ' ORDER BY lane) FROM running_lanes WHERE alive) AS live_lanes
+        (SELECT string_agg(seen_live, ', ' ORDER BY lane) FROM running_lanes WHERE alive) AS live_lanes
 ),
 running_action AS (
     SELECT substr(COALESCE('; ' || r.silent, '')

@@ -27,6 +27,14 @@
 -- process, since a silent lane may be dead or alive but stopped or hung
 -- (SQLite cannot see the flock, so the words cover both).
 
+-- A lane runs many provider calls at once (serve --concurrency). Its row
+-- says how many it may run (slots), how many it ran at its last heartbeat
+-- (slots_in_use), and until when a provider's 429 pauses every call of the
+-- lane (paused_until; NULL when not paused). Written by each heartbeat.
+ALTER TABLE lanes ADD COLUMN slots INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE lanes ADD COLUMN slots_in_use INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE lanes ADD COLUMN paused_until TEXT;
+
 DROP VIEW job_overview;
 DROP VIEW job_board;
 DROP VIEW lane_liveness;
@@ -183,7 +191,8 @@ SELECT lane, state,
             WHEN age_s < 3600 THEN printf('%dm%02ds', age_s / 60, age_s % 60)
             WHEN age_s < 86400 THEN printf('%dh%02dm', age_s / 3600, age_s % 3600 / 60)
             ELSE printf('%dd%02dh', age_s / 86400, age_s % 86400 / 3600) END AS heartbeat_age,
-       running_jobs, heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason, answers_waiting
+       running_jobs, heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason, answers_waiting,
+       slots, slots_in_use, paused_until
 FROM (
     SELECT l.name AS lane,
            CASE WHEN l.stopped_at IS NOT NULL THEN 'stopped'
@@ -192,7 +201,9 @@ FROM (
                 ELSE 'silent' END AS state,
            CAST(MAX(0, ROUND((julianday('now') - julianday(l.heartbeat_at)) * 86400.0)) AS INTEGER) AS age_s,
            (SELECT COUNT(*) FROM jobs j WHERE j.status = 'running' AND j.lane = l.name) AS running_jobs,
-           l.heartbeat_at, l.pid, l.host, l.incarnation, l.started_at, l.stopped_at, l.stop_reason, l.answers_waiting
+           l.heartbeat_at, l.pid, l.host, l.incarnation, l.started_at, l.stopped_at, l.stop_reason, l.answers_waiting,
+           l.slots, l.slots_in_use,
+           CASE WHEN julianday(l.paused_until) > julianday('now') THEN l.paused_until END AS paused_until
     FROM lanes l
 );
 
@@ -381,7 +392,11 @@ first_failed AS (
     FROM jobs WHERE status = 'failed' ORDER BY id LIMIT 1
 ),
 running_lanes AS (
-    SELECT j.lane, COUNT(*) AS n, COALESCE(ll.alive, 0) AS alive, ll.state, ll.heartbeat_age, ll.pid, ll.host
+    SELECT j.lane, COUNT(*) AS n, COALESCE(ll.alive, 0) AS alive, ll.state, ll.heartbeat_age, ll.pid, ll.host,
+           -- a live lane as operators read it: "east (12 of 16 slots)", and
+           -- when a provider's 429 holds its calls, until when
+           j.lane || ' (' || COUNT(*) || ' of ' || COALESCE(ll.slots, 1) || ' slots'
+           || COALESCE(', paused by the provider''s 429 until ' || ll.paused_until, '') || ')' AS seen_live
     FROM jobs j LEFT JOIN lane_liveness ll ON ll.lane = j.lane
     WHERE j.status = 'running'
     GROUP BY j.lane
@@ -401,7 +416,7 @@ running_summary AS (
                              || COALESCE(state || ', last heartbeat ' || heartbeat_age || ' ago', 'never registered'), '; ')
          FROM (SELECT * FROM running_lanes WHERE alive = 0 AND (state IS NOT 'silent' OR lane IS NULL) ORDER BY lane)) AS dead,
         (SELECT SUM(n) FROM running_lanes WHERE alive = 1) AS live_n,
-        (SELECT group_concat(lane, ', ') FROM (SELECT lane FROM running_lanes WHERE alive = 1 ORDER BY lane)) AS live_lanes
+        (SELECT group_concat(seen_live, ', ') FROM (SELECT seen_live FROM running_lanes WHERE alive = 1 ORDER BY lane)) AS live_lanes
 )
 SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
        CASE WHEN c.oldest_age_seconds IS NULL THEN NULL
