@@ -33,7 +33,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`
-	if s.migrationsCurrent(ctx, migs) {
+	if s.schemaCurrent(ctx) {
 		// Nothing to apply: no write transaction, so a start does not wait
 		// for the write lock (a stopped process may hold it; the lane
 		// lock's refusal then says who, instead of "database is busy").
@@ -84,32 +84,17 @@ func (s *Store) Migrate(ctx context.Context) error {
 	})
 }
 
-// migrationsCurrent reports, from a read alone, that every migration of
-// migs is applied. Any doubt (no table yet, a read error) says no, and
-// Migrate then decides inside its write transaction, as before.
-func (s *Store) migrationsCurrent(ctx context.Context, migs []migration) bool {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT version FROM schema_migrations`)
-	if err != nil {
+// schemaCurrent reports, from a read alone, whether every migration this
+// Inkwell knows has been applied, and no other. Any doubt (no table yet, a
+// read error) says no.
+func (s *Store) schemaCurrent(ctx context.Context) bool {
+	migs, err := loadMigrations(s.dialect.name)
+	if err != nil || len(migs) == 0 {
 		return false
 	}
-	defer rows.Close()
-	applied := map[int]bool{}
-	for rows.Next() {
-		var v int
-		if rows.Scan(&v) != nil {
-			return false
-		}
-		applied[v] = true
-	}
-	if rows.Err() != nil {
-		return false
-	}
-	for _, m := range migs {
-		if !applied[m.version] {
-			return false
-		}
-	}
-	return maxVersion(applied) == migs[len(migs)-1].version
+	var n, top sql.NullInt64
+	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &top)
+	return err == nil && n.Int64 == int64(len(migs)) && top.Int64 == int64(migs[len(migs)-1].version)
 }
 
 // SchemaVersion is the highest applied migration, 0 for an empty database.

@@ -83,18 +83,6 @@ func (s *Store) optimizeSQLite(ctx context.Context) {
 	}
 }
 
-// schemaCurrent reports whether every migration this Inkwell knows has
-// been applied, and no other.
-func (s *Store) schemaCurrent(ctx context.Context) bool {
-	migs, err := loadMigrations(s.dialect.name)
-	if err != nil || len(migs) == 0 {
-		return false
-	}
-	var n, top sql.NullInt64
-	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &top)
-	return err == nil && n.Int64 == int64(len(migs)) && top.Int64 == int64(migs[len(migs)-1].version)
-}
-
 // sqliteDSN builds the connection string every connection opens with:
 // WAL (readers never block the writer), synchronous as configured,
 // a busy timeout, foreign keys on, and _txlock=immediate so every
