@@ -25,54 +25,55 @@ import (
 // one index probe per status for the oldest job. A later change to their
 // words comes as a new migration.
 
-// OverviewRow is one row of job_overview: one status.
+// OverviewRow is one row of job_overview: one status. (The store's types
+// carry no wire format: the HTTP API's forms are in api/wire.go.)
 type OverviewRow struct {
-	Status           string `json:"status"`
-	Jobs             int64  `json:"jobs"`
-	OldestJobID      *int64 `json:"oldest_job_id,omitempty"`      // the job longest in this status; nil for done and when empty
-	OldestAgeSeconds *int64 `json:"oldest_age_seconds,omitempty"` // nil when empty
-	OldestAge        string `json:"oldest_age,omitempty"`         // e.g. "3m07s"
-	NextAction       string `json:"next_action"`
+	Status           string
+	Jobs             int64
+	OldestJobID      *int64 // the job longest in this status; nil for done and when empty
+	OldestAgeSeconds *int64 // nil when empty
+	OldestAge        string // e.g. "3m07s"
+	NextAction       string
 }
 
 // BoardRow is one row of job_board: a job that is not done.
 type BoardRow struct {
-	ID         int64      `json:"id"`
-	Status     string     `json:"status"`
-	Lane       string     `json:"lane,omitempty"`
-	Attempt    int        `json:"attempt"` // highest attempt number; 0 before the first claim
-	Since      *time.Time `json:"since,omitempty"`
-	AgeSeconds *int64     `json:"age_seconds,omitempty"`
-	Age        string     `json:"age,omitempty"`
-	Error      string     `json:"error,omitempty"`
-	NextAction string     `json:"next_action"`
+	ID         int64
+	Status     string
+	Lane       string
+	Attempt    int // highest attempt number; 0 before the first claim
+	Since      *time.Time
+	AgeSeconds *int64
+	Age        string
+	Error      string
+	NextAction string
 }
 
 // LaneState is one row of lane_liveness.
 type LaneState struct {
-	Lane                string     `json:"lane"`
-	State               string     `json:"state"` // alive, silent or stopped
-	Alive               bool       `json:"alive"`
-	HeartbeatAgeSeconds int64      `json:"heartbeat_age_seconds"`
-	HeartbeatAge        string     `json:"heartbeat_age"`
-	RunningJobs         int64      `json:"running_jobs"`
-	HeartbeatAt         time.Time  `json:"heartbeat_at"`
-	PID                 int        `json:"pid"`
-	Host                string     `json:"host"`
-	Incarnation         string     `json:"incarnation"`
-	StartedAt           time.Time  `json:"started_at"`
-	StoppedAt           *time.Time `json:"stopped_at,omitempty"`
-	StopReason          string     `json:"stop_reason,omitempty"`
+	Lane                string
+	State               string // alive, silent or stopped
+	Alive               bool
+	HeartbeatAgeSeconds int64
+	HeartbeatAge        string
+	RunningJobs         int64
+	HeartbeatAt         time.Time
+	PID                 int
+	Host                string
+	Incarnation         string
+	StartedAt           time.Time
+	StoppedAt           *time.Time
+	StopReason          string
 	// AnswersWaiting is what the lane said at its last heartbeat: provider
 	// answers it holds and could not store yet (database busy, locked or
 	// full). A restart would lose them.
-	AnswersWaiting int64 `json:"answers_waiting"`
+	AnswersWaiting int64
 	// Slots is how many calls the lane may run at once; SlotsInUse how many
 	// it ran at its last heartbeat; PausedUntil, when set, is when a
 	// provider's 429 stops holding its calls.
-	Slots       int        `json:"slots"`
-	SlotsInUse  int        `json:"slots_in_use"`
-	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	Slots       int
+	SlotsInUse  int
+	PausedUntil *time.Time
 }
 
 // Overview returns job_overview: four rows, queued, running, failed, done.
