@@ -97,6 +97,12 @@ func TestServe_StoppedHolderIsAliveNotDead(t *testing.T) {
 	bin := lanesBinary(t)
 	a := cli.StartChild(t, bin, append(os.Environ(), "INKWELL_CRASH_AT="), lanesWait, "serve", "--db", db, "--addr", "127.0.0.1:0",
 		"--heartbeat", "100ms")
+	// Set before the stop: the stopped process may hold SQLite's write lock
+	// (stopped inside a heartbeat), and then nobody writes until it goes on.
+	st := storetest.MustOpen(t, db, store.Options{})
+	if _, err := st.WriteDB().ExecContext(t.Context(), `UPDATE overview_settings SET value = 0.5 WHERE name = 'lane_silence_seconds'`); err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Kill(a.Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +121,6 @@ func TestServe_StoppedHolderIsAliveNotDead(t *testing.T) {
 	}
 	// Once its heartbeat is old enough to call it silent, inkwell status
 	// tells the live, stopped holder apart from a dead one.
-	st := storetest.MustOpen(t, db, store.Options{})
-	if _, err := st.WriteDB().ExecContext(t.Context(), `UPDATE overview_settings SET value = 0.5 WHERE name = 'lane_silence_seconds'`); err != nil {
-		t.Fatal(err)
-	}
 	var out string
 	storetest.WaitFor(t, lanesWait, "status calls the lane silent", func() bool {
 		code, stdout := runBinOut(t, bin, "status", "--db", db)
