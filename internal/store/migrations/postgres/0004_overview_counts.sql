@@ -12,9 +12,10 @@
 --     neither. Never write it by hand; drill and tests compare it with a
 --     full count.
 --   * Each kind is spread over 16 slots, and a transaction writes only the
---     slot of its own transaction id: lanes claiming and completing at the
---     same time write different rows instead of queueing on one row per
---     status until each other's commit. The views sum the slots.
+--     slot of its own transaction id (pg_current_xact_id: PostgreSQL 13 or
+--     later): lanes claiming and completing at the same time write
+--     different rows instead of queueing on one row per status until each
+--     other's commit. The views sum the slots.
 --   * each status has a partial index on the time its jobs entered it, so
 --     the oldest is one index probe: queued on jobs.queued_at (set by a
 --     trigger when a job goes back to queued; NULL means created_at),
