@@ -273,6 +273,9 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) error
 			l.waitFor(ctx, l.freed, nil)
 			continue
 		}
+		if ctx.Err() != nil { // a stop while gathering: claim nothing more
+			break
+		}
 		claimed, err := l.claim(ctx, free)
 		if err != nil {
 			l.log.ErrorContext(ctx, "lane step", "err", err)
