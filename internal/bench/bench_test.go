@@ -106,10 +106,17 @@ func BenchmarkDrain(b *testing.B) {
 // transaction (jobs.created_at to job_attempts.started_at, one clock) at
 // 200 requests per second over HTTP, with the lane woken on accept.
 func BenchmarkAcceptToClaim(b *testing.B) {
+	benchAcceptToClaim(b, provider.NewSim(0), 1)
+}
+
+// benchAcceptToClaim sends b.N requests at 200 per second over HTTP to a
+// lane with the given provider and slots, and reports the latency from
+// each accept to its claim, and the most calls in flight at once.
+func benchAcceptToClaim(b *testing.B, prov inkwell.Provider, slots int) {
 	ctx := context.Background()
 	st := mustStore(b, filepath.Join(b.TempDir(), "bench.db"))
 	obs := newCounter(b.N)
-	lane := worker.New(st, worker.Config{Provider: provider.NewSim(0), Poll: time.Hour, Observer: obs})
+	lane := worker.New(st, worker.Config{Provider: prov, Poll: time.Hour, Concurrency: slots, Observer: obs})
 	if _, err := lane.Open(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -122,6 +129,7 @@ func BenchmarkAcceptToClaim(b *testing.B) {
 	body := []byte(`{"prompt":"latency","max_words":5}`)
 	tick := time.NewTicker(5 * time.Millisecond) // 200 requests per second
 	defer tick.Stop()
+	var peak int64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		<-tick.C
@@ -133,6 +141,7 @@ func BenchmarkAcceptToClaim(b *testing.B) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		peak = max(peak, int64(i+1)-obs.finished())
 	}
 	obs.wait(b)
 	b.StopTimer()
@@ -141,6 +150,9 @@ func BenchmarkAcceptToClaim(b *testing.B) {
 	lat := latencies(b, st)
 	b.ReportMetric(percentile(lat, 0.50), "p50-ms")
 	b.ReportMetric(percentile(lat, 0.99), "p99-ms")
+	if slots > 1 {
+		b.ReportMetric(float64(peak), "peak-in-flight")
+	}
 }
 
 func latencies(b *testing.B, st *store.Store) []float64 {

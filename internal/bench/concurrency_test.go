@@ -1,18 +1,13 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/worker"
 )
@@ -73,42 +68,5 @@ func benchDrain(b *testing.B, latency time.Duration, slots int) {
 //
 //	go test -run xxx -bench BenchmarkAcceptToClaimInFlight -benchtime 2000x ./internal/bench
 func BenchmarkAcceptToClaimInFlight(b *testing.B) {
-	ctx := context.Background()
-	st := mustStore(b, filepath.Join(b.TempDir(), "bench.db"))
-	obs := newCounter(b.N)
-	lane := worker.New(st, worker.Config{Provider: provider.NewSim(320 * time.Millisecond), Poll: time.Hour, Concurrency: 96, Observer: obs})
-	if _, err := lane.Open(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer lane.Close()
-	srv := httptest.NewServer(api.New(api.Config{Store: st, OnAccepted: lane.Wake}))
-	defer srv.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- lane.Run(runCtx) }()
-	body := []byte(`{"prompt":"latency","max_words":5}`)
-	tick := time.NewTicker(5 * time.Millisecond) // 200 requests per second
-	defer tick.Stop()
-	var peak int64
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		<-tick.C
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/jobs", bytes.NewReader(body))
-		req.Header.Set("Idempotency-Key", fmt.Sprintf("lat-%d", i))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		peak = max(peak, int64(i+1)-obs.finished())
-	}
-	obs.wait(b)
-	b.StopTimer()
-	stop()
-	<-done
-	lat := latencies(b, st)
-	b.ReportMetric(percentile(lat, 0.50), "p50-ms")
-	b.ReportMetric(percentile(lat, 0.99), "p99-ms")
-	b.ReportMetric(float64(peak), "peak-in-flight")
+	benchAcceptToClaim(b, provider.NewSim(320*time.Millisecond), 96)
 }
