@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -127,56 +126,6 @@ func (s *Store) StopLane(ctx context.Context, l *LaneLock, reason string) error 
 		}
 		return nil
 	})
-}
-
-// Lanes returns every lane row, by name.
-func (s *Store) Lanes(ctx context.Context) ([]LaneRow, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+laneColumns+` FROM lanes ORDER BY name`)
-	if err != nil {
-		return nil, s.classify(fmt.Errorf("lanes: %w", err))
-	}
-	defer rows.Close()
-	var lanes []LaneRow
-	for rows.Next() {
-		l, err := scanLane(rows)
-		if err != nil {
-			return nil, err
-		}
-		lanes = append(lanes, l)
-	}
-	return lanes, rows.Err()
-}
-
-const laneColumns = `name, incarnation, pid, host, started_at, heartbeat_at, stopped_at, stop_reason, boot_id, proc_start, answers_waiting,
-	slots, slots_in_use, paused_until`
-
-func scanLane(row rowScanner) (LaneRow, error) {
-	var l LaneRow
-	var started, beat, stopped, paused nullTime
-	var reason, boot, pstart sql.NullString
-	err := row.Scan(&l.Name, &l.Incarnation, &l.PID, &l.Host, &started, &beat, &stopped, &reason, &boot, &pstart, &l.AnswersWaiting,
-		&l.Slots, &l.SlotsInUse, &paused)
-	l.StartedAt, l.HeartbeatAt, l.StoppedAt, l.StopReason = started.Time, beat.Time, stopped.Ptr(), reason.String
-	l.PausedUntil = paused.Ptr()
-	l.BootID, l.ProcStart = boot.String, pstart.String
-	return l, err
-}
-
-// laneRow reads one lane's row from the read pool; nil when the lane never
-// registered.
-func (s *Store) laneRow(ctx context.Context, name string) (*LaneRow, error) {
-	return s.laneTx(ctx, s.rdb, name)
-}
-
-func (s *Store) laneTx(ctx context.Context, q queryer, name string) (*LaneRow, error) {
-	l, err := scanLane(q.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+laneColumns+` FROM lanes WHERE name = $1`), name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lane %s: %w", name, err)
-	}
-	return &l, nil
 }
 
 // nullString stores "" as NULL.

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -272,86 +271,6 @@ func scanBoard(rows *sql.Rows) ([]BoardRow, error) {
 		return nil, fmt.Errorf("board: %w", err)
 	}
 	return out, nil
-}
-
-// LiveLanes returns every lane with its liveness (lane_liveness), by name:
-// alive ones and the others, so a caller can show why a lane is not alive.
-func (s *Store) LiveLanes(ctx context.Context) ([]LaneState, error) {
-	const q = `SELECT lane, state, alive, heartbeat_age_seconds, heartbeat_age, running_jobs,
-		heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason, answers_waiting,
-		slots, slots_in_use, paused_until
-		FROM lane_liveness ORDER BY lane`
-	rows, err := s.rdb.QueryContext(ctx, q)
-	if err != nil {
-		return nil, s.classify(fmt.Errorf("lanes: %w", err))
-	}
-	defer rows.Close()
-	out := []LaneState{}
-	for rows.Next() {
-		var l LaneState
-		var beat, started, stopped, paused nullTime
-		var reason sql.NullString
-		if err := rows.Scan(&l.Lane, &l.State, &l.Alive, &l.HeartbeatAgeSeconds, &l.HeartbeatAge, &l.RunningJobs,
-			&beat, &l.PID, &l.Host, &l.Incarnation, &started, &stopped, &reason, &l.AnswersWaiting,
-			&l.Slots, &l.SlotsInUse, &paused); err != nil {
-			return nil, fmt.Errorf("lanes: %w", err)
-		}
-		l.HeartbeatAt, l.StartedAt, l.StoppedAt, l.StopReason = beat.Time, started.Time, stopped.Ptr(), reason.String
-		l.PausedUntil = paused.Ptr()
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.classify(fmt.Errorf("lanes: %w", err))
-	}
-	return out, nil
-}
-
-// LastRecoveryRun returns the most recent recovery run of any lane, or nil
-// when none has run.
-func (s *Store) LastRecoveryRun(ctx context.Context) (*RecoveryRun, error) {
-	var id int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT id FROM recovery_runs ORDER BY id DESC LIMIT 1`).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, s.classify(fmt.Errorf("last recovery run: %w", err))
-	}
-	r, err := s.RecoveryRunByID(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
-// RecoveredAttempts returns the attempts recovery run runID closed or
-// back-filled, by job id: the rows that run changed, one per job.
-func (s *Store) RecoveredAttempts(ctx context.Context, runID int64) ([]RecoveredAttempt, error) {
-	const q = `SELECT job_id, id, attempt_number, lane FROM job_attempts WHERE recovery_run_id = $1 ORDER BY job_id`
-	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), runID)
-	if err != nil {
-		return nil, s.classify(fmt.Errorf("jobs of recovery run %d: %w", runID, err))
-	}
-	defer rows.Close()
-	var out []RecoveredAttempt
-	for rows.Next() {
-		var a RecoveredAttempt
-		var lane sql.NullString
-		if err := rows.Scan(&a.JobID, &a.AttemptID, &a.AttemptNumber, &lane); err != nil {
-			return nil, fmt.Errorf("jobs of recovery run %d: %w", runID, err)
-		}
-		a.Lane = lane.String
-		out = append(out, a)
-	}
-	return out, rows.Err()
-}
-
-// RecoveredAttempt is an attempt a recovery run closed (or back-filled).
-type RecoveredAttempt struct {
-	JobID         int64  `json:"job_id"`
-	AttemptID     int64  `json:"attempt_id"`
-	AttemptNumber int    `json:"attempt_number"`
-	Lane          string `json:"lane,omitempty"`
 }
 
 func nullInt(n sql.NullInt64) *int64 {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/crashpoint"
@@ -221,31 +220,4 @@ func (s *Store) recoveryAnomalies(ctx context.Context, tx *sql.Tx, lane string) 
 		out = append(out, fmt.Sprintf("job %d is running on this lane but has no running attempt here; left unchanged", jid))
 	}
 	return out, rows.Err()
-}
-
-// RecoveryRun is one row of recovery_runs. (The HTTP API's form of it is
-// api.RecoveryRun.)
-type RecoveryRun struct {
-	ID                 int64
-	Lane               string
-	StartedAt          time.Time
-	LockMethod         string
-	Evidence           string // JSON: Evidence
-	AttemptsClosed     int64
-	AttemptsBackfilled int64
-	JobsFailed         int64
-	Anomalies          string
-}
-
-// RecoveryRunByID returns one recovery run.
-func (s *Store) RecoveryRunByID(ctx context.Context, id int64) (RecoveryRun, error) {
-	const q = `SELECT id, lane, started_at, lock_method, evidence, attempts_closed, attempts_backfilled, jobs_failed, anomalies
-		FROM recovery_runs WHERE id = $1`
-	var r RecoveryRun
-	var started nullTime
-	var anomalies sql.NullString
-	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), id).Scan(&r.ID, &r.Lane, &started, &r.LockMethod, &r.Evidence,
-		&r.AttemptsClosed, &r.AttemptsBackfilled, &r.JobsFailed, &anomalies)
-	r.StartedAt, r.Anomalies = started.Time, anomalies.String
-	return r, notFound(err, "recovery run %d", id)
 }

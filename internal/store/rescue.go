@@ -18,27 +18,6 @@ import (
 // and lets go. No timeout plays any part: a live lane holds its lock
 // however long its provider call takes, and is never rescued.
 
-// LanesWithRunning returns, by name, the lanes other than except that own
-// running attempts: the only lanes whose death would leave orphans.
-func (s *Store) LanesWithRunning(ctx context.Context, except string) ([]string, error) {
-	// Reads the job_attempts_running_lane partial index only.
-	const q = `SELECT DISTINCT lane FROM job_attempts WHERE status = 'running' AND lane IS NOT NULL AND lane <> $1 ORDER BY lane`
-	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), except)
-	if err != nil {
-		return nil, s.classify(fmt.Errorf("lanes with running attempts: %w", err))
-	}
-	defer rows.Close()
-	var lanes []string
-	for rows.Next() {
-		var l string
-		if err := rows.Scan(&l); err != nil {
-			return nil, err
-		}
-		lanes = append(lanes, l)
-	}
-	return lanes, rows.Err()
-}
-
 // LockLaneForRescue takes lane's lock for the running lane that holds by,
 // without waiting. It returns ELANEHELD when the lane's holder is alive
 // (the usual answer, found without opening a session), and nil, nil when

@@ -10,7 +10,10 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Reads. Nothing here writes.
+// Reads of jobs and their attempts, results and charges: on the read pool,
+// or (jobTx, jobByKeyTx) inside a transition's own transaction. Nothing
+// here writes. Reads of lanes are in lanes_read.go, of recovery runs in
+// recovery_runs_read.go, of the operator views in overview.go.
 
 const jobColumns = `id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at`
 

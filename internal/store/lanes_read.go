@@ -1,0 +1,114 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Reads of the lanes table (and of lane_liveness, its view), in one place.
+// Writes to it are in lanes.go.
+
+// Lanes returns every lane row, by name.
+func (s *Store) Lanes(ctx context.Context) ([]LaneRow, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+laneColumns+` FROM lanes ORDER BY name`)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("lanes: %w", err))
+	}
+	defer rows.Close()
+	var lanes []LaneRow
+	for rows.Next() {
+		l, err := scanLane(rows)
+		if err != nil {
+			return nil, err
+		}
+		lanes = append(lanes, l)
+	}
+	return lanes, rows.Err()
+}
+
+const laneColumns = `name, incarnation, pid, host, started_at, heartbeat_at, stopped_at, stop_reason, boot_id, proc_start, answers_waiting,
+	slots, slots_in_use, paused_until`
+
+func scanLane(row rowScanner) (LaneRow, error) {
+	var l LaneRow
+	var started, beat, stopped, paused nullTime
+	var reason, boot, pstart sql.NullString
+	err := row.Scan(&l.Name, &l.Incarnation, &l.PID, &l.Host, &started, &beat, &stopped, &reason, &boot, &pstart, &l.AnswersWaiting,
+		&l.Slots, &l.SlotsInUse, &paused)
+	l.StartedAt, l.HeartbeatAt, l.StoppedAt, l.StopReason = started.Time, beat.Time, stopped.Ptr(), reason.String
+	l.PausedUntil = paused.Ptr()
+	l.BootID, l.ProcStart = boot.String, pstart.String
+	return l, err
+}
+
+// laneRow reads one lane's row from the read pool; nil when the lane never
+// registered.
+func (s *Store) laneRow(ctx context.Context, name string) (*LaneRow, error) {
+	return s.laneTx(ctx, s.rdb, name)
+}
+
+func (s *Store) laneTx(ctx context.Context, q queryer, name string) (*LaneRow, error) {
+	l, err := scanLane(q.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+laneColumns+` FROM lanes WHERE name = $1`), name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lane %s: %w", name, err)
+	}
+	return &l, nil
+}
+
+// LiveLanes returns every lane with its liveness (lane_liveness), by name:
+// alive ones and the others, so a caller can show why a lane is not alive.
+func (s *Store) LiveLanes(ctx context.Context) ([]LaneState, error) {
+	const q = `SELECT lane, state, alive, heartbeat_age_seconds, heartbeat_age, running_jobs,
+		heartbeat_at, pid, host, incarnation, started_at, stopped_at, stop_reason, answers_waiting,
+		slots, slots_in_use, paused_until
+		FROM lane_liveness ORDER BY lane`
+	rows, err := s.rdb.QueryContext(ctx, q)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("lanes: %w", err))
+	}
+	defer rows.Close()
+	out := []LaneState{}
+	for rows.Next() {
+		var l LaneState
+		var beat, started, stopped, paused nullTime
+		var reason sql.NullString
+		if err := rows.Scan(&l.Lane, &l.State, &l.Alive, &l.HeartbeatAgeSeconds, &l.HeartbeatAge, &l.RunningJobs,
+			&beat, &l.PID, &l.Host, &l.Incarnation, &started, &stopped, &reason, &l.AnswersWaiting,
+			&l.Slots, &l.SlotsInUse, &paused); err != nil {
+			return nil, fmt.Errorf("lanes: %w", err)
+		}
+		l.HeartbeatAt, l.StartedAt, l.StoppedAt, l.StopReason = beat.Time, started.Time, stopped.Ptr(), reason.String
+		l.PausedUntil = paused.Ptr()
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.classify(fmt.Errorf("lanes: %w", err))
+	}
+	return out, nil
+}
+
+// LanesWithRunning returns, by name, the lanes other than except that own
+// running attempts: the only lanes whose death would leave orphans.
+func (s *Store) LanesWithRunning(ctx context.Context, except string) ([]string, error) {
+	// Reads the job_attempts_running_lane partial index only.
+	const q = `SELECT DISTINCT lane FROM job_attempts WHERE status = 'running' AND lane IS NOT NULL AND lane <> $1 ORDER BY lane`
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), except)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("lanes with running attempts: %w", err))
+	}
+	defer rows.Close()
+	var lanes []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			return nil, err
+		}
+		lanes = append(lanes, l)
+	}
+	return lanes, rows.Err()
+}
