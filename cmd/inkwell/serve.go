@@ -29,8 +29,14 @@ lane's lock (refusing to start, with the holder named, while another live
 process holds it), runs startup recovery on the rows the lane's previous
 holder left running, and then serves HTTP and runs the worker lane.
 
-SIGTERM or SIGINT: stop claiming, let the running provider call finish
-within --grace, record its outcome, mark the lane stopped, exit 0.
+The lane runs up to --concurrency provider calls at once, each its own
+claim, attempt and fenced completion, within --provider-rpm/--provider-tpm.
+A provider answer is stored unless the attempt was fenced out: while the
+database is busy, locked or full, the lane keeps it and tries again.
+
+SIGTERM or SIGINT: stop claiming, let every running provider call finish
+within --grace, record each outcome, mark the lane stopped, exit 0 (1 when
+an answer could still not be stored when the grace ran out).
 
 Environment: INKWELL_DB (default for --db), INKWELL_PROVIDER_KEY (the
 openai provider's API key), INKWELL_CRASH_AT (arm a crash point; drills only).`
