@@ -42,8 +42,10 @@ type Config struct {
 // beat is what the lane's heartbeat writes besides the time.
 func (l *Lane) beat() store.LaneBeat {
 	b := store.LaneBeat{AnswersWaiting: l.waiting.Load(), Slots: l.cfg.Concurrency, SlotsInUse: int(l.inFlight.Load())}
-	if p, ok := l.cfg.Limiter.(interface{ PausedUntil() time.Time }); ok && p.PausedUntil().After(time.Now()) {
-		b.PausedUntil = p.PausedUntil()
+	if lim := l.cfg.Limiter; lim != nil {
+		if until := lim.PausedUntil(); until.After(time.Now()) {
+			b.PausedUntil = until
+		}
 	}
 	return b
 }
@@ -58,6 +60,9 @@ type Limiter interface {
 	// tokens the answer says it used (0: unknown), and its error. A 429
 	// among them pauses every call of the lane until its Retry-After.
 	Done(estimated, used int, err error)
+	// PausedUntil is when a 429's pause ends (zero or past: not paused);
+	// heartbeats write it for operators.
+	PausedUntil() time.Time
 }
 
 // Observer receives lane events; the API's metrics implement it.
