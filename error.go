@@ -16,6 +16,7 @@ const (
 	EFORBIDDEN   = "forbidden"          // refused whatever the body: e.g. a cross-site browser request
 	EUNAVAILABLE = "unavailable"        // database busy, locked or full: retry later
 	ELANEHELD    = "lane_held"          // another live process holds the lane lock
+	ETOOMANY     = "too_many"           // admission: the queue is full (serve --max-queued); retry later
 	EINTERNAL    = "internal"           // a bug or an unexpected failure
 )
 

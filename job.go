@@ -34,10 +34,14 @@ type Job struct {
 	Payload        json.RawMessage `json:"payload"`
 	Status         string          `json:"status"`
 	Error          string          `json:"error,omitempty"`
+	ErrorClass     ErrorClass      `json:"error_class,omitempty"` // failed: what ended it; queued: the failure it waits out
 	Lane           string          `json:"lane,omitempty"`
 	CreatedAt      time.Time       `json:"created_at"`
 	StartedAt      *time.Time      `json:"started_at,omitempty"`
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+	NotBefore      *time.Time      `json:"not_before,omitempty"`    // queued: not claimed before this (back-off)
+	GaveUpAfter    int             `json:"gave_up_after,omitempty"` // failed: automatic retry gave up after this many attempts
+	PrunedAt       *time.Time      `json:"pruned_at,omitempty"`     // retention removed its prompt and text
 }
 
 // Attempt is one row of job_attempts: one try at running a job. Finished
@@ -48,6 +52,7 @@ type Attempt struct {
 	AttemptNumber int        `json:"attempt_number"`
 	Status        string     `json:"status"`
 	Error         string     `json:"error,omitempty"`
+	ErrorClass    ErrorClass `json:"error_class,omitempty"`
 	Lane          string     `json:"lane"`
 	StartedAt     *time.Time `json:"started_at,omitempty"`
 	FinishedAt    *time.Time `json:"finished_at,omitempty"`
@@ -80,10 +85,32 @@ type JobDetail struct {
 	Charge   *Charge   `json:"charge,omitempty"`
 }
 
-// ProviderKey is the idempotency key sent to the provider for a job. It is
-// scoped to the job, not the attempt, so a retry after a crash between the
-// provider's answer and the completion commit is answered from the
-// provider's own record instead of being billed again.
+// ProviderKey is the idempotency key sent to the provider for a job of a
+// database created before installation ids existed (see
+// Installation.ProviderKey). It is scoped to the job, not the attempt, so a
+// retry after a crash between the provider's answer and the completion
+// commit is answered from the provider's own record instead of being
+// billed again.
 func ProviderKey(jobID int64, idempotencyKey string) string {
 	return "inkwell-job-" + itoa(jobID) + "-" + hashShort(idempotencyKey)
+}
+
+// Installation is the database's identity, written once by a migration
+// (table installation). Its ID goes into every provider idempotency key, so
+// two databases (a dev database reset to job 1, a second installation)
+// never send the provider the same key for different work.
+type Installation struct {
+	ID string
+	// KeysFromJob is the first job id whose key carries ID. Jobs stored
+	// before the migration may already have reached the provider under the
+	// old key, and keep it: a retry under a new key could be billed twice.
+	KeysFromJob int64
+}
+
+// ProviderKey is the idempotency key sent to the provider for a job.
+func (in Installation) ProviderKey(jobID int64, idempotencyKey string) string {
+	if in.ID == "" || jobID < in.KeysFromJob {
+		return ProviderKey(jobID, idempotencyKey)
+	}
+	return "inkwell-" + in.ID[:min(12, len(in.ID))] + "-job-" + itoa(jobID) + "-" + hashShort(idempotencyKey)
 }

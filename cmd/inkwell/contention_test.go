@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inkwell/inkwell"
 	cli "github.com/inkwell/inkwell/cmd/inkwell"
 	"github.com/inkwell/inkwell/internal/provider/providersim"
 	"github.com/inkwell/inkwell/internal/store"
@@ -89,7 +88,7 @@ func TestServe_PaidAnswerWaitsOutALockedDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, ok := ledger.Entry(inkwell.ProviderKey(id, key)); !ok || e.Calls != 1 || e.Bills != 1 {
+	if e, ok := ledger.Entry(storetest.ProviderKey(t, st, id, key)); !ok || e.Calls != 1 || e.Bills != 1 {
 		t.Errorf("ledger entry for job %d = %+v (found %t), want one call, one bill", id, e, ok)
 	}
 	logs := srv.Log()

@@ -179,7 +179,7 @@ func lanesCheckLedger(t *testing.T, st *store.Store, sim *heldSim) {
 		if err := rows.Scan(&id, &key, &reqID); err != nil {
 			t.Fatal(err)
 		}
-		e, ok := ledger.Entry(inkwell.ProviderKey(id, key))
+		e, ok := ledger.Entry(storetest.ProviderKey(t, st, id, key))
 		if !ok || e.Bills != 1 || e.RequestID != reqID {
 			t.Errorf("job %d: ledger entry %+v (found %t), charge names %s; want billed once under that request", id, e, ok, reqID)
 		}
@@ -398,7 +398,7 @@ func (h *heldSim) heldJobOf(t *testing.T, st *store.Store, lane string) int64 {
 		if err := rows.Scan(&id, &key); err != nil {
 			t.Fatal(err)
 		}
-		if h.heldKey[inkwell.ProviderKey(id, key)] {
+		if h.heldKey[storetest.ProviderKey(t, st, id, key)] {
 			return id
 		}
 	}

@@ -48,6 +48,7 @@ type serveConfig struct {
 	rescue                      *time.Duration
 	provider                    providerFlags
 	log                         logFlags
+	life                        jobLifeFlags
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -64,9 +65,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		concurrency: fs.Int("concurrency", 16, "how many provider calls the lane runs at once (each its own claim, attempt and fenced completion; 1: one at a time)"),
 		provider:    addProviderFlags(fs),
 		log:         addLogFlags(fs),
+		life:        addJobLifeFlags(fs),
 	}
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
+	}
+	if err := cfg.life.check(); err != nil {
+		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
+		return 2
 	}
 	if *cfg.concurrency < 1 {
 		fmt.Fprintf(stderr, "inkwell serve: --concurrency must be at least 1, not %d\n", *cfg.concurrency)
@@ -125,6 +131,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		DB: *cfg.db, Addr: *cfg.addr, Lane: *cfg.lane, Synchronous: *cfg.synchronous,
 		Grace: *cfg.grace, Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Rescue: *cfg.rescue, Concurrency: *cfg.concurrency,
 		Provider: prov, ProviderName: *cfg.provider.kind, Limiter: lim, Registry: reg, Logger: log,
+		Retry: cfg.life.policy(*cfg.provider.kind), Retention: *cfg.life.retention, MaxQueued: *cfg.life.maxQueued,
 	})
 	if err != nil {
 		return err
@@ -144,6 +151,9 @@ type MainConfig struct {
 	Limiter                        worker.Limiter       // the provider's limits and 429 pauses (nil: none)
 	Registry                       *prometheus.Registry // nil: a new one
 	Logger                         *slog.Logger         // nil discards
+	Retry                          worker.RetryPolicy   // automatic retry (zero: none)
+	Retention                      time.Duration        // prune finished jobs older than this (0: keep everything)
+	MaxQueued                      int                  // admission: refuse new jobs past this many queued (0: no limit)
 }
 
 // Main is one `inkwell serve`: the store, the lane, the HTTP API and the
@@ -181,14 +191,14 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 	m.lane = worker.New(m.st, worker.Config{
 		Name: cfg.Lane, Provider: cfg.Provider, Logger: m.log,
 		Heartbeat: cfg.Heartbeat, Poll: cfg.Poll, Grace: cfg.Grace, Rescue: cfg.Rescue, Concurrency: cfg.Concurrency,
-		Observer: m.metrics, Limiter: cfg.Limiter,
+		Observer: m.metrics, Limiter: cfg.Limiter, Retry: cfg.Retry,
 	})
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "inkwell_answers_waiting",
 		Help: "Provider answers the lane holds and has not stored yet because the database is busy, locked or full; they are retried until stored.",
 	}, func() float64 { return float64(m.lane.AnswersWaiting()) }))
 	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, Metrics: m.metrics, Gatherer: cfg.Registry,
-		LoopbackOnly: listensOnLoopback(cfg.Addr)})
+		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued})
 	if err := m.lane.Lock(ctx); err != nil {
 		m.Close()
 		return nil, err

@@ -478,7 +478,7 @@ func TestRetry(t *testing.T) {
 		t.Fatalf("Claim: %v %v", c, err)
 	}
 	assertError(t, e.do(http.MethodPost, path, nil, nil), http.StatusConflict, inkwell.ECONFLICT) // running
-	if err := e.st.FailIfRunning(t.Context(), store.FailParams{JobID: id, AttemptID: c.Attempt.ID, Error: "provider: 500"}); err != nil {
+	if err := e.st.FailIfRunning(t.Context(), store.FailParams{JobID: id, AttemptID: c.Attempt.ID, Error: "provider: 500", Class: inkwell.ClassProviderError}); err != nil {
 		t.Fatal(err)
 	}
 	wokenBefore := e.accepted.Load()
@@ -592,7 +592,7 @@ func (e *env) failedJob(key string) int64 {
 	if err != nil || c == nil {
 		e.t.Fatalf("Claim %s: %v %v", key, c, err)
 	}
-	if err := e.st.FailIfRunning(e.t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "boom"}); err != nil {
+	if err := e.st.FailIfRunning(e.t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "boom", Class: inkwell.ClassProviderError}); err != nil {
 		e.t.Fatal(err)
 	}
 	return c.Job.ID

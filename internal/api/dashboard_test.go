@@ -138,7 +138,7 @@ func (sc *scene) claim(t *testing.T, lane string) *store.Claimed {
 
 func (sc *scene) fail(t *testing.T, c *store.Claimed, msg string) {
 	t.Helper()
-	sc.must(t, sc.st.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg}))
+	sc.must(t, sc.st.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg, Class: inkwell.ClassProviderError}))
 }
 
 func (sc *scene) counts(t *testing.T) map[string]int64 {

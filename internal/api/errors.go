@@ -20,6 +20,7 @@ var statusOf = map[string]int{
 	inkwell.EKEYREUSED:   http.StatusUnprocessableEntity,
 	inkwell.EUNAVAILABLE: http.StatusServiceUnavailable,
 	inkwell.ELANEHELD:    http.StatusServiceUnavailable,
+	inkwell.ETOOMANY:     http.StatusTooManyRequests,
 	inkwell.EINTERNAL:    http.StatusInternalServerError,
 }
 
@@ -38,6 +39,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The client went away while waiting: nothing to log as a failure.
 		s.log.DebugContext(r.Context(), "client gone before its answer", "method", r.Method, "path", r.URL.Path)
 		return
+	case status == http.StatusTooManyRequests:
+		// Admission refused a new job: the queue drains at the lanes'
+		// pace, so come back in a few seconds, with the same key.
+		w.Header().Set("Retry-After", "5")
+		s.log.InfoContext(r.Context(), "request refused: queue full", "method", r.Method, "path", r.URL.Path, "code", code)
 	case status == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
 		s.log.WarnContext(r.Context(), "request refused: unavailable", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -16,6 +16,7 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	p.MaxQueued = s.cfg.MaxQueued
 	job, created, err := s.cfg.Store.Accept(r.Context(), p)
 	if err != nil {
 		s.writeError(w, r, err)

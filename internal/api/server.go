@@ -37,6 +37,10 @@ type Config struct {
 	// name or address. serve sets it when it listens on loopback, so a
 	// web page whose DNS name rebinds to 127.0.0.1 cannot read job texts.
 	LoopbackOnly bool
+	// MaxQueued is admission (serve --max-queued): past this many queued
+	// jobs a new request gets 429 and writes nothing; a re-send of a job
+	// already stored is still answered. 0: no limit.
+	MaxQueued int
 }
 
 // Server is Inkwell's HTTP handler.

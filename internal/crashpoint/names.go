@@ -34,6 +34,11 @@ const (
 	// its attempts are untouched. As at AcceptAfterCommit, a polling lane
 	// may have claimed (or finished) it before the kill.
 	RetryAfterCommit = "retry.after-commit"
+	// CancelAfterCommit: a cancel committed: the job is failed, class
+	// cancelled, and so is its attempt if it was running; the client got no
+	// answer, and a lane may still be in the cancelled attempt's provider
+	// call (its completion will be fenced out).
+	CancelAfterCommit = "cancel.after-commit"
 )
 
 // Names lists every known crash point, in the order of a job's life.

@@ -53,7 +53,7 @@ func (c *checker) ledger() {
 	s := c.snap
 	bills := s.billings()
 	for _, j := range s.Jobs {
-		key := inkwell.ProviderKey(j.ID, j.Key)
+		key := s.Installation.ProviderKey(j.ID, j.Key)
 		b := bills[key]
 		if b.bills > 1 {
 			c.add(j.ID, InvBilledOnce, "provider key %s was billed %d times (%d calls)", key, b.bills, b.calls)
@@ -100,10 +100,14 @@ func (c *checker) billsHaveJobs() {
 // made from (see inkwell.ProviderKey), when the key is one of this
 // scenario's.
 func (c *checker) owner(providerKey string) (int64, string, bool) {
+	// inkwell-[<installation>-]job-<id>-<hash of the key>
+	_, rest, ok := strings.Cut(strings.TrimPrefix(providerKey, "inkwell-"), "job-")
+	if !ok || !strings.HasPrefix(providerKey, "inkwell-") {
+		return 0, "", false
+	}
 	for _, k := range c.keys {
 		suffix := strings.TrimPrefix(inkwell.ProviderKey(0, k), "inkwell-job-0")
-		rest, ok := strings.CutPrefix(providerKey, "inkwell-job-")
-		if !ok || !strings.HasSuffix(rest, suffix) {
+		if !strings.HasSuffix(rest, suffix) {
 			continue
 		}
 		id, err := strconv.ParseInt(strings.TrimSuffix(rest, suffix), 10, 64)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/inkwell/inkwell/internal/store/storetest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,7 +97,7 @@ func (w *world) mustCall(st *store.Store, c *store.Claimed, complete bool) {
 	w.t.Helper()
 	ctx := context.Background()
 	req := inkwell.Request{Prompt: "a note for " + c.Job.IdempotencyKey, Account: "acct", MaxWords: 6}
-	resp, err := w.prov.Generate(ctx, inkwell.ProviderRequest{IdempotencyKey: inkwell.ProviderKey(c.Job.ID, c.Job.IdempotencyKey), Prompt: req.Prompt, MaxWords: req.MaxWords})
+	resp, err := w.prov.Generate(ctx, inkwell.ProviderRequest{IdempotencyKey: storetest.ProviderKey(w.t, st, c.Job.ID, c.Job.IdempotencyKey), Prompt: req.Prompt, MaxWords: req.MaxWords})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -261,7 +262,8 @@ func TestCheck_SecondProviderBills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = prov.Generate(context.Background(), inkwell.ProviderRequest{IdempotencyKey: inkwell.ProviderKey(1, "k1"), Prompt: "a note for k1", MaxWords: 6})
+	st := storetest.MustOpen(t, w.dsn, store.Options{})
+	_, err = prov.Generate(context.Background(), inkwell.ProviderRequest{IdempotencyKey: storetest.ProviderKey(t, st, 1, "k1"), Prompt: "a note for k1", MaxWords: 6})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -290,7 +290,11 @@ func (p *play) startServe(ctx context.Context, crashAt string, failing bool) (*c
 	args := []string{"serve", "--db", p.dsn, "--addr", "127.0.0.1:0", "--lane", "drill",
 		"--provider", "openai", "--provider-url", prov.url, "--model", "drill",
 		"--provider-timeout", p.providerTimeout.String(), "--grace", "5s",
-		"--heartbeat", "500ms", "--poll", "100ms", "--log-format", "json"}
+		"--heartbeat", "500ms", "--poll", "100ms", "--log-format", "json",
+		// The crash-point scenarios retry by hand (POST .../retry), so that
+		// each point's reads follow the paths it allows; automatic retry
+		// has scenarios of its own.
+		"--max-attempts", "1"}
 	args = append(args, p.serveArgs...)
 	logPath := filepath.Join(p.d.work, fmt.Sprintf("%s.serve-%d.log", p.slug, p.starts))
 	sv, err := startChild(name, p.d.cfg.Bin, args, childEnv(crashAt), logPath)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/inkwell/inkwell"
 	"log/slog"
 
 	"github.com/inkwell/inkwell/internal/provider/providersim"
@@ -41,15 +42,19 @@ type Snapshot struct {
 	Integrity []string
 	// Ledger is every entry of every provider simulator the drill runs.
 	Ledger []providersim.LedgerEntry
+	// Installation makes the provider keys of this database's jobs.
+	Installation inkwell.Installation
 }
 
 // JobRow is one row of jobs.
 type JobRow struct {
-	ID                             int64
-	Key, RequestHash, Payload      string
-	Status                         string
-	Error, Lane                    sql.NullString
-	CreatedAt, StartedAt, Finished sql.NullString
+	ID                              int64
+	Key, RequestHash, Payload       string
+	Status                          string
+	Error, Lane                     sql.NullString
+	CreatedAt, StartedAt, Finished  sql.NullString
+	ErrorClass, NotBefore, PrunedAt sql.NullString
+	GaveUpAfter                     sql.NullInt64
 }
 
 // AttemptRow is one row of job_attempts.
@@ -58,6 +63,7 @@ type AttemptRow struct {
 	Number        int
 	Status        string
 	Error, Lane   sql.NullString
+	ErrorClass    sql.NullString
 	StartedAt     sql.NullString
 	FinishedAt    sql.NullString
 	RecoveryRunID sql.NullInt64
@@ -120,14 +126,18 @@ func Inspect(ctx context.Context, dsn string) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("inspect: %w", err)
 	}
 	s.Integrity = append(s.Integrity, keptCountProblems(ctx, tx)...) // check_counts.go
+	if s.Installation, err = st.Installation(ctx); err != nil {
+		return Snapshot{}, fmt.Errorf("inspect: %w", err)
+	}
 	return s, nil
 }
 
 // The queries take no parameters, so one text serves both dialects.
 const (
-	qJobs = `SELECT id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at
+	qJobs = `SELECT id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at,
+			error_class, not_before, pruned_at, gave_up_after
 		FROM jobs ORDER BY id`
-	qAttempts = `SELECT id, job_id, attempt_number, status, error, lane, started_at, finished_at, recovery_run_id
+	qAttempts = `SELECT id, job_id, attempt_number, status, error, lane, started_at, finished_at, recovery_run_id, error_class
 		FROM job_attempts ORDER BY job_id, attempt_number, id`
 	qResults = `SELECT job_id, attempt_id, text FROM results ORDER BY job_id`
 	qCharges = `SELECT job_id, attempt_id, account, amount_micros, provider_request_id FROM charges ORDER BY job_id`
@@ -139,7 +149,8 @@ const (
 func readJobs(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
 	return each(ctx, tx, qJobs, func(rows *sql.Rows) error {
 		var j JobRow
-		err := rows.Scan(&j.ID, &j.Key, &j.RequestHash, &j.Payload, &j.Status, &j.Error, &j.Lane, &j.CreatedAt, &j.StartedAt, &j.Finished)
+		err := rows.Scan(&j.ID, &j.Key, &j.RequestHash, &j.Payload, &j.Status, &j.Error, &j.Lane, &j.CreatedAt, &j.StartedAt, &j.Finished,
+			&j.ErrorClass, &j.NotBefore, &j.PrunedAt, &j.GaveUpAfter)
 		s.Jobs = append(s.Jobs, j)
 		return err
 	})
@@ -148,7 +159,7 @@ func readJobs(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
 func readAttempts(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
 	return each(ctx, tx, qAttempts, func(rows *sql.Rows) error {
 		var a AttemptRow
-		err := rows.Scan(&a.ID, &a.JobID, &a.Number, &a.Status, &a.Error, &a.Lane, &a.StartedAt, &a.FinishedAt, &a.RecoveryRunID)
+		err := rows.Scan(&a.ID, &a.JobID, &a.Number, &a.Status, &a.Error, &a.Lane, &a.StartedAt, &a.FinishedAt, &a.RecoveryRunID, &a.ErrorClass)
 		s.Attempts = append(s.Attempts, a)
 		return err
 	})

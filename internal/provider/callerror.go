@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/inkwell/inkwell"
 )
 
 // Failure classes of one OpenAI call, the Class of a *CallError. The worker
@@ -32,6 +34,35 @@ type CallError struct {
 	Msg        string        // what happened, fit for jobs.error
 	RetryAfter time.Duration // the 429's Retry-After, when it sent one
 	Err        error         // the transport error underneath, if any
+	// Reached says the request may have reached the provider: it answered,
+	// or a connection was obtained before the failure. False is evidence
+	// that nothing was sent (DNS, dial, a timeout before any connection).
+	Reached bool
+}
+
+// ErrorClass is the failure class stored on the attempt (DESIGN.md §9),
+// from the evidence the call left: what the provider answered, or how far
+// the request got. The worker's retry policy decides on it.
+func (e *CallError) ErrorClass() inkwell.ErrorClass {
+	switch e.Class {
+	case ClassRateLimited:
+		return inkwell.ClassRateLimited
+	case ClassServer:
+		return inkwell.ClassProviderError
+	case ClassClient:
+		return inkwell.ClassRejected
+	case ClassMalformed:
+		return inkwell.ClassMalformed
+	case ClassConnRefused:
+		return inkwell.ClassNotSent
+	}
+	if !e.Reached { // timeout, network error or stop before any connection
+		return inkwell.ClassNotSent
+	}
+	if e.Class == ClassCanceled {
+		return inkwell.ClassShutdown
+	}
+	return inkwell.ClassTimeout // no answer, and the request may have arrived
 }
 
 // Error names the class first, so jobs.error says what kind of failure it was.
@@ -81,7 +112,7 @@ func transportError(ctx context.Context, err error, scrub func(string) string) *
 // statusError classifies a non-2xx answer. body is the start of what the
 // server said, already scrubbed.
 func statusError(status int, body string, retryAfter time.Duration) *CallError {
-	e := &CallError{Status: status, Msg: body, RetryAfter: retryAfter}
+	e := &CallError{Status: status, Msg: body, RetryAfter: retryAfter, Reached: true}
 	switch {
 	case status == 429:
 		e.Class = ClassRateLimited
@@ -99,7 +130,7 @@ func statusError(status int, body string, retryAfter time.Duration) *CallError {
 }
 
 func malformed(status int, format string, args ...any) *CallError {
-	return &CallError{Class: ClassMalformed, Status: status, Msg: fmt.Sprintf(format, args...)}
+	return &CallError{Class: ClassMalformed, Status: status, Msg: fmt.Sprintf(format, args...), Reached: true}
 }
 
 // oneLine shortens a server's words to fit in an error column, as valid

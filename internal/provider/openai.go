@@ -173,7 +173,8 @@ func (p *OpenAI) newRequest(ctx context.Context, req inkwell.ProviderRequest) (*
 // more: the request was not sent.
 func (p *OpenAI) transportError(ctx context.Context, err error, trace *callTrace) *CallError {
 	e := transportError(ctx, err, p.scrub)
-	if e.Class == ClassNetwork && trace.connected() {
+	e.Reached = trace.connected()
+	if e.Class == ClassNetwork && e.Reached {
 		e.Msg = "outcome unknown, the request may have reached the provider and been billed: " + e.Msg
 	}
 	return e

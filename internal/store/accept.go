@@ -114,7 +114,7 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 	err := b.s.inTxHooks(ctx, func(tx *sql.Tx) error {
 		for i, r := range live {
 			job, created, err := b.s.acceptOne(ctx, tx, r.p, now)
-			if err != nil && inkwell.ErrorCode(err) != inkwell.EKEYREUSED {
+			if code := inkwell.ErrorCode(err); err != nil && code != inkwell.EKEYREUSED && code != inkwell.ETOOMANY {
 				return err // the database failed: the whole group fails
 			}
 			results[i] = acceptRes{job: job, created: created, err: err}

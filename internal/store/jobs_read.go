@@ -15,22 +15,26 @@ import (
 // here writes. Reads of lanes are in lanes_read.go, of recovery runs in
 // recovery_runs_read.go, of the operator views in overview.go.
 
-const jobColumns = `id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at`
+const jobColumns = `id, idempotency_key, request_hash, payload, status, error, error_class, lane, created_at, started_at, finished_at,
+	not_before, gave_up_after, pruned_at`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
 func scanJob(row rowScanner) (inkwell.Job, error) {
 	var j inkwell.Job
 	var payload string
-	var errText, lane sql.NullString
-	var created, started, finished nullTime
-	if err := row.Scan(&j.ID, &j.IdempotencyKey, &j.RequestHash, &payload, &j.Status, &errText, &lane, &created, &started, &finished); err != nil {
+	var errText, class, lane sql.NullString
+	var created, started, finished, notBefore, pruned nullTime
+	var gaveUp sql.NullInt64
+	if err := row.Scan(&j.ID, &j.IdempotencyKey, &j.RequestHash, &payload, &j.Status, &errText, &class, &lane,
+		&created, &started, &finished, &notBefore, &gaveUp, &pruned); err != nil {
 		return j, err
 	}
 	j.Payload = json.RawMessage(payload)
-	j.Error, j.Lane = errText.String, lane.String
+	j.Error, j.ErrorClass, j.Lane = errText.String, inkwell.ErrorClass(class.String), lane.String
 	j.CreatedAt = created.Time
 	j.StartedAt, j.FinishedAt = started.Ptr(), finished.Ptr()
+	j.NotBefore, j.PrunedAt, j.GaveUpAfter = notBefore.Ptr(), pruned.Ptr(), int(gaveUp.Int64)
 	return j, nil
 }
 
@@ -89,7 +93,7 @@ func (s *Store) Attempts(ctx context.Context, jobID int64) ([]inkwell.Attempt, e
 }
 
 func (s *Store) attempts(ctx context.Context, q queryer, jobID int64) ([]inkwell.Attempt, error) {
-	const query = `SELECT id, job_id, attempt_number, status, error, lane, started_at, finished_at, recovery_run_id
+	const query = `SELECT id, job_id, attempt_number, status, error, error_class, lane, started_at, finished_at, recovery_run_id
 		FROM job_attempts WHERE job_id = $1 ORDER BY attempt_number`
 	rows, err := q.QueryContext(ctx, s.dialect.rebind(query), jobID)
 	if err != nil {
@@ -99,13 +103,13 @@ func (s *Store) attempts(ctx context.Context, q queryer, jobID int64) ([]inkwell
 	attempts := []inkwell.Attempt{}
 	for rows.Next() {
 		var a inkwell.Attempt
-		var errText, lane sql.NullString
+		var errText, class, lane sql.NullString
 		var started, finished nullTime
 		var run sql.NullInt64
-		if err := rows.Scan(&a.ID, &a.JobID, &a.AttemptNumber, &a.Status, &errText, &lane, &started, &finished, &run); err != nil {
+		if err := rows.Scan(&a.ID, &a.JobID, &a.AttemptNumber, &a.Status, &errText, &class, &lane, &started, &finished, &run); err != nil {
 			return nil, err
 		}
-		a.Error, a.Lane = errText.String, lane.String
+		a.Error, a.ErrorClass, a.Lane = errText.String, inkwell.ErrorClass(class.String), lane.String
 		a.StartedAt, a.FinishedAt = started.Ptr(), finished.Ptr()
 		if run.Valid {
 			a.RecoveryRunID = &run.Int64

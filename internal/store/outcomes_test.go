@@ -33,7 +33,7 @@ func TestStore_OutcomeGroup(t *testing.T) {
 			{Complete: ptr(completeParams(good))},
 			{Complete: ptr(completeParams(twice))},
 			{Complete: &neg},
-			{Fail: &store.FailParams{JobID: fail.Job.ID, AttemptID: fail.Attempt.ID, Error: "provider: 502"}},
+			{Fail: &store.FailParams{JobID: fail.Job.ID, AttemptID: fail.Attempt.ID, Error: "provider: 502", Class: inkwell.ClassProviderError}},
 			{Complete: &staleP},
 		})
 		for i, want := range []struct {

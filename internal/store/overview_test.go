@@ -86,7 +86,7 @@ func (f *ovFixture) claim(lane string) *store.Claimed {
 
 func (f *ovFixture) fail(c *store.Claimed, msg string) {
 	f.t.Helper()
-	if err := f.s.FailIfRunning(f.ctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg}); err != nil {
+	if err := f.s.FailIfRunning(f.ctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg, Class: inkwell.ClassProviderError}); err != nil {
 		f.t.Fatalf("FailIfRunning(job %d): %v", c.Job.ID, err)
 	}
 }

@@ -95,18 +95,18 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 			prev_pid, prev_host, prev_incarnation, prev_heartbeat_at)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE true` + fence + ` RETURNING id`
 	// Step 1: the attempts the dead holder left running.
-	const closeAttempts = `UPDATE job_attempts SET status = 'failed', error = $1, finished_at = $2, recovery_run_id = $3
+	const closeAttempts = `UPDATE job_attempts SET status = 'failed', error = $1, error_class = 'worker_restarted', finished_at = $2, recovery_run_id = $3
 		WHERE status = 'running' AND lane = $4
 		  AND job_id IN (SELECT id FROM jobs WHERE status = 'running')`
 	// Step 2: legacy running jobs that never had an attempt get exactly one.
-	const backfill = `INSERT INTO job_attempts (job_id, attempt_number, status, error, lane, started_at, finished_at, recovery_run_id)
-		SELECT j.id, 1, 'failed', $1, j.lane, j.started_at, $2, $3
+	const backfill = `INSERT INTO job_attempts (job_id, attempt_number, status, error, error_class, lane, started_at, finished_at, recovery_run_id)
+		SELECT j.id, 1, 'failed', $1, 'worker_restarted', j.lane, j.started_at, $2, $3
 		FROM jobs j
 		WHERE j.status = 'running' AND (j.lane = $4 OR j.lane IS NULL)
 		  AND NOT EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = j.id)`
 	// Step 3: only the jobs whose attempt this run closed or back-filled:
 	// each job transition rests on an attempt row that names this run.
-	const failJobs = `UPDATE jobs SET status = 'failed', error = $1, finished_at = $2
+	const failJobs = `UPDATE jobs SET status = 'failed', error = $1, error_class = 'worker_restarted', finished_at = $2
 		WHERE status = 'running'
 		  AND id IN (SELECT job_id FROM job_attempts WHERE recovery_run_id = $3)`
 	closeRun := `UPDATE recovery_runs SET attempts_closed = $1, attempts_backfilled = $2, jobs_failed = $3, anomalies = $4

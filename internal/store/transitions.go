@@ -15,13 +15,18 @@ import (
 
 // This file holds every write to jobs.status and job_attempts.status except
 // startup recovery (recover.go): one method per row of DESIGN.md §2, each
-// one short transaction whose guard is in its WHERE clause.
+// one short transaction whose guard is in its WHERE clause. Prune, which
+// changes no status, is in prune.go.
 
 // AcceptParams is one validated, normalized request.
 type AcceptParams struct {
 	IdempotencyKey string
 	RequestHash    string
 	Payload        []byte // normalized request JSON
+	// MaxQueued is admission: when this many jobs are queued already, a
+	// new key is refused (ETOOMANY) and nothing is written; a re-send of a
+	// stored key is answered as always. 0: no limit.
+	MaxQueued int
 }
 
 // Accept stores a new queued job, or returns the job already stored under
@@ -37,6 +42,11 @@ func (s *Store) Accept(ctx context.Context, p AcceptParams) (job inkwell.Job, cr
 // acceptOne runs inside a group-commit transaction. A duplicate key, even
 // one inserted earlier in the same batch, falls through to the lookup.
 func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now any) (inkwell.Job, bool, error) {
+	if p.MaxQueued > 0 {
+		if job, full, err := s.admit(ctx, tx, p); full || err != nil {
+			return job, false, err
+		}
+	}
 	const insert = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
 		VALUES ($1, $2, $3, 'queued', $4)
 		ON CONFLICT (idempotency_key) DO NOTHING
@@ -59,6 +69,32 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	return job, false, nil
 }
 
+// admit is admission for one new request when the queue may be full: it
+// reads the queued count (job_counts, kept in the same transaction by
+// triggers, so earlier members of this group count). full is true when the
+// request is answered without an insert: a re-send of a stored key (job
+// set, err nil, or EKEYREUSED), or a refusal (ETOOMANY).
+func (s *Store) admit(ctx context.Context, tx *sql.Tx, p AcceptParams) (job inkwell.Job, full bool, err error) {
+	var queued int64
+	if err := s.txQueryRow(ctx, tx, `SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE kind = 'queued'`).Scan(&queued); err != nil {
+		return job, true, fmt.Errorf("accept: count queued jobs: %w", err)
+	}
+	if queued < int64(p.MaxQueued) {
+		return job, false, nil
+	}
+	job, err = s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
+	switch {
+	case inkwell.ErrorCode(err) == inkwell.ENOTFOUND:
+		return job, true, inkwell.Errorf(inkwell.ETOOMANY, "the queue is full (%d jobs queued, the limit is %d): nothing was stored; send the same request again later", queued, p.MaxQueued)
+	case err != nil:
+		return job, true, fmt.Errorf("accept: load existing: %w", err)
+	case job.RequestHash != p.RequestHash:
+		return inkwell.Job{}, true, inkwell.Errorf(inkwell.EKEYREUSED,
+			"idempotency key %q was already used for a different request (job %d)", p.IdempotencyKey, job.ID)
+	}
+	return job, true, nil
+}
+
 // Claimed is a job a lane has just claimed, with its new running attempt.
 type Claimed struct {
 	Job     inkwell.Job
@@ -74,8 +110,8 @@ func (s *Store) Claim(ctx context.Context, lane string) (*Claimed, error) {
 		return nil, err
 	}
 	// The inner SELECT reads the jobs_queued partial index only.
-	claimJob := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, error = NULL, finished_at = NULL
-		WHERE id = (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1` + s.dialect.claimLock + `)
+	claimJob := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, ` + clearOnClaim + `
+		WHERE id = (SELECT id FROM jobs WHERE status = 'queued' AND ` + readyAt("$2") + ` ORDER BY id LIMIT 1` + s.dialect.claimLock + `)
 		  AND status = 'queued'` + fence + `
 		RETURNING ` + jobColumns
 	const openAttempt = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
@@ -126,8 +162,8 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 		return s.claimUpToStatement(ctx, l.Lane, fence, n)
 	}
 	// The inner SELECT reads the jobs_queued partial index only.
-	claimJobs := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, error = NULL, finished_at = NULL
-		WHERE id IN (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT $3` + s.dialect.claimLock + `)
+	claimJobs := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, ` + clearOnClaim + `
+		WHERE id IN (SELECT id FROM jobs WHERE status = 'queued' AND ` + readyAt("$2") + ` ORDER BY id LIMIT $3` + s.dialect.claimLock + `)
 		  AND status = 'queued'` + fence + `
 		RETURNING ` + jobColumns
 	now := s.now()
@@ -166,8 +202,8 @@ func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n in
 	// The inner SELECT reads the jobs_queued partial index only.
 	claim := `WITH now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
 	job AS (
-		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), error = NULL, finished_at = NULL
-		WHERE id IN (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT $3` + s.dialect.claimLock + `)
+		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), ` + clearOnClaim + `
+		WHERE id IN (SELECT id FROM jobs WHERE status = 'queued' AND ` + readyAt("(SELECT t FROM now)") + ` ORDER BY id LIMIT $3` + s.dialect.claimLock + `)
 		  AND status = 'queued'` + fence + `
 		RETURNING ` + jobColumns + `
 	), attempt AS (
@@ -206,6 +242,14 @@ func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n in
 	hit(crashpoint.ClaimAfterCommit)
 	return claimed, nil
 }
+
+// clearOnClaim is what a claim clears: the last failure a rescheduled job
+// waited out, and its back-off.
+const clearOnClaim = `error = NULL, error_class = NULL, not_before = NULL, finished_at = NULL`
+
+// readyAt is the claim's guard on a queued job's back-off: never before
+// its not_before. now is the statement's time parameter.
+func readyAt(now string) string { return `(not_before IS NULL OR not_before <= ` + now + `)` }
 
 // withExtra scans a row's leading columns with scanJob and the rest into extra.
 type withExtra struct {
@@ -311,45 +355,82 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 	return nil
 }
 
-// FailParams names the attempt that failed and why.
+// FailParams names the attempt that failed, why, and what becomes of its
+// job: failed (the default), queued again after a back-off (RetryAt, the
+// reschedule transition of DESIGN.md §9), or failed because automatic retry
+// gave up (GaveUpAfter).
 type FailParams struct {
 	JobID     int64
 	AttemptID int64
 	Error     string
+	Class     inkwell.ErrorClass // required: what kind of failure it was
+	// RetryAt, when set, puts the job back to queued, not claimed before
+	// this time. Only for a class that is RetrySafe with
+	// ProviderHonoursKeys; any other is refused (EINVALID), writing nothing.
+	RetryAt             *time.Time
+	ProviderHonoursKeys bool
+	// GaveUpAfter, when > 0, says the job fails because automatic retry
+	// gave up after this many attempts: the job's error says so.
+	GaveUpAfter int
 }
 
-// FailIfRunning moves one attempt and its job running -> failed in one
-// transaction, with the error and finished_at on both. Fencing: if
-// p.AttemptID is no longer running it writes nothing and returns ECONFLICT.
-// It shares group commits with completions (see CompleteIfRunning).
+// FailIfRunning moves one attempt running -> failed with its error, class
+// and finished_at, and in the same transaction its job to failed, or back
+// to queued with not_before (reschedule). Fencing: if p.AttemptID is no
+// longer running it writes nothing and returns ECONFLICT. It shares group
+// commits with completions (see CompleteIfRunning).
 func (s *Store) FailIfRunning(ctx context.Context, p FailParams) error {
 	if p.Error == "" {
 		p.Error = "failed without a reason"
+	}
+	if !p.Class.Valid() {
+		return inkwell.Errorf(inkwell.EINVALID, "fail attempt %d: error class %q is not one of %v", p.AttemptID, p.Class, inkwell.ErrorClasses)
+	}
+	if p.RetryAt != nil && !p.Class.RetrySafe(p.ProviderHonoursKeys) {
+		return inkwell.Errorf(inkwell.EINVALID, "fail attempt %d: a %s failure is never retried automatically", p.AttemptID, p.Class)
 	}
 	return s.outcomes.submit(ctx, &outcomeReq{fail: &p})
 }
 
 // failTx is FailIfRunning's writes, inside an outcome group's transaction.
 func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) error {
-	const failAttempt = `UPDATE job_attempts SET status = 'failed', error = $1, finished_at = $2
-		WHERE id = $3 AND job_id = $4 AND status = 'running'`
-	const failJob = `UPDATE jobs SET status = 'failed', error = $1, finished_at = $2
-		WHERE id = $3 AND status = 'running'`
-	if err := s.execOne(ctx, tx, failAttempt, p.Error, now, p.AttemptID, p.JobID); err != nil {
+	const failAttempt = `UPDATE job_attempts SET status = 'failed', error = $1, error_class = $2, finished_at = $3
+		WHERE id = $4 AND job_id = $5 AND status = 'running'`
+	const failJob = `UPDATE jobs SET status = 'failed', error = $1, error_class = $2, finished_at = $3, gave_up_after = $4
+		WHERE id = $5 AND status = 'running'`
+	// The job keeps the failure it waits out (error, error_class) for the
+	// views; the next claim clears them.
+	const rescheduleJob = `UPDATE jobs SET status = 'queued', error = $1, error_class = $2, not_before = $3,
+			started_at = NULL, finished_at = NULL
+		WHERE id = $4 AND status = 'running'`
+	if err := s.execOne(ctx, tx, failAttempt, p.Error, string(p.Class), now, p.AttemptID, p.JobID); err != nil {
 		return fmt.Errorf("fail attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 	}
-	if err := s.execOne(ctx, tx, failJob, p.Error, now, p.JobID); err != nil {
+	if p.RetryAt != nil {
+		if err := s.execOne(ctx, tx, rescheduleJob, p.Error, string(p.Class), s.ts(*p.RetryAt), p.JobID); err != nil {
+			return fmt.Errorf("reschedule job %d: %w", p.JobID, err)
+		}
+		return nil
+	}
+	jobErr, gaveUp := p.Error, sql.NullInt64{}
+	if p.GaveUpAfter > 0 {
+		jobErr = fmt.Sprintf("gave up after %d attempts: %s", p.GaveUpAfter, p.Error)
+		gaveUp = sql.NullInt64{Int64: int64(p.GaveUpAfter), Valid: true}
+	}
+	if err := s.execOne(ctx, tx, failJob, jobErr, string(p.Class), now, gaveUp, p.JobID); err != nil {
 		return fmt.Errorf("fail job %d: %w", p.JobID, err)
 	}
 	return nil
 }
 
-// RetryIfFailed moves a failed job back to queued, clearing its error and
-// times; its attempts are untouched, and the next claim opens a new one.
-// It returns ENOTFOUND for no such job and ECONFLICT when it is not failed.
+// RetryIfFailed moves a failed job back to queued, clearing its error,
+// class and times; its attempts are untouched, and the next claim opens a
+// new one. It returns ENOTFOUND for no such job and ECONFLICT when it is
+// not failed, or was pruned (its prompt is gone).
 func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, error) {
-	const retry = `UPDATE jobs SET status = 'queued', error = NULL, started_at = NULL, finished_at = NULL
-		WHERE id = $1 AND status = 'failed'`
+	const retry = `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
+			started_at = NULL, finished_at = NULL
+		WHERE id = $1 AND status = 'failed' AND pruned_at IS NULL`
 	var job inkwell.Job
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
 		cur, err := s.jobTx(ctx, tx, jobID)
@@ -359,6 +440,9 @@ func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, er
 		if cur.Status != inkwell.StatusFailed {
 			return inkwell.Errorf(inkwell.ECONFLICT, "job %d is %s; only a failed job can be retried", jobID, cur.Status)
 		}
+		if cur.PrunedAt != nil {
+			return inkwell.Errorf(inkwell.ECONFLICT, "job %d was pruned by retention: its prompt is gone, so it cannot run again; submit it anew under a new key", jobID)
+		}
 		if err := s.execOne(ctx, tx, retry, jobID); err != nil {
 			return fmt.Errorf("retry job %d: %w", jobID, err)
 		}
@@ -366,6 +450,68 @@ func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, er
 		return err
 	}, "", crashpoint.RetryAfterCommit)
 	return job, err
+}
+
+// Cancelled is what a cancel did.
+type Cancelled struct {
+	Job inkwell.Job
+	// Attempt is the running attempt the cancel closed (0 when the job was
+	// queued, or already cancelled): a lane running its provider call
+	// should abort it; its completion would be fenced out anyway.
+	Attempt int64
+}
+
+// Cancel moves a queued or running job to failed, class cancelled, with
+// its running attempt, in one transaction (DESIGN.md §9). by names who
+// asked, for the error text. A job already cancelled is answered as it is
+// (a re-sent cancel). A done job, or one failed for another reason, is
+// ECONFLICT and the returned Job says what it is: a completion that
+// committed first wins. ENOTFOUND for no such job.
+func (s *Store) Cancel(ctx context.Context, jobID int64, by string) (Cancelled, error) {
+	const cancelAttempt = `UPDATE job_attempts SET status = 'failed', error = $1, error_class = 'cancelled', finished_at = $2
+		WHERE job_id = $3 AND status = 'running'
+		RETURNING id`
+	const cancelJob = `UPDATE jobs SET status = 'failed', error = $1, error_class = 'cancelled', finished_at = $2, not_before = NULL
+		WHERE id = $3 AND status = $4`
+	var out Cancelled
+	now := s.now()
+	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
+		cur, err := s.jobTx(ctx, tx, jobID)
+		if err != nil {
+			return err
+		}
+		out = Cancelled{Job: cur}
+		switch {
+		case cur.Status == inkwell.StatusFailed && cur.ErrorClass == inkwell.ClassCancelled:
+			return nil
+		case cur.Status != inkwell.StatusQueued && cur.Status != inkwell.StatusRunning:
+			return inkwell.Errorf(inkwell.ECONFLICT, "job %d is %s; only a queued or running job can be cancelled", jobID, cur.Status)
+		}
+		msg := "cancelled by " + by
+		if cur.Status == inkwell.StatusRunning {
+			msg += " while its provider call was in flight: the provider may have billed it"
+			err := s.txQueryRow(ctx, tx, cancelAttempt, msg, s.ts(now), jobID).Scan(&out.Attempt)
+			if errors.Is(err, sql.ErrNoRows) { // its completion won, or a legacy job recovery must close
+				return inkwell.Errorf(inkwell.ECONFLICT, "job %d has no running attempt to cancel", jobID)
+			}
+			if err != nil {
+				return fmt.Errorf("cancel job %d: its running attempt: %w", jobID, err)
+			}
+		}
+		if err := s.execOne(ctx, tx, cancelJob, msg, s.ts(now), jobID, cur.Status); err != nil {
+			return fmt.Errorf("cancel job %d: %w", jobID, err)
+		}
+		out.Job, err = s.jobTx(ctx, tx, jobID)
+		return err
+	}, "", crashpoint.CancelAfterCommit)
+	if inkwell.ErrorCode(err) == inkwell.ECONFLICT {
+		// A completion or another transition won the race: say what the
+		// job is now.
+		if cur, rerr := s.Job(ctx, jobID); rerr == nil {
+			out.Job = cur
+		}
+	}
+	return out, err
 }
 
 // uniqueAsConflict turns a unique violation into ECONFLICT: a second

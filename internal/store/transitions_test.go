@@ -464,7 +464,7 @@ func TestStore_FailIfRunning(t *testing.T) {
 			mustAccept(t, s, acceptParams("k", "p"))
 			c := mustClaim(t, s, "local")
 			clock.Advance(time.Second)
-			if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "provider: 500"}); err != nil {
+			if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "provider: 500", Class: inkwell.ClassProviderError}); err != nil {
 				t.Fatalf("FailIfRunning: %v", err)
 			}
 			now := clock.Now()
@@ -502,7 +502,7 @@ func TestStore_FailIfRunning(t *testing.T) {
 			mustRetry(t, s, job.ID)
 			mustClaim(t, s, "local")
 			before := dumpAll(t, s)
-			err := s.FailIfRunning(t.Context(), store.FailParams{JobID: job.ID, AttemptID: first.Attempt.ID, Error: "late"})
+			err := s.FailIfRunning(t.Context(), store.FailParams{JobID: job.ID, AttemptID: first.Attempt.ID, Error: "late", Class: inkwell.ClassProviderError})
 			if got := inkwell.ErrorCode(err); got != inkwell.ECONFLICT {
 				t.Fatalf("late failure of attempt 1: code %q (err %v), want %q", got, err, inkwell.ECONFLICT)
 			}
@@ -518,7 +518,7 @@ func TestStore_FailIfRunning(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := dumpAll(t, s)
-			err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "late"})
+			err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "late", Class: inkwell.ClassProviderError})
 			if got := inkwell.ErrorCode(err); got != inkwell.ECONFLICT {
 				t.Fatalf("failure of a done job: code %q (err %v), want %q", got, err, inkwell.ECONFLICT)
 			}
@@ -672,7 +672,7 @@ func mustClaim(t *testing.T, s *store.Store, lane string) *store.Claimed {
 
 func mustFail(t *testing.T, s *store.Store, c *store.Claimed, msg string) {
 	t.Helper()
-	if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg}); err != nil {
+	if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg, Class: inkwell.ClassProviderError}); err != nil {
 		t.Fatalf("FailIfRunning job %d: %v", c.Job.ID, err)
 	}
 }

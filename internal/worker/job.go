@@ -39,18 +39,19 @@ func (l *Lane) run(ctx context.Context, c *store.Claimed) error {
 	}
 	var req inkwell.Request
 	if err := json.Unmarshal(c.Job.Payload, &req); err != nil {
-		return l.fail(ctx, j, fmt.Sprintf("payload unreadable: %v", err), 0)
+		return l.fail(ctx, j, failure{msg: fmt.Sprintf("payload unreadable: %v", err), class: inkwell.ClassRejected}, 0)
 	}
 	resp, elapsed, callErr := l.call(ctx, c, req)
 	if callErr != nil {
-		msg := "provider: " + callErr.Error()
+		f := failure{msg: "provider: " + callErr.Error()}
+		f.class, f.retryAfter = classify(ctx, callErr)
 		switch {
 		case errors.Is(callErr, errNotCalled):
-			msg = "shutdown: stopped while waiting for the provider's rate limit; the provider was not called"
-		case ctx.Err() != nil && errors.Is(callErr, context.Canceled):
-			msg = inkwell.ErrShutdownGrace
+			f.msg = "not sent: stopped while waiting for the provider's rate limit; the provider was not called"
+		case f.class == inkwell.ClassShutdown:
+			f.msg = inkwell.ErrShutdownGrace
 		}
-		return l.fail(ctx, j, msg, elapsed)
+		return l.fail(ctx, j, f, elapsed)
 	}
 	crashpoint.Hit(crashpoint.ProviderAfterCall)
 	return l.complete(ctx, j, req, resp, elapsed)
@@ -75,7 +76,7 @@ func (l *Lane) call(ctx context.Context, c *store.Claimed, req inkwell.Request) 
 	})
 	defer stop()
 	preq := inkwell.ProviderRequest{
-		IdempotencyKey: inkwell.ProviderKey(c.Job.ID, c.Job.IdempotencyKey),
+		IdempotencyKey: l.installation.ProviderKey(c.Job.ID, c.Job.IdempotencyKey),
 		Prompt:         req.Prompt,
 		MaxWords:       req.MaxWords,
 	}
@@ -136,7 +137,7 @@ func (l *Lane) complete(ctx context.Context, j *claimedJob, req inkwell.Request,
 		// a failed attempt that says why, rather than stop the lane and
 		// leave the job running; a retry would get the same answer again.
 		j.log.ErrorContext(wctx, "provider answer could not be stored", "err", err)
-		return l.fail(ctx, j, "could not store the provider's answer: "+err.Error(), secs)
+		return l.fail(ctx, j, failure{msg: "could not store the provider's answer: " + err.Error(), class: inkwell.ClassUnstorable}, secs)
 	default:
 		j.log.InfoContext(wctx, "job done", "provider_request_id", resp.RequestID, "amount_micros", resp.AmountMicros, "provider_seconds", secs)
 	}
@@ -144,14 +145,27 @@ func (l *Lane) complete(ctx context.Context, j *claimedJob, req inkwell.Request,
 	return nil
 }
 
-func (l *Lane) fail(ctx context.Context, j *claimedJob, msg string, secs float64) error {
-	msg = storableError(msg)
+// failure is why a call failed: the error text stored, its class, and a
+// 429's Retry-After.
+type failure struct {
+	msg        string
+	class      inkwell.ErrorClass
+	retryAfter time.Duration
+}
+
+// fail records a failed attempt. In the same transaction its job fails, or
+// goes back to queued when the retry policy says a second call cannot
+// spend money twice (reschedule).
+func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64) error {
+	msg := storableError(f.msg)
+	d := l.cfg.Retry.decide(f.class, j.Attempt.AttemptNumber, f.retryAfter, time.Now())
 	err := l.record(ctx, j, false, func(wctx context.Context) error {
-		return l.store.FailIfRunning(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg})
+		return l.store.FailIfRunning(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg, Class: f.class,
+			RetryAt: d.retryAt, ProviderHonoursKeys: l.cfg.Retry.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter})
 	})
 	wctx := context.WithoutCancel(ctx)
 	if inkwell.ErrorCode(err) == inkwell.ECONFLICT {
-		j.log.WarnContext(wctx, "failure not recorded: attempt is no longer the running one", "error", msg)
+		j.log.WarnContext(wctx, "failure not recorded: attempt is no longer the running one", "error", msg, "error_class", f.class)
 		l.observe(OutcomeFenced, secs, j.Job)
 		return nil
 	}
@@ -159,7 +173,18 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, msg string, secs float64
 		l.observe(OutcomeAborted, secs, j.Job)
 		return fmt.Errorf("%w: %w", errUnrecorded, err)
 	}
-	j.log.WarnContext(wctx, "job failed", "error", msg)
+	switch {
+	case d.retryAt != nil:
+		j.log.WarnContext(wctx, "attempt failed; job queued again for an automatic retry", "error", msg, "error_class", f.class,
+			"not_before", d.retryAt.UTC().Format(time.RFC3339Nano), "max_attempts", l.cfg.Retry.MaxAttempts)
+		l.observe(OutcomeRescheduled, secs, j.Job)
+		l.kickAt(*d.retryAt)
+		return nil
+	case d.gaveUpAfter > 0:
+		j.log.WarnContext(wctx, "job failed: automatic retry gave up", "error", msg, "error_class", f.class, "attempts", d.gaveUpAfter)
+	default:
+		j.log.WarnContext(wctx, "job failed", "error", msg, "error_class", f.class)
+	}
 	l.observe(OutcomeFailed, secs, j.Job)
 	return nil
 }

@@ -37,6 +37,8 @@ type Config struct {
 	// Limiter, if set, paces the lane's provider calls within the
 	// provider's limits (requests and tokens per minute, 429 pauses).
 	Limiter Limiter
+	// Retry is automatic retry (retry.go); the zero value retries nothing.
+	Retry RetryPolicy
 }
 
 // beat is what the lane's heartbeat writes besides the time.
@@ -77,6 +79,9 @@ const (
 	OutcomeFailed  = "failed"
 	OutcomeFenced  = "fenced"
 	OutcomeAborted = "aborted"
+	// OutcomeRescheduled: the attempt failed and the job went back to
+	// queued for an automatic retry.
+	OutcomeRescheduled = "rescheduled"
 )
 
 // laneStore is what a lane needs of the store.
@@ -89,6 +94,7 @@ type laneStore interface {
 	ClaimUpTo(ctx context.Context, l *store.LaneLock, n int) ([]*store.Claimed, error)
 	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
 	FailIfRunning(ctx context.Context, p store.FailParams) error
+	Installation(ctx context.Context) (inkwell.Installation, error)
 	// Rescue on proof (rescue.go).
 	CanRescue() bool
 	LanesWithRunning(ctx context.Context, except string) ([]string, error)
@@ -103,6 +109,8 @@ type Lane struct {
 	log   *slog.Logger
 	lock  *store.LaneLock
 	wake  chan struct{}
+	// installation goes into every provider idempotency key (read at Open).
+	installation inkwell.Installation
 
 	rescueScans atomic.Int64  // completed looks for dead lanes (rescue.go)
 	waiting     atomic.Int64  // provider answers in hand, not yet stored (job.go record)
@@ -170,6 +178,9 @@ func (l *Lane) Open(ctx context.Context) (store.RecoveryReport, error) {
 		l.logRecovery(ctx, rep)
 		err = l.store.RegisterLane(ctx, l.lock)
 	}
+	if err == nil {
+		l.installation, err = l.store.Installation(ctx)
+	}
 	if err != nil {
 		l.lock.Release()
 		l.lock = nil
@@ -196,6 +207,10 @@ func (l *Lane) Wake() {
 	default:
 	}
 }
+
+// kickAt wakes the lane at t, when a job it put back for an automatic
+// retry may run again, instead of at the next poll after it.
+func (l *Lane) kickAt(t time.Time) { time.AfterFunc(time.Until(t), l.Wake) }
 
 // Name is the lane's name.
 func (l *Lane) Name() string { return l.cfg.Name }

@@ -114,7 +114,7 @@ func TestLimits_429PausesEveryCallOfTheLane(t *testing.T) {
 	var waited []string
 	for i := range slots {
 		j := accept(t, st, fmt.Sprintf("waits-%d", i), "another short line", 4)
-		waited = append(waited, inkwell.ProviderKey(j.ID, j.IdempotencyKey))
+		waited = append(waited, storetest.ProviderKey(t, st, j.ID, j.IdempotencyKey))
 	}
 	r.lane.Wake()
 	storetest.WaitFor(t, waitLimit, "every slot waiting for the pause to end", func() bool { return lim.Waiting() == slots })

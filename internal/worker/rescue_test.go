@@ -97,7 +97,7 @@ func TestRescue_FencesALaneThatLostItsLock(t *testing.T) {
 	if len(done.Attempts) != 2 || done.Attempts[1].Lane != "B" || done.Charge == nil {
 		t.Errorf("after retry: %+v; want attempt 2 done on B with a charge", done)
 	}
-	e, ok := sim.MustLedger(t).Entry(inkwell.ProviderKey(job.ID, job.IdempotencyKey))
+	e, ok := sim.MustLedger(t).Entry(storetest.ProviderKey(t, stB, job.ID, job.IdempotencyKey))
 	if !ok || e.Bills != 1 || e.Calls != 2 || done.Charge.ProviderRequestID != e.RequestID {
 		t.Errorf("ledger entry = %+v (found %t), charge %+v; want 2 calls billed once, charged under its request id", e, ok, done.Charge)
 	}

@@ -93,3 +93,14 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// ProviderKey is the provider idempotency key st's lanes send for a job,
+// for looking the job up in a provider simulator's ledger.
+func ProviderKey(t testing.TB, st *store.Store, jobID int64, key string) string {
+	t.Helper()
+	in, err := st.Installation(context.Background())
+	if err != nil {
+		t.Fatalf("installation: %v", err)
+	}
+	return in.ProviderKey(jobID, key)
+}

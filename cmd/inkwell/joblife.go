@@ -1,0 +1,72 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/inkwell/inkwell/internal/worker"
+)
+
+// jobLifeFlags are serve's flags for a job's life without a human
+// (DESIGN.md §9): automatic retry, retention and admission.
+type jobLifeFlags struct {
+	maxAttempts         *int
+	retryBase, retryCap *time.Duration
+	honoursKeys         *string
+	retention           *time.Duration
+	maxQueued           *int
+}
+
+func addJobLifeFlags(fs *flag.FlagSet) jobLifeFlags {
+	return jobLifeFlags{
+		maxAttempts: fs.Int("max-attempts", 5, "automatic retry: attempts a job may have in all; after the last, the job fails and says it gave up (1: never retry automatically). "+
+			"Only failures that cannot spend money twice are retried: not_sent, rate_limited, provider_error (and timeout, shutdown with --provider-honours-keys)"),
+		retryBase: fs.Duration("retry-base", time.Second, "automatic retry: back-off after the first failed attempt; it doubles per attempt, with jitter (a 429's Retry-After wins)"),
+		retryCap:  fs.Duration("retry-cap", 5*time.Minute, "automatic retry: the longest back-off"),
+		honoursKeys: fs.String("provider-honours-keys", "auto", "on: the provider answers a second call under the same idempotency key from its record without billing again, so a timeout or a shutdown is retried automatically too; "+
+			"off: never; auto: on for --provider sim, off for openai (say on for Inkwell's provider-sim)"),
+		retention: fs.Duration("retention", 720*time.Hour, "remove the prompt and text of jobs finished longer ago than this (their key, attempts and charge stay); 0 keeps everything"),
+		maxQueued: fs.Int("max-queued", 100000, "admission: past this many queued jobs a new request gets 429 with Retry-After and nothing is written (re-sends are still answered); 0: no limit"),
+	}
+}
+
+func (f jobLifeFlags) check() error {
+	switch {
+	case *f.maxAttempts < 1:
+		return fmt.Errorf("--max-attempts must be at least 1, not %d", *f.maxAttempts)
+	case *f.retryBase <= 0 || *f.retryCap <= 0:
+		return fmt.Errorf("--retry-base and --retry-cap must be positive (got %s and %s)", *f.retryBase, *f.retryCap)
+	case *f.retryCap < *f.retryBase:
+		return fmt.Errorf("--retry-cap (%s) must not be shorter than --retry-base (%s)", *f.retryCap, *f.retryBase)
+	case *f.retention < 0:
+		return fmt.Errorf("--retention must be 0 (keep everything) or positive, not %s", *f.retention)
+	case *f.maxQueued < 0:
+		return fmt.Errorf("--max-queued must be 0 (no limit) or positive, not %d", *f.maxQueued)
+	}
+	if _, err := honoursKeys(*f.honoursKeys, "sim"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// policy is the retry policy for the provider kind (sim, openai).
+func (f jobLifeFlags) policy(providerKind string) worker.RetryPolicy {
+	hk, _ := honoursKeys(*f.honoursKeys, providerKind)
+	return worker.RetryPolicy{MaxAttempts: *f.maxAttempts, Base: *f.retryBase, Cap: *f.retryCap, ProviderHonoursKeys: hk}
+}
+
+// honoursKeys reads --provider-honours-keys: auto is on for the in-process
+// sim (it answers a key's second call from its record) and off for an
+// OpenAI-compatible API, whose keys Inkwell cannot vouch for.
+func honoursKeys(v, providerKind string) (bool, error) {
+	switch v {
+	case "on", "true", "yes":
+		return true, nil
+	case "off", "false", "no":
+		return false, nil
+	case "auto", "":
+		return providerKind == "sim", nil
+	}
+	return false, fmt.Errorf("--provider-honours-keys %q: want on, off or auto", v)
+}

@@ -1,0 +1,115 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// RetryPolicy is automatic retry (DESIGN.md §9): which failed attempts put
+// their job back to queued, and when it may run again. The store refuses a
+// reschedule for any class that is not RetrySafe, whatever the policy.
+type RetryPolicy struct {
+	// MaxAttempts is how many attempts a job may have in all before
+	// automatic retry gives up and the job fails, saying so. Below 2,
+	// nothing is retried automatically (the zero Config).
+	MaxAttempts int
+	// Base and Cap bound the exponential back-off: attempt n waits about
+	// Base·2^(n-1), at most Cap, with jitter (defaults 1s and 5m).
+	Base, Cap time.Duration
+	// ProviderHonoursKeys says a second call under the same idempotency
+	// key is answered from the provider's record, not billed again: then a
+	// timeout or a shutdown may be retried too.
+	ProviderHonoursKeys bool
+	// Jitter returns a number in [0, 1); nil uses math/rand/v2.
+	Jitter func() float64
+}
+
+// retryDecision is what becomes of a failed attempt's job.
+type retryDecision struct {
+	retryAt     *time.Time // back to queued, not before this
+	gaveUpAfter int        // failed: automatic retry gave up after this many attempts
+}
+
+// decide applies the policy to attempt number n that failed with class c.
+// A 429's Retry-After (retryAfter > 0) wins over the back-off. Startup
+// recovery and rescue never come here: they close attempts as
+// worker_restarted and never re-queue.
+func (p RetryPolicy) decide(c inkwell.ErrorClass, n int, retryAfter time.Duration, now time.Time) retryDecision {
+	if p.MaxAttempts < 2 || !c.RetrySafe(p.ProviderHonoursKeys) {
+		return retryDecision{}
+	}
+	if n >= p.MaxAttempts {
+		return retryDecision{gaveUpAfter: n}
+	}
+	at := now.Add(p.backoff(n, retryAfter))
+	return retryDecision{retryAt: &at}
+}
+
+// backoff is the wait after attempt n: Base·2^(n-1) capped at Cap, of
+// which the upper half is random ("equal jitter": never less than half the
+// step, so retries still spread out, and never two lanes in lockstep), or
+// the provider's Retry-After when it sent one.
+func (p RetryPolicy) backoff(n int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return retryAfter
+	}
+	base, ceiling := p.Base, p.Cap
+	if base <= 0 {
+		base = time.Second
+	}
+	if ceiling <= 0 {
+		ceiling = 5 * time.Minute
+	}
+	step := base
+	for i := 1; i < n && step < ceiling; i++ {
+		step *= 2
+	}
+	step = min(step, ceiling)
+	jitter := p.Jitter
+	if jitter == nil {
+		jitter = rand.Float64
+	}
+	return step/2 + time.Duration(jitter()*float64(step/2))
+}
+
+// classed is an error that knows its failure class (provider.CallError).
+type classed interface {
+	error
+	ErrorClass() inkwell.ErrorClass
+}
+
+// rateLimited is an error that carries a 429's Retry-After.
+type rateLimited interface {
+	error
+	RateLimited() (retryAfter time.Duration, ok bool)
+}
+
+// classify is the failure class of a provider call's error, and the
+// Retry-After a 429 asked for. ctx is the lane's: once it has ended, a
+// call cut short is a shutdown.
+func classify(ctx context.Context, err error) (inkwell.ErrorClass, time.Duration) {
+	var retryAfter time.Duration
+	if rl, ok := errors.AsType[rateLimited](err); ok {
+		retryAfter, _ = rl.RateLimited()
+	}
+	switch {
+	case errors.Is(err, errNotCalled):
+		return inkwell.ClassNotSent, 0
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		if ce, ok := errors.AsType[classed](err); ok && ce.ErrorClass() == inkwell.ClassNotSent {
+			return inkwell.ClassNotSent, 0
+		}
+		return inkwell.ClassShutdown, 0
+	}
+	if ce, ok := errors.AsType[classed](err); ok {
+		return ce.ErrorClass(), retryAfter
+	}
+	// A provider that does not classify its errors (the in-process sim, a
+	// test double): no evidence that nothing was sent, so the money-safe
+	// reading: no answer, and the request may have arrived.
+	return inkwell.ClassTimeout, retryAfter
+}
