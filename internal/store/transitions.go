@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -199,13 +200,21 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 // job and COMMIT. Every row gets one time: the database's clock, read once
 // by the statement itself (the store's clock when a test injects one).
 func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n int) ([]*Claimed, error) {
-	// The inner SELECT reads the jobs_queued partial index only.
+	// picked reads the jobs_queued partial index only. It is a
+	// MATERIALIZED CTE, run once: as "WHERE id IN (SELECT … LIMIT n FOR
+	// UPDATE SKIP LOCKED)" PostgreSQL may rescan the subquery per row of a
+	// nested-loop semi-join, and each rescan skips the rows this statement
+	// has just updated and picks the next: n = 1 claimed two jobs.
 	claim := `WITH now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
+	picked AS MATERIALIZED (
+		SELECT id AS picked_id FROM jobs WHERE status = 'queued' AND ` + readyAt("(SELECT t FROM now)") + `
+		ORDER BY id LIMIT $3` + s.dialect.claimLock + `
+	),
 	job AS (
 		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), ` + clearOnClaim + `
-		WHERE id IN (SELECT id FROM jobs WHERE status = 'queued' AND ` + readyAt("(SELECT t FROM now)") + ` ORDER BY id LIMIT $3` + s.dialect.claimLock + `)
-		  AND status = 'queued'` + fence + `
-		RETURNING ` + jobColumns + `
+		FROM picked
+		WHERE jobs.id = picked.picked_id AND status = 'queued'` + fence + `
+		RETURNING ` + qualified("jobs", jobColumns) + `
 	), attempt AS (
 		INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
 		SELECT job.id, COALESCE((SELECT MAX(a.attempt_number) FROM job_attempts a WHERE a.job_id = job.id), 0) + 1, 'running', $1, job.started_at
@@ -250,6 +259,15 @@ const clearOnClaim = `error = NULL, error_class = NULL, not_before = NULL, finis
 // readyAt is the claim's guard on a queued job's back-off: never before
 // its not_before. now is the statement's time parameter.
 func readyAt(now string) string { return `(not_before IS NULL OR not_before <= ` + now + `)` }
+
+// qualified prefixes each column of a column list with table.
+func qualified(table, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = table + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
 
 // withExtra scans a row's leading columns with scanJob and the rest into extra.
 type withExtra struct {
