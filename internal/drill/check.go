@@ -60,20 +60,32 @@ type Evidence struct {
 	Texts map[string]string
 	// DeadPIDs are the serve processes the drill saw die.
 	DeadPIDs []int
+	// HonoursKeys says serve ran with --provider-honours-keys on, which
+	// makes timeout and shutdown retry-safe (DESIGN.md §9). The drill runs
+	// `--provider openai`, off by default.
+	HonoursKeys bool
 }
 
 // Check returns every violation of DESIGN.md §7 in e; none means the
 // database told the truth at every snapshot.
 func Check(e Evidence) []Violation {
 	var out []Violation
+	retried := map[int64]bool{}
+	for _, s := range e.Requests {
+		if strings.HasSuffix(s.Path, "/retry") && s.Outcome != OutcomeRefused {
+			retried[s.JobID] = true
+		}
+	}
 	for i, s := range e.Snapshots {
-		c := checker{snap: s, keys: e.Keys}
+		c := checker{snap: s, keys: e.Keys, honoursKeys: e.HonoursKeys, retried: retried}
 		c.static()
 		if i > 0 {
 			c.since(e.Snapshots[i-1], e.DeadPIDs)
+			c.joblifeSince(e.Snapshots[i-1])
 		}
 		if s.Kind == KindFinal {
 			c.final(e)
+			c.joblifeEvidence(e)
 		}
 		out = append(out, c.out...)
 	}
@@ -82,9 +94,11 @@ func Check(e Evidence) []Violation {
 
 // checker judges one snapshot, alone and against the one before it.
 type checker struct {
-	snap Snapshot
-	keys []string
-	out  []Violation
+	snap        Snapshot
+	keys        []string
+	honoursKeys bool           // Evidence.HonoursKeys
+	retried     map[int64]bool // jobs a client retried (the request may have taken effect)
+	out         []Violation
 }
 
 func (c *checker) add(jobID int64, inv, format string, args ...any) {
@@ -142,6 +156,7 @@ func (c *checker) job(j JobRow) {
 	c.running(j, atts)
 	c.doneAttempt(j, atts, results, charges)
 	c.finishedFields(j, atts)
+	c.joblife(j, atts) // check_joblife.go
 }
 
 func (c *checker) numbering(j JobRow, atts []AttemptRow) {

@@ -6,7 +6,9 @@ import "github.com/inkwell/inkwell"
 // agrees with everything the clients were told.
 func (c *checker) final(e Evidence) {
 	for _, j := range c.snap.Jobs {
-		if j.Status != inkwell.StatusDone {
+		// A cancelled job ends cancelled; InvCancelAsked says whether a
+		// client asked for it.
+		if j.Status != inkwell.StatusDone && !isCancelled(j) {
 			c.add(j.ID, InvAllDone, "job is %s at the end (error %q)", j.Status, j.Error.String)
 		}
 	}
@@ -14,7 +16,7 @@ func (c *checker) final(e Evidence) {
 		c.answers(key, e.Requests)
 		j, ok := c.snap.jobByKey(key)
 		text, read := e.Texts[key]
-		if !ok || !read {
+		if !ok || !read || isPruned(j) {
 			continue
 		}
 		for _, r := range c.snap.resultsOf(j.ID) {

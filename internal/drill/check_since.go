@@ -18,7 +18,7 @@ func (c *checker) since(prev Snapshot, dead []int) {
 		switch {
 		case !ok:
 			c.add(pj.ID, InvOneJobPerKey, "the job for key %q, present %s, is gone", pj.Key, prev.Label)
-		case j.Key != pj.Key || j.RequestHash != pj.RequestHash || j.Payload != pj.Payload:
+		case j.Key != pj.Key || j.RequestHash != pj.RequestHash || (j.Payload != pj.Payload && !isPruned(j)):
 			c.add(pj.ID, InvOneJobPerKey, "the job's key or request changed since %s", prev.Label)
 		case pj.Status == inkwell.StatusDone && j.Status != inkwell.StatusDone:
 			c.add(pj.ID, InvWrittenOnce, "the job was done %s and is %s now", prev.Label, j.Status)
@@ -49,7 +49,12 @@ func (c *checker) since(prev Snapshot, dead []int) {
 // writtenOnce: a result or charge, once there, stays exactly as it was.
 func (c *checker) writtenOnce(prev Snapshot) {
 	for _, pr := range prev.Results {
-		if rs := c.snap.resultsOf(pr.JobID); !slices.Contains(rs, pr) {
+		rs := c.snap.resultsOf(pr.JobID)
+		if j, ok := c.snap.job(pr.JobID); ok && isPruned(j) {
+			// Retention removes the text and keeps the row (InvPruned).
+			pr.Text = ""
+		}
+		if !slices.Contains(rs, pr) {
 			c.add(pr.JobID, InvWrittenOnce, "the result written for attempt id %d (present %s) changed or vanished", pr.AttemptID, prev.Label)
 		}
 	}

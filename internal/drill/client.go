@@ -44,6 +44,9 @@ type Sent struct {
 	Status  int           // the HTTP status, 0 without an answer
 	Detail  string        // why, for refusals and unknowns
 	At      time.Duration // when the outcome was known, since the scenario began
+	// AfterPrune marks a re-send of a key whose job was pruned; Pruned
+	// says the answer's job carried pruned_at.
+	AfterPrune, Pruned bool
 }
 
 func (s Sent) String() string {

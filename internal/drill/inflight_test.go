@@ -179,6 +179,7 @@ func (w *world) mustDrain() {
 			if _, err := st.RetryIfFailed(ctx, j.ID); err != nil {
 				w.t.Fatal(err)
 			}
+			w.sent = append(w.sent, Sent{Seq: len(w.sent) + 1, Path: fmt.Sprintf("%s/%d/retry", pathJobs, j.ID), JobID: j.ID, Outcome: OutcomeOK, Status: 200})
 		}
 	}
 	for {
