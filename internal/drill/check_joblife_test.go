@@ -126,9 +126,13 @@ func TestCheck_JobLifeBrokenWorlds(t *testing.T) {
 		{"FailedJobWithoutClass", func(w *world) { w.mustAccept("k2"); w.mustFail(inkwell.ClassRejected, nil, 0) },
 			func(w *world) { w.mustExec(`UPDATE jobs SET error_class = NULL WHERE id = 2`) }, 2, InvErrorClass, nil},
 		{"FailedAttemptWithoutClass", func(w *world) { w.mustAccept("k2"); w.mustFail(inkwell.ClassRejected, nil, 0) },
-			func(w *world) { w.mustExec(dropImmutable, `UPDATE job_attempts SET error_class = NULL WHERE job_id = 2`) }, 2, InvErrorClass, nil},
+			func(w *world) {
+				w.mustExec(dropImmutable, `UPDATE job_attempts SET error_class = NULL WHERE job_id = 2`)
+			}, 2, InvErrorClass, nil},
 		{"DoneAttemptWithClass", func(w *world) {},
-			func(w *world) { w.mustExec(dropImmutable, `UPDATE job_attempts SET error_class = 'timeout' WHERE job_id = 1`) }, 1, InvErrorClass, nil},
+			func(w *world) {
+				w.mustExec(dropImmutable, `UPDATE job_attempts SET error_class = 'timeout' WHERE job_id = 1`)
+			}, 1, InvErrorClass, nil},
 		{"RestartedWithoutRecovery", func(w *world) { w.mustAccept("k2"); w.mustFail(inkwell.ClassProviderError, nil, 0) },
 			func(w *world) {
 				w.mustExec(dropImmutable, `UPDATE job_attempts SET error_class = 'worker_restarted' WHERE job_id = 2`,
