@@ -79,6 +79,9 @@ type BoardJob struct {
 	Age        string     `json:"age,omitempty"`
 	Error      string     `json:"error,omitempty"`
 	NextAction string     `json:"next_action"`
+	// ErrorClass is what kind of failure ended a failed job, or the one a
+	// queued job waits out after an automatic retry (DESIGN.md §9).
+	ErrorClass string `json:"error_class,omitempty"`
 }
 
 // NewOverviewResponse puts the store's operator reads in their wire form.

@@ -21,8 +21,12 @@ import (
 // (0004_overview_counts.sql, one per dialect) replaced them so that their
 // cost does not grow with the history: job_overview reads the counts that
 // triggers keep in job_counts, in the same transaction as each write, and
-// one index probe per status for the oldest job. A later change to their
-// words comes as a new migration.
+// one index probe per status for the oldest job. Migration 0006
+// (0006_views_by_class.sql) made them decide on each failure's class
+// (error_class), never on its wording: job_counts keeps one kind per failed
+// class, and the next actions are the class's; jobs waiting out a back-off,
+// given up, cancelled, pruned and possible poison jobs have their own. A
+// later change to their words comes as a new migration.
 
 // OverviewRow is one row of job_overview: one status. (The store's types
 // carry no wire format: the HTTP API's forms are in api/wire.go.)
@@ -46,6 +50,10 @@ type BoardRow struct {
 	Age        string
 	Error      string
 	NextAction string
+	// ErrorClass is the class of the failure that ended a failed job, or
+	// that a queued job waits out after an automatic retry put it back;
+	// empty otherwise (DESIGN.md §9). next_action is decided on it.
+	ErrorClass string
 }
 
 // LaneState is one row of lane_liveness.
@@ -168,7 +176,7 @@ func (s *Store) Board(ctx context.Context, limit int, statuses ...string) ([]Boa
 	for i, id := range ids {
 		list[i] = strconv.FormatInt(id, 10)
 	}
-	q := `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action FROM job_board
+	q := `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action, error_class FROM job_board
 		WHERE id IN (` + strings.Join(list, ", ") + `)
 		ORDER BY CASE status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE 3 END, id`
 	rows, err := tx.QueryContext(ctx, q)
@@ -239,7 +247,7 @@ func (s *Store) boardInOrder(ctx context.Context, limit int, statuses []string) 
 		}
 		where = ` WHERE status IN (` + strings.Join(marks, ", ") + `)`
 	}
-	q := `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action FROM job_board` + where +
+	q := `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action, error_class FROM job_board` + where +
 		` ORDER BY CASE status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE 3 END, id`
 	if limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", limit)
@@ -257,13 +265,13 @@ func scanBoard(rows *sql.Rows) ([]BoardRow, error) {
 	out := []BoardRow{}
 	for rows.Next() {
 		var r BoardRow
-		var lane, ageText, errText sql.NullString
+		var lane, ageText, errText, class sql.NullString
 		var since nullTime
 		var age sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Status, &lane, &r.Attempt, &since, &age, &ageText, &errText, &r.NextAction); err != nil {
+		if err := rows.Scan(&r.ID, &r.Status, &lane, &r.Attempt, &since, &age, &ageText, &errText, &r.NextAction, &class); err != nil {
 			return nil, fmt.Errorf("board: %w", err)
 		}
-		r.Lane, r.Age, r.Error = lane.String, ageText.String, errText.String
+		r.Lane, r.Age, r.Error, r.ErrorClass = lane.String, ageText.String, errText.String, class.String
 		r.Since, r.AgeSeconds = since.Ptr(), nullInt(age)
 		out = append(out, r)
 	}
@@ -284,7 +292,7 @@ func nullInt(n sql.NullInt64) *int64 {
 // BoardRowByID returns one job's job_board row, or nil when the job is
 // done or does not exist.
 func (s *Store) BoardRowByID(ctx context.Context, id int64) (*BoardRow, error) {
-	const q = `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action FROM job_board WHERE id = $1`
+	const q = `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action, error_class FROM job_board WHERE id = $1`
 	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), id)
 	if err != nil {
 		return nil, s.classify(fmt.Errorf("board row of job %d: %w", id, err))

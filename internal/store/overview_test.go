@@ -84,9 +84,10 @@ func (f *ovFixture) claim(lane string) *store.Claimed {
 	return c
 }
 
-func (f *ovFixture) fail(c *store.Claimed, msg string) {
+// fail ends c's attempt and job failed, with the class a worker gives msg.
+func (f *ovFixture) fail(c *store.Claimed, class inkwell.ErrorClass, msg string) {
 	f.t.Helper()
-	if err := f.s.FailIfRunning(f.ctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg, Class: inkwell.ClassProviderError}); err != nil {
+	if err := f.s.FailIfRunning(f.ctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg, Class: class}); err != nil {
 		f.t.Fatalf("FailIfRunning(job %d): %v", c.Job.ID, err)
 	}
 }
@@ -211,7 +212,7 @@ func TestStore_Overview(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, s *store.Store) {
 			want := map[string][]string{
 				"job_overview":  {"status", "jobs", "oldest_job_id", "oldest_age_seconds", "oldest_age", "next_action"},
-				"job_board":     {"id", "status", "lane", "attempt", "since", "age_seconds", "age", "error", "next_action"},
+				"job_board":     {"id", "status", "lane", "attempt", "since", "age_seconds", "age", "error", "next_action", "error_class"},
 				"lane_liveness": {"lane", "state", "alive", "heartbeat_age_seconds", "heartbeat_age", "running_jobs", "heartbeat_at", "pid", "host", "incarnation", "started_at", "stopped_at", "stop_reason", "answers_waiting", "slots", "slots_in_use", "paused_until"},
 			}
 			for view, cols := range want {
@@ -324,7 +325,7 @@ func TestStore_Overview(t *testing.T) {
 			f.lane("east")
 			c := f.claim("east")
 			f.clk.At(-10 * time.Minute)
-			f.fail(c, "provider: HTTP 503")
+			f.fail(c, inkwell.ClassProviderError, "provider: HTTP 503")
 			if _, err := f.s.RetryIfFailed(f.ctx, c.Job.ID); err != nil {
 				t.Fatalf("RetryIfFailed: %v", err)
 			}
@@ -428,8 +429,10 @@ func TestStore_Overview(t *testing.T) {
 			if ov["running"].Jobs != 0 || ov["failed"].Jobs != 1 {
 				t.Errorf("after recovery running %d, failed %d; want 0, 1", ov["running"].Jobs, ov["failed"].Jobs)
 			}
-			wantAction(t, "failed", ov["failed"].NextAction, fmt.Sprintf("inspect the error, then inkwell retry %d; "+
-				"1 failed after the provider call had begun (1 by a worker restart: the provider may already have billed them): "+
+			wantAction(t, "failed", ov["failed"].NextAction, fmt.Sprintf("inspect the error, then inkwell retry %d "+
+				"(the worker died during the attempt, so the provider may already have billed it; "+
+				"the retry reuses the job's provider key, so the provider answers from its record); "+
+				"1 worker_restarted: the worker died during the attempt, so the provider may already have billed them; "+
 				"the retry reuses the job's provider key, so the provider answers from its record", c.Job.ID))
 			wantAction(t, "board", f.board()[c.Job.ID].NextAction, fmt.Sprintf("inspect the error, then inkwell retry %d "+
 				"(the worker died during the attempt, so the provider may already have billed it; "+
@@ -537,37 +540,151 @@ func TestStore_Overview(t *testing.T) {
 			}
 		})
 	})
-	t.Run("FailedBeforeAndAfterTheProviderCall", func(t *testing.T) {
+	t.Run("FailedByClass", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {
 			f.clk.At(time.Minute)
 			f.lane("east")
-			for _, k := range []string{"k1", "k2", "k3", "k4"} {
-				f.accept(k)
-			}
-			refused, unreadable, provider, shutdown := f.claim("east"), f.claim("east"), f.claim("east"), f.claim("east")
-			f.fail(refused, refusedError)
-			f.fail(unreadable, "payload unreadable: unexpected end of JSON input")
-			f.fail(provider, "provider: HTTP 500 from the provider")
-			f.fail(shutdown, inkwell.ErrShutdownGrace)
+			j := f.failedByClass()
 			b := f.board()
-			wantAction(t, "refused", b[refused.Job.ID].NextAction, fmt.Sprintf("inspect the error and fix its cause "+
-				"(the API key, the model or the request) before inkwell retry %d (the provider refused the request: a retry as it is fails the same way)", refused.Job.ID))
-			wantAction(t, "payload unreadable", b[unreadable.Job.ID].NextAction,
-				fmt.Sprintf("inspect the error, then inkwell retry %d", unreadable.Job.ID))
-			for _, c := range []*store.Claimed{provider, shutdown} {
-				wantAction(t, b[c.Job.ID].Error, b[c.Job.ID].NextAction, fmt.Sprintf("inspect the error, then inkwell retry %d "+
-					"(failed after the provider call had begun; the retry reuses the job's provider key, so the provider answers from its record)", c.Job.ID))
+			for _, c := range failedCases(j) {
+				r := b[j[c.name]]
+				if r.Status != "failed" {
+					t.Errorf("%s: job %d status %q, want failed", c.name, r.ID, r.Status)
+				}
+				if c.prefix {
+					wantActionPrefix(t, c.name, r.NextAction, c.action)
+				} else {
+					wantAction(t, c.name, r.NextAction, c.action)
+				}
+				if r.ErrorClass != c.class {
+					t.Errorf("%s: error_class %q, want %q", c.name, r.ErrorClass, c.class)
+				}
 			}
 			o := f.overview()["failed"]
-			if o.Jobs != 4 {
-				t.Errorf("failed jobs = %d, want 4", o.Jobs)
+			if o.Jobs != int64(len(j)) {
+				t.Errorf("failed jobs = %d, want %d", o.Jobs, len(j))
 			}
-			// The first failed job is the refused one: the headline says to
-			// fix its cause, and the refusal is not counted as retry-safe.
-			wantAction(t, "failed", o.NextAction, fmt.Sprintf("inspect the error and fix its cause, then inkwell retry %d (and 3 more: SELECT * FROM job_board); "+
-				"1 refused by the provider (HTTP 4xx): fix the API key, the model or the request first, or the retry fails the same way; "+
-				"2 failed after the provider call had begun: the retry reuses the job's provider key, so the provider answers from its record", refused.Job.ID))
+			// The first failed job that needs a person leads (the rejected
+			// one); then each kind, how many and what to do.
+			wantAction(t, "failed", o.NextAction, fmt.Sprintf("fix its cause first (the API key, the model or the request; inspect the error), "+
+				"then inkwell retry %d: the provider refused the request, so a retry as it is will fail the same way (and %d more: SELECT * FROM job_board)", j["rejected"], len(j)-1)+
+				"; 1 not_sent: safe to retry, nothing reached the provider"+
+				"; 1 rate_limited: safe to retry, the provider answered 429 and billed nothing"+
+				"; 1 provider_error: safe to retry, the provider answered with a server error (5xx)"+
+				"; 1 rejected by the provider: fix its cause first (the API key, the model or the request), a retry will fail the same way"+
+				"; 1 malformed: inspect the provider's answer first, Inkwell could not read it and a retry may get the same; the provider may have billed the call"+
+				"; 1 unstorable: fix the database first (disk full? a constraint?), it refused the provider's answer; the provider billed the call"+
+				"; 1 timeout: no answer came in time, the provider may have billed the call; with a provider that ignores keys (openai) a retry may bill twice, so check its usage first"+
+				"; 1 shutdown: a stop cut the call short, the provider may have billed it; with a provider that ignores keys (openai) a retry may bill twice, so check its usage first"+
+				"; 2 worker_restarted: the worker died during the attempt, so the provider may already have billed them; "+
+				"the retry reuses the job's provider key, so the provider answers from its record"+
+				"; 1 possible poison job (the last two attempts ended worker_restarted): it may be what kills the worker; inspect it before a retry"+
+				"; 1 gave up after automatic retries: the provider kept failing; check it (its status, limits and API key), then retry"+
+				"; 1 legacy (failed before failures had classes, the words do not tell): inspect the error, then retry"+
+				"; 1 cancelled while the provider call was in flight: the provider may have billed them; nothing to do"+
+				"; 1 cancelled before they ran: nothing to do"+
+				"; 1 pruned by retention: their prompt is gone, nothing to retry")
+			f.wantCountsKept("after a failure of each class")
+
+			// The class decides, not the words: the same error under another
+			// class reads as that class, in the board and the counts.
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, fmt.Sprintf(`UPDATE jobs SET error_class = 'timeout' WHERE id = %d`, j["not_sent"])); err != nil {
+				t.Fatal(err)
+			}
+			f.wantCountsKept("after a person's UPDATE OF error_class")
+			wantActionPrefix(t, "not_sent reclassified", f.board()[j["not_sent"]].NextAction, "check the provider's usage first: no answer came in time")
+			if got := f.overview()["failed"].NextAction; !strings.Contains(got, "; 2 timeout: ") || strings.Contains(got, "not_sent") {
+				t.Errorf("failed after reclassifying: %q, want 2 timeout and no not_sent", got)
+			}
+			// A job without a class reads as legacy.
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, fmt.Sprintf(`UPDATE jobs SET error_class = NULL WHERE id = %d`, j["legacy"])); err != nil {
+				t.Fatal(err)
+			}
+			f.wantCountsKept("after a class set to NULL")
+			wantAction(t, "no class", f.board()[j["legacy"]].NextAction, fmt.Sprintf("inspect the error, then inkwell retry %d", j["legacy"]))
+
+		})
+	})
+	t.Run("FailedNeedingNobody", func(t *testing.T) {
+		t.Parallel()
+		runOverview(t, func(f *ovFixture) {
+			// Cancelled and pruned jobs only: nobody needs to act.
+			f.clk.At(time.Minute)
+			f.lane("east")
+			pruned := f.accept("pruned")
+			f.fail(f.claim("east"), inkwell.ClassNotSent, "provider: provider call: connection refused: dial tcp")
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, fmt.Sprintf(`UPDATE jobs SET pruned_at = %s WHERE id = %d`, f.dbTime(0), pruned.ID)); err != nil {
+				t.Fatal(err)
+			}
+			running := f.accept("running")
+			f.claim("east")
+			queued := f.accept("queued")
+			for _, id := range []int64{running.ID, queued.ID} {
+				if _, err := f.s.Cancel(f.ctx, id, "operator"); err != nil {
+					t.Fatalf("Cancel(%d): %v", id, err)
+				}
+			}
+			f.wantCountsKept("after cancels and a prune")
+			wantAction(t, "failed (cancelled and pruned only)", f.overview()["failed"].NextAction, "nothing to retry"+
+				"; 1 cancelled while the provider call was in flight: the provider may have billed them; nothing to do"+
+				"; 1 cancelled before they ran: nothing to do"+
+				"; 1 pruned by retention: their prompt is gone, nothing to retry")
+			// A retry of a cancelled job clears its class: it counts as queued.
+			if _, err := f.s.RetryIfFailed(f.ctx, queued.ID); err != nil {
+				t.Fatalf("RetryIfFailed: %v", err)
+			}
+			f.wantCountsKept("after a cancelled job's retry")
+		})
+	})
+	t.Run("QueuedWaitingForBackOff", func(t *testing.T) {
+		t.Parallel()
+		runOverview(t, func(f *ovFixture) {
+			// An hour ago: a job failed with a 5xx and was put back for an
+			// hour and a minute; the lane is idle, and must not read as stuck.
+			f.clk.At(-time.Hour)
+			f.accept("k1")
+			f.clk.At(time.Minute)
+			f.lane("east")
+			c := f.claim("east")
+			at := time.Now().UTC().Add(time.Hour).Truncate(time.Second)
+			if err := f.s.FailIfRunning(f.ctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "provider: HTTP 503",
+				Class: inkwell.ClassProviderError, RetryAt: &at}); err != nil {
+				t.Fatalf("FailIfRunning (reschedule): %v", err)
+			}
+			next := at.Format("2006-01-02T15:04:05Z")
+			o := f.overview()["queued"]
+			if o.Jobs != 1 {
+				t.Errorf("queued = %d, want 1", o.Jobs)
+			}
+			wantAction(t, "queued (only waiting)", o.NextAction, "wait: 1 waiting for back-off, next at "+next)
+			r := f.board()[c.Job.ID]
+			wantAction(t, "board (waiting)", r.NextAction, "wait: back-off after attempt 1 failed (provider_error): automatic retry, claimed from "+next)
+			if r.ErrorClass != "provider_error" || r.Error != "provider: HTTP 503" {
+				t.Errorf("waiting job error %q, class %q; want the failure it waits out", r.Error, r.ErrorClass)
+			}
+			// A job ready behind it is the queue's head.
+			j2 := f.accept("k2")
+			wantAction(t, "queued (one ready)", f.overview()["queued"].NextAction, "wait: lane east claims next; 1 waiting for back-off, next at "+next)
+			wantAction(t, "board (ready)", f.board()[j2.ID].NextAction, "wait: lane east claims next")
+			f.wantCountsKept("with a job waiting for back-off")
+			// No live lane: that comes first, and the waiting jobs follow.
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, `UPDATE lanes SET stopped_at = heartbeat_at, stop_reason = 'shutdown'`); err != nil {
+				t.Fatal(err)
+			}
+			wantActionPrefix(t, "queued (no lane)", f.overview()["queued"].NextAction, "no live worker lane: start inkwell serve (last seen: east stopped")
+			if got := f.overview()["queued"].NextAction; !strings.HasSuffix(got, "; 1 waiting for back-off, next at "+next) {
+				t.Errorf("queued (no lane) = %q, want it to end with the waiting jobs", got)
+			}
+			// The back-off is over: the job is ready, and the head.
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, `UPDATE lanes SET stopped_at = NULL, stop_reason = NULL`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, fmt.Sprintf(`UPDATE jobs SET not_before = %s WHERE id = %d`, f.dbTime(-time.Minute), c.Job.ID)); err != nil {
+				t.Fatal(err)
+			}
+			wantAction(t, "queued (back-off over)", f.overview()["queued"].NextAction, "wait: lane east claims next")
+			wantAction(t, "board (back-off over)", f.board()[c.Job.ID].NextAction, "wait: lane east claims next")
 		})
 	})
 	t.Run("Done", func(t *testing.T) {
@@ -622,6 +739,107 @@ func TestStore_Overview(t *testing.T) {
 // refusedError is what worker/job.go writes when the provider refuses a
 // request with a 4xx: "provider: " and the provider's CallError.
 var refusedError = "provider: " + (&provider.CallError{Class: provider.ClassClient, Status: 401, Msg: "invalid API key"}).Error()
+
+// failedByClass makes one failed job of each kind the views tell apart,
+// each through the store's transitions (a pruned job's prune by SQL), and
+// returns their ids by name. The rejected job has the smallest id.
+func (f *ovFixture) failedByClass() map[string]int64 {
+	f.t.Helper()
+	j := map[string]int64{}
+	for _, c := range []struct {
+		name  string
+		class inkwell.ErrorClass
+		msg   string
+	}{
+		{"rejected", inkwell.ClassRejected, refusedError},
+		{"not_sent", inkwell.ClassNotSent, "provider: provider call: connection refused: dial tcp"},
+		{"rate_limited", inkwell.ClassRateLimited, "provider: provider call: rate limited: HTTP 429"},
+		{"provider_error", inkwell.ClassProviderError, "provider: provider call: server error: HTTP 502"},
+		{"malformed", inkwell.ClassMalformed, "provider: provider call: malformed answer: unexpected EOF"},
+		{"unstorable", inkwell.ClassUnstorable, "could not store the provider's answer: disk full"},
+		{"timeout", inkwell.ClassTimeout, "provider: provider call: timeout: context deadline exceeded"},
+		{"shutdown", inkwell.ClassShutdown, inkwell.ErrShutdownGrace},
+		{"worker_restarted", inkwell.ClassWorkerRestarted, "worker restarted"},
+		{"legacy", inkwell.ClassLegacy, "boom"},
+		{"pruned", inkwell.ClassProviderError, "provider: provider call: server error: HTTP 500"},
+	} {
+		j[c.name] = f.accept(c.name).ID
+		f.fail(f.claim("east"), c.class, c.msg)
+	}
+	// Automatic retry gave up after 5 attempts.
+	j["gave_up"] = f.accept("gave_up").ID
+	c := f.claim("east")
+	if err := f.s.FailIfRunning(f.ctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "provider: provider call: server error: HTTP 503",
+		Class: inkwell.ClassProviderError, GaveUpAfter: 5}); err != nil {
+		f.t.Fatalf("FailIfRunning (gave up): %v", err)
+	}
+	// Its last two attempts both ended worker_restarted.
+	j["poison"] = f.accept("poison").ID
+	f.fail(f.claim("east"), inkwell.ClassWorkerRestarted, "worker restarted")
+	if _, err := f.s.RetryIfFailed(f.ctx, j["poison"]); err != nil {
+		f.f("RetryIfFailed(poison): %v", err)
+	}
+	f.fail(f.claim("east"), inkwell.ClassWorkerRestarted, "worker restarted")
+	// Cancelled while running, then while queued.
+	j["cancelled_running"] = f.accept("cancelled_running").ID
+	f.claim("east")
+	if _, err := f.s.Cancel(f.ctx, j["cancelled_running"], "operator"); err != nil {
+		f.f("Cancel(running): %v", err)
+	}
+	j["cancelled_queued"] = f.accept("cancelled_queued").ID
+	if _, err := f.s.Cancel(f.ctx, j["cancelled_queued"], "operator"); err != nil {
+		f.f("Cancel(queued): %v", err)
+	}
+	if _, err := f.s.WriteDB().ExecContext(f.ctx, fmt.Sprintf(`UPDATE jobs SET pruned_at = %s WHERE id = %d`, f.dbTime(0), j["pruned"])); err != nil {
+		f.f("prune: %v", err)
+	}
+	return j
+}
+
+func (f *ovFixture) f(format string, args ...any) {
+	f.t.Helper()
+	f.t.Fatalf(format, args...)
+}
+
+// failedCase is the board's words for one kind of failed job.
+type failedCase struct {
+	name, class, action string
+	prefix              bool
+}
+
+// failedCases is what job_board says of each job failedByClass made: the
+// same words on both dialects.
+func failedCases(j map[string]int64) []failedCase {
+	usage := func(what string, id int64) string {
+		return fmt.Sprintf("check the provider's usage first: %s, so the provider may have billed it; with a provider that ignores keys (openai) "+
+			"a retry may bill twice, with one that honours them (sim, provider-sim) the retry is answered from its record; then inkwell retry %d", what, id)
+	}
+	return []failedCase{
+		{name: "rejected", class: "rejected", action: fmt.Sprintf("fix its cause first (the API key, the model or the request; inspect the error), "+
+			"then inkwell retry %d: the provider refused the request, so a retry as it is will fail the same way", j["rejected"])},
+		{name: "not_sent", class: "not_sent", action: fmt.Sprintf("safe to retry: inkwell retry %d (nothing reached the provider: a retry cannot bill twice)", j["not_sent"])},
+		{name: "rate_limited", class: "rate_limited", action: fmt.Sprintf("safe to retry: inkwell retry %d (the provider answered 429 and billed nothing: a retry cannot bill twice)", j["rate_limited"])},
+		{name: "provider_error", class: "provider_error", action: fmt.Sprintf("safe to retry: inkwell retry %d (the provider answered with a server error (5xx): a retry cannot bill twice)", j["provider_error"])},
+		{name: "malformed", class: "malformed", action: fmt.Sprintf("inspect the provider's answer first: Inkwell could not read it, and a retry may get the same answer "+
+			"(the provider may have billed the call); then inkwell retry %d", j["malformed"])},
+		{name: "unstorable", class: "unstorable", action: fmt.Sprintf("fix the database first (disk full? a constraint?): it refused the provider's answer; then inkwell retry %d "+
+			"(the provider billed the call; the retry reuses the job's provider key, and a provider that ignores keys bills it again)", j["unstorable"])},
+		{name: "timeout", class: "timeout", action: usage("no answer came in time", j["timeout"])},
+		{name: "shutdown", class: "shutdown", action: usage("a stop cut the call short", j["shutdown"])},
+		{name: "worker_restarted", class: "worker_restarted", action: fmt.Sprintf("inspect the error, then inkwell retry %d (the worker died during the attempt, "+
+			"so the provider may already have billed it; the retry reuses the job's provider key, so the provider answers from its record)", j["worker_restarted"])},
+		{name: "legacy", class: "legacy", action: fmt.Sprintf("inspect the error, then inkwell retry %d", j["legacy"])},
+		{name: "gave_up", class: "provider_error", action: fmt.Sprintf("gave up after 5 attempts (the last provider_error): automatic retry stopped; "+
+			"check the provider (its status, limits and API key), then inkwell retry %d", j["gave_up"])},
+		{name: "poison", class: "worker_restarted", action: fmt.Sprintf("possible poison job: it may be what kills the worker; inspect it before a retry "+
+			"(its last two attempts both ended worker_restarted: inkwell show %d)", j["poison"])},
+		{name: "cancelled_running", class: "cancelled", action: fmt.Sprintf("nothing to do: cancelled while its provider call was in flight, "+
+			"so the provider may have billed it (inkwell retry %d runs it again under the job's provider key)", j["cancelled_running"])},
+		{name: "cancelled_queued", class: "cancelled", action: fmt.Sprintf("nothing to do: cancelled before it ran, nothing reached the provider "+
+			"(inkwell retry %d runs it after all)", j["cancelled_queued"])},
+		{name: "pruned", class: "provider_error", prefix: true, action: "nothing to do: pruned by retention at 20"},
+	}
+}
 
 func TestStore_LiveLanes(t *testing.T) {
 	t.Parallel()
@@ -755,10 +973,10 @@ func TestStore_OverviewCounts(t *testing.T) {
 			t.Fatalf("CompleteIfRunning: %v", err)
 		}
 		f.wantCountsKept("after complete")
-		f.fail(cs[1], refusedError)
-		f.fail(cs[2], "provider: HTTP 500 from the provider")
-		f.fail(cs[3], inkwell.ErrShutdownGrace)
-		f.fail(cs[4], "payload unreadable: unexpected end of JSON input")
+		f.fail(cs[1], inkwell.ClassRejected, refusedError)
+		f.fail(cs[2], inkwell.ClassProviderError, "provider: HTTP 500 from the provider")
+		f.fail(cs[3], inkwell.ClassShutdown, inkwell.ErrShutdownGrace)
+		f.fail(cs[4], inkwell.ClassRejected, "payload unreadable: unexpected end of JSON input")
 		f.wantCountsKept("after fail")
 		for _, c := range cs[1:3] {
 			if _, err := f.s.RetryIfFailed(f.ctx, c.Job.ID); err != nil {
@@ -786,8 +1004,14 @@ func TestStore_OverviewCounts(t *testing.T) {
 		// Writes no Inkwell code makes keep them exact too.
 		for _, q := range []string{
 			`DELETE FROM charges`,
-			`UPDATE jobs SET status = 'failed', error = 'worker restarted', finished_at = created_at WHERE status = 'queued'`,
-			`UPDATE jobs SET error = 'provider: HTTP 503' WHERE error = 'worker restarted'`,
+			`UPDATE jobs SET status = 'failed', error = 'worker restarted', error_class = 'worker_restarted', finished_at = created_at WHERE status = 'queued'`,
+			`UPDATE jobs SET error_class = 'provider_error' WHERE error_class = 'worker_restarted'`,
+			`UPDATE jobs SET error = 'provider: HTTP 503' WHERE error_class = 'provider_error'`, // words move no count
+			`UPDATE jobs SET gave_up_after = 3 WHERE error_class = 'provider_error'`,
+			`UPDATE jobs SET pruned_at = finished_at WHERE status IN ('done', 'failed')`,
+			`UPDATE jobs SET pruned_at = NULL, gave_up_after = NULL`,
+			`UPDATE jobs SET started_at = NULL, error_class = 'cancelled' WHERE status = 'failed'`,
+			`DELETE FROM jobs WHERE status = 'failed' AND id NOT IN (SELECT job_id FROM job_attempts)`,
 		} {
 			if _, err := f.s.WriteDB().ExecContext(f.ctx, q); err != nil {
 				t.Fatalf("%s: %v", q, err)
@@ -821,17 +1045,20 @@ func wantCountsKept(t *testing.T, s *store.Store, when string) {
 	rows.Close()
 	full := map[string]int64{}
 	byStatus := map[string]int64{}
-	rows, err = s.DB().QueryContext(ctx, `SELECT status, error, request_hash, lane FROM jobs`)
+	rows, err = s.DB().QueryContext(ctx, `SELECT status, error_class, gave_up_after IS NOT NULL, pruned_at IS NOT NULL,
+		started_at IS NOT NULL, request_hash, lane IS NOT NULL FROM jobs`)
 	if err != nil {
 		t.Fatalf("%s: read jobs: %v", when, err)
 	}
 	for rows.Next() {
-		var status, hash string
-		var errText, lane sql.NullString
-		if err := rows.Scan(&status, &errText, &hash, &lane); err != nil {
+		var r kindRow
+		var class sql.NullString
+		if err := rows.Scan(&r.status, &class, &r.gaveUp, &r.pruned, &r.started, &r.hash, &r.hasLane); err != nil {
 			t.Fatal(err)
 		}
-		full[countKind(status, errText.String, hash, lane.Valid)]++
+		r.class = class.String
+		status := r.status
+		full[countKind(r)]++
 		byStatus[status]++
 	}
 	rows.Close()
@@ -862,22 +1089,32 @@ func wantCountsKept(t *testing.T, s *store.Store, when string) {
 	}
 }
 
+// kindRow is what a jobs row's kind depends on.
+type kindRow struct {
+	status, class, hash              string
+	gaveUp, pruned, started, hasLane bool
+}
+
 // countKind is the kind a jobs row is counted under (the migration's
 // job_count_kind, written again here so that the test does not trust it).
-func countKind(status, errText, hash string, hasLane bool) string {
+func countKind(r kindRow) string {
 	switch {
-	case status == "failed" && strings.HasPrefix(errText, "provider: provider call: client error:"):
-		return "failed_refused"
-	case status == "failed" && errText == "worker restarted":
-		return "failed_restarted"
-	case status == "failed" && (strings.HasPrefix(errText, "provider:") || strings.HasPrefix(errText, "shutdown:")):
-		return "failed_after_call"
-	case status == "failed":
-		return "failed_other"
-	case status == "done" && hash == store.LegacyRequestHash && !hasLane:
+	case r.status == "failed" && r.pruned:
+		return "failed_pruned"
+	case r.status == "failed" && r.gaveUp:
+		return "failed_gave_up"
+	case r.status == "failed" && r.class == "cancelled" && r.started:
+		return "failed_cancelled_running"
+	case r.status == "failed" && r.class != "" && inkwell.ErrorClass(r.class).Valid():
+		return "failed_" + r.class
+	case r.status == "failed":
+		return "failed_legacy"
+	case r.status == "done" && r.hash == store.LegacyRequestHash && !r.hasLane:
 		return "done_adopted"
+	case r.status == "done" && r.pruned:
+		return "done_pruned"
 	}
-	return status
+	return r.status
 }
 
 // TestStore_OverviewMigrationBackFills: a database that holds rows when
@@ -970,8 +1207,8 @@ func TestStore_BoardReadsOnlyWhatItShows(t *testing.T) {
 			f.accept(fmt.Sprint("k", i))
 		}
 		running := f.claim("east")
-		f.fail(f.claim("east"), "provider: HTTP 500")
-		f.fail(f.claim("east"), "payload unreadable: unexpected end of JSON input")
+		f.fail(f.claim("east"), inkwell.ClassProviderError, "provider: HTTP 500")
+		f.fail(f.claim("east"), inkwell.ClassRejected, "payload unreadable: unexpected end of JSON input")
 		series := `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1100) SELECT i FROM c`
 		if f.s.Dialect() == "postgres" {
 			series = `SELECT i FROM generate_series(1, 1100) AS i`
