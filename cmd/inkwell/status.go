@@ -21,10 +21,15 @@ views that 'SELECT * FROM job_overview;' shows in sqlite3 or psql:
 
   - one row per status (queued, running, failed, done): how many, the
     oldest, and the next safe action, computed from lane heartbeats,
-    attempt errors and job states (docs/operations.md explains each);
+    failure classes and job states (docs/operations.md explains each):
+    jobs waiting for back-off, and per failure class how many and what
+    is safe to do (a rejected job: fix its cause first; a timeout with a
+    provider that ignores keys: a retry may bill twice);
   - every lane: alive, silent (heartbeat too old) or stopped;
   - the last startup recovery run and the evidence it acted on;
-  - the jobs that are not done (job_board), each with its own next action.
+  - the jobs that are not done (job_board), each with its failure class
+    and its own next action (possible poison jobs, jobs automatic retry
+    gave up on, cancelled and pruned jobs included).
 
 It works whether or not a server is running, and changes nothing.`
 
@@ -145,9 +150,10 @@ func printStatus(w io.Writer, rep statusReport, jobs int) {
 		return
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ID\tSTATUS\tLANE\tATTEMPT\tFOR\tERROR\tNEXT SAFE ACTION")
+	fmt.Fprintln(tw, "  ID\tSTATUS\tLANE\tATTEMPT\tFOR\tCLASS\tERROR\tNEXT SAFE ACTION")
 	for _, j := range rep.Jobs {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, j.Status, orDash(j.Lane), j.Attempt, orDash(j.Age), orDash(j.Error), j.NextAction)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.Status, orDash(j.Lane), j.Attempt, orDash(j.Age), orDash(j.ErrorClass),
+			orDash(j.Error), j.NextAction)
 	}
 	tw.Flush()
 	if jobs > 0 && len(rep.Jobs) == jobs {

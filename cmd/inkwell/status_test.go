@@ -90,6 +90,93 @@ func TestCLI_StatusAndShow(t *testing.T) {
 	}
 }
 
+// TestCLI_StatusByClass: inkwell status prints each failed job's class and
+// its class's next action, the jobs waiting for back-off, and the class in
+// --json.
+func TestCLI_StatusByClass(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	st := storetest.MustOpen(t, db, store.Options{})
+	ctx := t.Context()
+	lock, err := st.LockLane(ctx, "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	if err := st.RegisterLane(ctx, lock); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Add(time.Hour).Truncate(time.Second)
+	for i, p := range []store.FailParams{
+		{Error: "provider: provider call: client error: HTTP 401: invalid API key", Class: inkwell.ClassRejected},
+		{Error: "provider: provider call: timeout: context deadline exceeded", Class: inkwell.ClassTimeout},
+		{Error: "provider: provider call: server error: HTTP 503", Class: inkwell.ClassProviderError, RetryAt: &at},
+	} {
+		payload := []byte(fmt.Sprintf(`{"prompt":"a haiku about ink %d","account":"default","max_words":50}`, i))
+		if _, _, err := st.Accept(ctx, store.AcceptParams{IdempotencyKey: fmt.Sprint("k", i), RequestHash: inkwell.RequestHash(payload), Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := st.Claim(ctx, "east")
+		if err != nil || c == nil {
+			t.Fatalf("Claim = %v, %v", c, err)
+		}
+		p.JobID, p.AttemptID = c.Job.ID, c.Attempt.ID
+		if err := st.FailIfRunning(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := runCLI(t, "status", "--db", db)
+	if code != 0 {
+		t.Fatalf("inkwell status: exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{
+		"ATTEMPT  FOR",
+		"CLASS",
+		"wait: 1 waiting for back-off, next at " + at.Format("2006-01-02T15:04:05Z"),
+		"; 1 rejected by the provider: fix its cause first",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("inkwell status does not print %q:\n%s", want, stdout)
+		}
+	}
+	// Each job's line: its class, then its error, then its class's action.
+	for prefix, wants := range map[string][]string{
+		"  3   queued": {"provider_error", "provider: provider call: server error: HTTP 503",
+			"wait: back-off after attempt 1 failed (provider_error): automatic retry, claimed from "},
+		"  1   failed": {"rejected", "provider: provider call: client error: HTTP 401: invalid API key",
+			"fix its cause first (the API key, the model or the request; inspect the error), then inkwell retry 1"},
+		"  2   failed": {"timeout", "provider: provider call: timeout", "with a provider that ignores keys (openai) a retry may bill twice"},
+	} {
+		var line string
+		for _, l := range strings.Split(stdout, "\n") {
+			if strings.HasPrefix(l, prefix) {
+				line = l
+			}
+		}
+		at := 0
+		for _, w := range wants {
+			i := strings.Index(line[at:], w)
+			if i < 0 {
+				t.Errorf("inkwell status: the line of %q does not print %q after column %d:\n%s", prefix, w, at, line)
+				break
+			}
+			at += i + len(w)
+		}
+	}
+	code, stdout, stderr = runCLI(t, "status", "--db", db, "--json")
+	var rep api.OverviewResponse
+	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil {
+		t.Fatalf("inkwell status --json: exit %d, stderr %q, stdout %q", code, stderr, stdout)
+	}
+	classes := map[int64]string{}
+	for _, j := range rep.Jobs {
+		classes[j.ID] = j.ErrorClass
+	}
+	if want := map[int64]string{1: "rejected", 2: "timeout", 3: "provider_error"}; fmt.Sprint(classes) != fmt.Sprint(want) {
+		t.Errorf("status --json jobs' error_class = %v, want %v", classes, want)
+	}
+}
+
 // TestCLI_NeverPrintsThePassword runs commands against a real PostgreSQL
 // with a password in the URL (the test server trusts local connections,
 // so the password is ignored by the server but still in --db): neither a

@@ -18,8 +18,9 @@ import (
 
 // The dashboard is server-rendered HTML (html/template over web.FS) that
 // reads only through the store's operator queries: the same views an
-// operator reads in sqlite3 or psql. A few lines of JavaScript refresh it
-// and send retries to POST /v1/jobs/{id}/retry.
+// operator reads in sqlite3 or psql. A few lines of JavaScript refresh it,
+// send retries to POST /v1/jobs/{id}/retry and cancels (a Cancel button on
+// each queued and running job) to POST /v1/jobs/{id}/cancel.
 
 // operatorStore is what the dashboard, /v1/overview and /metrics read.
 type operatorStore interface {
@@ -76,8 +77,8 @@ type dashboardData struct {
 }
 
 // handleDashboard is GET /: counts by status with the next safe action,
-// lanes, the last recovery run, failed jobs with a retry button, and the
-// jobs in flight.
+// lanes, the last recovery run, failed jobs with their class and a retry
+// button, and the jobs in flight with a cancel button.
 func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 	d, err := s.dashboard(r.Context())
 	if err != nil {
@@ -215,11 +216,13 @@ func parseEvidence(run *store.RecoveryRun) *store.Evidence {
 // what needs a look, what is moving, and what needs nothing.
 func actionClass(action string) string {
 	switch {
-	case strings.HasPrefix(action, "not moving"), strings.HasPrefix(action, "no live"), strings.HasPrefix(action, "restart"):
+	case strings.HasPrefix(action, "not moving"), strings.HasPrefix(action, "no live"), strings.HasPrefix(action, "restart"),
+		strings.HasPrefix(action, "possible poison"):
 		return "act-bad"
-	case strings.HasPrefix(action, "inspect"):
+	case strings.HasPrefix(action, "inspect"), strings.HasPrefix(action, "fix"), strings.HasPrefix(action, "check"),
+		strings.HasPrefix(action, "gave up"):
 		return "act-warn"
-	case strings.HasPrefix(action, "wait"):
+	case strings.HasPrefix(action, "wait"), strings.HasPrefix(action, "safe to retry"):
 		return "act-ok"
 	}
 	return "act-none"

@@ -36,7 +36,8 @@ type scene struct {
 	url string
 	clk *storetest.WallClock
 
-	restarted, providerFailed, unreadable, deadRunning int64
+	restarted, providerFailed, unreadable, deadRunning, liveRunning int64
+	queued                                                          []int64
 }
 
 func mustScene(t *testing.T) *scene {
@@ -66,9 +67,9 @@ func mustScene(t *testing.T) *scene {
 	}
 	sc.must(t, sc.st.RegisterLane(t.Context(), west))
 	sc.providerFailed = sc.accept(t, "provider-500", "a limerick about databases").ID
-	sc.fail(t, sc.claim(t, "west"), "provider: HTTP 502 from the provider: upstream timed out")
+	sc.fail(t, sc.claim(t, "west"), inkwell.ClassProviderError, "provider: HTTP 502 from the provider: upstream timed out")
 	sc.unreadable = sc.accept(t, "unreadable", "a shopping list").ID
-	sc.fail(t, sc.claim(t, "west"), "payload unreadable: unexpected end of JSON input")
+	sc.fail(t, sc.claim(t, "west"), inkwell.ClassRejected, "payload unreadable: unexpected end of JSON input")
 
 	// Lane east claimed a job an hour ago and has been silent since.
 	sc.clk.At(-time.Hour)
@@ -80,10 +81,9 @@ func mustScene(t *testing.T) *scene {
 	// test's length), running one job with two queued behind it.
 	sc.clk.At(time.Minute)
 	sc.must(t, sc.st.Heartbeat(t.Context(), west, store.LaneBeat{}))
-	sc.accept(t, "live", "a story about a river")
+	sc.liveRunning = sc.accept(t, "live", "a story about a river").ID
 	sc.claim(t, "west")
-	sc.accept(t, "queued-1", "a recipe for bread")
-	sc.accept(t, "queued-2", "a letter to the future")
+	sc.queued = append(sc.queued, sc.accept(t, "queued-1", "a recipe for bread").ID, sc.accept(t, "queued-2", "a letter to the future").ID)
 
 	sc.srv = api.New(api.Config{Store: sc.st, Logger: storetest.TestLogger(t)})
 	sc.srv.SetReady(true)
@@ -136,9 +136,9 @@ func (sc *scene) claim(t *testing.T, lane string) *store.Claimed {
 	return c
 }
 
-func (sc *scene) fail(t *testing.T, c *store.Claimed, msg string) {
+func (sc *scene) fail(t *testing.T, c *store.Claimed, class inkwell.ErrorClass, msg string) {
 	t.Helper()
-	sc.must(t, sc.st.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg, Class: inkwell.ClassProviderError}))
+	sc.must(t, sc.st.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: msg, Class: class}))
 }
 
 func (sc *scene) counts(t *testing.T) map[string]int64 {
@@ -202,7 +202,33 @@ func TestDashboard_Pages(t *testing.T) {
 			"wait: lane west claims next, when its running job ends",
 			`<span class="pill l-silent">silent</span>`, `<span class="pill l-alive">alive</span>`,
 			"1</b> attempts", // the last recovery run closed one attempt
+			// each failed job's class, and the words of its class
+			`<span class="pill c-worker_restarted">worker_restarted</span>`, `<span class="pill c-provider_error">provider_error</span>`,
+			`<span class="pill c-rejected">rejected</span>`,
+			fmt.Sprintf("safe to retry: inkwell retry %d", sc.providerFailed),
+			fmt.Sprintf("fix its cause first (the API key, the model or the request; inspect the error), then inkwell retry %d", sc.unreadable),
 		)
+		// A Cancel button on every queued and running job, saying which it
+		// is (app.js asks before it aborts a call in flight); none on a
+		// failed one, which has Retry.
+		for _, id := range append([]int64{sc.deadRunning, sc.liveRunning}, sc.queued...) {
+			wantContains(t, "GET /", body, fmt.Sprintf(`data-cancel="%d"`, id))
+		}
+		wantContains(t, "GET /", body, fmt.Sprintf(`data-cancel="%d" data-status="running"`, sc.liveRunning),
+			fmt.Sprintf(`data-cancel="%d" data-status="queued"`, sc.queued[0]))
+		for _, id := range []int64{sc.restarted, sc.providerFailed, sc.unreadable} {
+			if strings.Contains(body, fmt.Sprintf(`data-cancel="%d"`, id)) {
+				t.Errorf("GET / has a Cancel button for failed job %d", id)
+			}
+		}
+	})
+	t.Run("JobPageCancel", func(t *testing.T) {
+		_, body := get(t, fmt.Sprintf("%s/jobs/%d", sc.url, sc.queued[0]))
+		wantContains(t, "queued job page", body, fmt.Sprintf(`data-cancel="%d"`, sc.queued[0]))
+		_, body = get(t, fmt.Sprintf("%s/jobs/%d", sc.url, sc.restarted))
+		if strings.Contains(body, "data-cancel") {
+			t.Errorf("failed job page has a Cancel button")
+		}
 	})
 	t.Run("JobTimelineShowsRecoveryEvidence", func(t *testing.T) {
 		code, body := get(t, fmt.Sprintf("%s/jobs/%d", sc.url, sc.restarted))
@@ -246,9 +272,14 @@ func TestDashboard_Pages(t *testing.T) {
 		}
 	})
 	t.Run("Static", func(t *testing.T) {
-		if code, body := get(t, sc.url+"/static/app.js"); code != http.StatusOK || !strings.Contains(body, "data-retry") {
+		code, body := get(t, sc.url+"/static/app.js")
+		if code != http.StatusOK || !strings.Contains(body, "data-retry") {
 			t.Errorf("GET /static/app.js = %d, want 200 with the retry handler", code)
 		}
+		// The Cancel button's request: POST /v1/jobs/{id}/cancel, as Retry
+		// sends POST /v1/jobs/{id}/retry, with the refusal's message shown.
+		wantContains(t, "app.js", body, `button[data-cancel]`, `"/cancel"`, `method: "POST"`, `(await res.json()).error.message`,
+			`dataset.status === "running"`)
 	})
 }
 
@@ -371,4 +402,57 @@ func TestDashboard_EmptyDatabase(t *testing.T) {
 	wantContains(t, "empty dashboard", body, `id="count-queued" data-count="0"`, `id="count-done" data-count="0"`,
 		"nothing queued", "No lane has ever registered", "No lane has run startup recovery", "No failed jobs.", "Nothing running or queued.",
 		"This server has not finished startup recovery") // SetReady was never called
+}
+
+// TestDashboard_JobLifeStates: the dashboard shows what automatic retry
+// and cancel leave behind (DESIGN.md §9), in the views' words: a job
+// waiting for back-off, one automatic retry gave up on, a possible poison
+// job (graded as needing a person now), and a job cancelled in flight.
+func TestDashboard_JobLifeStates(t *testing.T) {
+	t.Parallel()
+	sc := &scene{clk: &storetest.WallClock{}}
+	sc.clk.At(time.Minute)
+	sc.st = storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{NowFunc: sc.clk.Now})
+	sc.lane(t, "west")
+
+	waiting := sc.accept(t, "waiting", "a poem about patience").ID
+	c := sc.claim(t, "west")
+	at := time.Now().UTC().Add(time.Hour).Truncate(time.Second)
+	sc.must(t, sc.st.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "provider: provider call: server error: HTTP 503",
+		Class: inkwell.ClassProviderError, RetryAt: &at}))
+	gaveUp := sc.accept(t, "gave-up", "a poem about persistence").ID
+	c = sc.claim(t, "west")
+	sc.must(t, sc.st.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "provider: provider call: server error: HTTP 503",
+		Class: inkwell.ClassProviderError, GaveUpAfter: 5}))
+	poison := sc.accept(t, "poison", "a poem that kills workers").ID
+	sc.fail(t, sc.claim(t, "west"), inkwell.ClassWorkerRestarted, "worker restarted")
+	if _, err := sc.st.RetryIfFailed(t.Context(), poison); err != nil {
+		t.Fatal(err)
+	}
+	sc.fail(t, sc.claim(t, "west"), inkwell.ClassWorkerRestarted, "worker restarted")
+	inFlight := sc.accept(t, "in-flight", "a poem nobody wants").ID
+	sc.claim(t, "west")
+	if _, err := sc.st.Cancel(t.Context(), inFlight, "operator"); err != nil {
+		t.Fatal(err)
+	}
+
+	srv := api.New(api.Config{Store: sc.st, Logger: storetest.TestLogger(t)})
+	srv.SetReady(true)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	code, body := get(t, hs.URL+"/")
+	if code != http.StatusOK {
+		t.Fatalf("GET / = %d, want 200", code)
+	}
+	next := at.Format("2006-01-02T15:04:05Z")
+	wantContains(t, "GET /", body,
+		"wait: 1 waiting for back-off, next at "+next,
+		"wait: back-off after attempt 1 failed (provider_error): automatic retry, claimed from "+next,
+		fmt.Sprintf(`data-cancel="%d" data-status="queued"`, waiting),
+		fmt.Sprintf("gave up after 5 attempts (the last provider_error): automatic retry stopped; check the provider (its status, limits and API key), then inkwell retry %d", gaveUp),
+		fmt.Sprintf(`<span class="action act-bad">possible poison job: it may be what kills the worker; inspect it before a retry (its last two attempts both ended worker_restarted: inkwell show %d)</span>`, poison),
+		fmt.Sprintf("nothing to do: cancelled while its provider call was in flight, so the provider may have billed it (inkwell retry %d", inFlight),
+		`<span class="pill c-cancelled">cancelled</span>`,
+		"1 possible poison job (the last two attempts ended worker_restarted)",
+	)
 }

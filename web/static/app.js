@@ -1,6 +1,7 @@
 // Inkwell dashboard: refresh the page's #live part every few seconds, say
 // loudly when the server stops answering (stale numbers are never shown as
-// current), and send retries to POST /v1/jobs/{id}/retry.
+// current), send retries to POST /v1/jobs/{id}/retry and cancels to
+// POST /v1/jobs/{id}/cancel.
 "use strict";
 
 (function () {
@@ -44,29 +45,47 @@
     else refresh();
   });
 
-  document.addEventListener("click", async function (e) {
-    const btn = e.target.closest("button[data-retry]");
-    if (!btn) return;
-    const id = btn.dataset.retry;
+  // send POSTs one of a job's actions, as the Retry and Cancel buttons ask:
+  // a refusal (409 with {"error":{code,message}}, 404) stays beside the
+  // button, with the server's words, until the next refresh.
+  async function send(btn, path, busy, done, label, what) {
     btn.disabled = true;
-    btn.textContent = "retrying…";
+    btn.textContent = busy;
     try {
-      const res = await fetch("/v1/jobs/" + encodeURIComponent(id) + "/retry", { method: "POST" });
+      const res = await fetch(path, { method: "POST" });
       if (!res.ok) {
         let msg = "HTTP " + res.status;
         try { msg = (await res.json()).error.message; } catch (_) { /* keep the status */ }
         throw new Error(msg);
       }
-      btn.textContent = "queued";
+      btn.textContent = done;
       refresh();
     } catch (err) {
-      // Keep the row as it is, with the refusal beside it, until the next refresh.
-      btn.textContent = "Retry";
+      btn.textContent = label;
       btn.disabled = false;
       const note = document.createElement("span");
       note.className = "action act-bad";
-      note.textContent = "retry refused: " + err.message;
+      note.textContent = what + " refused: " + err.message;
       btn.after(note);
+    }
+  }
+
+  document.addEventListener("click", function (e) {
+    const retry = e.target.closest("button[data-retry]");
+    if (retry) {
+      send(retry, "/v1/jobs/" + encodeURIComponent(retry.dataset.retry) + "/retry", "retrying…", "queued", "Retry", "retry");
+      return;
+    }
+    const cancel = e.target.closest("button[data-cancel]");
+    if (cancel) {
+      const id = cancel.dataset.cancel;
+      // A running job's provider call is in flight: cancelling it does not
+      // undo what the provider may already have billed.
+      if (cancel.dataset.status === "running" &&
+          !window.confirm("Cancel job " + id + "? Its provider call is in flight: the provider may already have billed it.")) {
+        return;
+      }
+      send(cancel, "/v1/jobs/" + encodeURIComponent(id) + "/cancel", "cancelling…", "cancelled", "Cancel", "cancel");
     }
   });
 
