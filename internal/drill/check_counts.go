@@ -32,6 +32,28 @@ const fullCountsQuery = `SELECT CASE status
     UNION ALL SELECT 'results', COUNT(*) FROM results
     UNION ALL SELECT 'charges', COUNT(*) FROM charges`
 
+// fullCountsByClassQuery counts the rows the way migration 0006 (operator
+// views by failure class) classifies them: a failed job by its error_class,
+// with given-up, pruned and cancelled-while-running apart, and a pruned
+// done job apart. Its kinds replace 0004's from that migration on.
+const fullCountsByClassQuery = `SELECT CASE status
+        WHEN 'failed' THEN CASE WHEN pruned_at IS NOT NULL THEN 'failed_pruned'
+                                WHEN gave_up_after IS NOT NULL THEN 'failed_gave_up'
+                                WHEN error_class = 'cancelled' AND started_at IS NOT NULL THEN 'failed_cancelled_running'
+                                WHEN error_class IN ('not_sent', 'rate_limited', 'provider_error', 'rejected', 'malformed', 'unstorable',
+                                                     'timeout', 'worker_restarted', 'shutdown', 'cancelled') THEN 'failed_' || error_class
+                                ELSE 'failed_legacy' END
+        WHEN 'done' THEN CASE WHEN request_hash = 'legacy' AND lane IS NULL THEN 'done_adopted'
+                              WHEN pruned_at IS NOT NULL THEN 'done_pruned'
+                              ELSE 'done' END
+        ELSE status END AS kind, COUNT(*) FROM jobs GROUP BY 1
+    UNION ALL SELECT 'results', COUNT(*) FROM results
+    UNION ALL SELECT 'charges', COUNT(*) FROM charges`
+
+// byClassFrom is the schema version from which job_counts keeps its kinds
+// by failure class.
+const byClassFrom = 6
+
 // keptCountProblems compares, in tx (the snapshot's own transaction, so both
 // sides see one state), job_counts summed over its slots with a full count,
 // and returns one line per kind that differs, or the reason it could not.
@@ -40,7 +62,15 @@ func keptCountProblems(ctx context.Context, tx *sql.Tx) []string {
 	if err != nil {
 		return []string{fmt.Sprintf("%s: not checked: read job_counts: %v", KeptCountsInvariant, err)}
 	}
-	full, err := countsBy(ctx, tx, fullCountsQuery)
+	var version int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
+		return []string{fmt.Sprintf("%s: not checked: read the schema version: %v", KeptCountsInvariant, err)}
+	}
+	q := fullCountsQuery
+	if version >= byClassFrom {
+		q = fullCountsByClassQuery
+	}
+	full, err := countsBy(ctx, tx, q)
 	if err != nil {
 		return []string{fmt.Sprintf("%s: not checked: count the rows: %v", KeptCountsInvariant, err)}
 	}

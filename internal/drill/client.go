@@ -112,6 +112,50 @@ type item struct {
 	jobID  int64
 	status string // as last read from the server
 	text   string
+	// cancel says when the client cancels the job (joblife.go); class and
+	// waiting are the job's error_class and whether it has a not_before,
+	// as last read; cancelAnswer the status of the answer to its cancel
+	// (200 or 409; 0 before one came).
+	cancel       cancelWhen
+	class        string
+	waiting      bool
+	cancelAnswer int
+}
+
+// finished says the client has nothing more to do for the item: its job
+// is done, or cancelled as asked, or done with its too-late cancel
+// answered.
+func (it item) finished() bool {
+	switch it.cancel {
+	case cancelNever:
+		return it.status == inkwell.StatusDone
+	case cancelDone:
+		return it.status == inkwell.StatusDone && it.cancelAnswer != 0
+	}
+	// Cancelled as asked, or done: the completion won (the cancel came
+	// too late, or the point was never reached; the drill says so).
+	return (it.cancelled() && it.cancelAnswer != 0) || it.status == inkwell.StatusDone
+}
+
+func (it item) cancelled() bool {
+	return it.status == inkwell.StatusFailed && it.class == string(inkwell.ClassCancelled)
+}
+
+// wantsCancel says the client should send (or re-send) the item's cancel
+// now: its moment has come and no answer came yet.
+func (it item) wantsCancel() bool {
+	if it.cancelAnswer != 0 || it.jobID == 0 {
+		return false
+	}
+	switch it.cancel {
+	case cancelRunning:
+		return it.status == inkwell.StatusRunning || it.cancelled()
+	case cancelBackoff:
+		return (it.status == inkwell.StatusQueued && it.waiting) || it.cancelled()
+	case cancelDone:
+		return it.status == inkwell.StatusDone
+	}
+	return false
 }
 
 // client behaves as a careful real client: it sends each request with its
@@ -271,7 +315,7 @@ func (c *client) pollOnce(ctx context.Context, mayRetry bool) (allDone bool) {
 		c.mu.Lock()
 		it := c.items[i]
 		c.mu.Unlock()
-		if it.status == inkwell.StatusDone {
+		if it.finished() {
 			continue
 		}
 		allDone = false
@@ -283,7 +327,15 @@ func (c *client) pollOnce(ctx context.Context, mayRetry bool) (allDone bool) {
 			continue // server down: keep waiting
 		}
 		c.record(i, d)
-		if d.Job.Status == inkwell.StatusFailed && mayRetry && c.retry.Load() {
+		c.mu.Lock()
+		it = c.items[i]
+		c.mu.Unlock()
+		if it.wantsCancel() && mayRetry {
+			c.cancelJob(ctx, i)
+			continue
+		}
+		// A cancelled job stays cancelled: the client asked for it.
+		if d.Job.Status == inkwell.StatusFailed && !it.cancelled() && mayRetry && c.retry.Load() {
 			c.retryJob(ctx, it.jobID)
 		}
 	}
@@ -295,6 +347,7 @@ func (c *client) record(i int, d inkwell.JobDetail) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.items[i].jobID, c.items[i].status = d.Job.ID, d.Job.Status
+	c.items[i].class, c.items[i].waiting = string(d.Job.ErrorClass), d.Job.NotBefore != nil
 	if d.Result != nil {
 		c.items[i].text = d.Result.Text
 	}
@@ -308,6 +361,32 @@ func (c *client) retryJob(ctx context.Context, id int64) {
 	}
 	s.JobID = id
 	c.log.add(s)
+}
+
+// cancelJob sends item i's cancel. 200 (cancelled, or already) and 409
+// (done, or failed otherwise: the job says which) are answers; without
+// one, it is re-sent at the next poll.
+func (c *client) cancelJob(ctx context.Context, i int) {
+	c.mu.Lock()
+	id := c.items[i].jobID
+	c.mu.Unlock()
+	var d inkwell.JobDetail
+	s := c.post(ctx, c.srv.get(), fmt.Sprintf("%s/%d/cancel", pathJobs, id), "", nil, &d)
+	if ctx.Err() != nil {
+		return
+	}
+	s.JobID = id
+	c.log.add(s)
+	switch {
+	case s.Outcome == OutcomeOK:
+		c.record(i, d)
+	case s.Status == http.StatusConflict:
+	default:
+		return
+	}
+	c.mu.Lock()
+	c.items[i].cancelAnswer = s.Status
+	c.mu.Unlock()
 }
 
 // statuses returns the last status read for each item ("" before its
@@ -327,7 +406,7 @@ func (c *client) pending() string {
 	defer c.mu.Unlock()
 	var p []string
 	for _, it := range c.items {
-		if it.status != inkwell.StatusDone {
+		if !it.finished() {
 			p = append(p, fmt.Sprintf("%d(%s)", it.jobID, orNone(it.status)))
 		}
 	}

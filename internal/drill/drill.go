@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/inkwell/inkwell/internal/crashpoint"
 )
 
 // drill is one run of `inkwell drill`: its configuration, work dir,
@@ -125,7 +127,14 @@ func (d *drill) scenarios() []scenario {
 	if d.cfg.Mode != ModePoints {
 		return out
 	}
+	if !d.cfg.InFlight {
+		out = append(out, joblifeScenarios(d.cfg.Points)...)
+	}
 	for _, p := range d.cfg.Points {
+		if p == crashpoint.CancelAfterCommit {
+			// Not in the in-flight family yet: see joblife.go.
+			continue
+		}
 		out = append(out, inFlightScenario(p, inFlightCalls, d.lim))
 	}
 	return out

@@ -75,8 +75,20 @@ func TestDrill_Points(t *testing.T) {
 		rep.WriteSummary(&sum)
 		t.Fatalf("drill failed:\n%s", sum.String())
 	}
-	if got := len(rep.Timelines); got != 6 {
-		t.Fatalf("timelines = %d, want 3 with one job and 3 with calls in flight", got)
+	var points, joblife, inFlight []*Timeline
+	for _, tl := range rep.Timelines {
+		switch {
+		case tl.InFlight > 0:
+			inFlight = append(inFlight, tl)
+		case tl.Family != "":
+			joblife = append(joblife, tl)
+		default:
+			points = append(points, tl)
+		}
+	}
+	if len(points) != 3 || len(joblife) != 2 || len(inFlight) != 3 {
+		t.Fatalf("timelines: %d with one job, %d of the job-life families, %d with calls in flight; want 3, 2 (reschedule at provider.after-call and at retry.after-commit) and 3",
+			len(points), len(joblife), len(inFlight))
 	}
 	for _, tl := range rep.Timelines {
 		if tl.Crash < 0 || tl.Recovered < 0 || tl.Final < 0 {
@@ -147,8 +159,24 @@ func TestDrill_Points(t *testing.T) {
 		}
 	})
 	t.Run("InFlight", func(t *testing.T) {
-		for _, tl := range rep.Timelines[3:] {
+		for _, tl := range inFlight {
 			checkInFlightRun(t, tl)
+		}
+	})
+	t.Run("Reschedule", func(t *testing.T) {
+		for _, tl := range joblife {
+			checkRescheduled(t, tl)
+		}
+		// The give-up scenario read the job failed after 3 attempts, each
+		// failed by the front's 500, before the client retried it by hand.
+		var gaveUp bool
+		for _, s := range joblife[1].Snaps {
+			for _, j := range s.Jobs {
+				gaveUp = gaveUp || (j.GaveUpAfter.Valid && j.GaveUpAfter.Int64 == joblifeMaxAttempts)
+			}
+		}
+		if !gaveUp {
+			t.Errorf("%s: no read shows the job given up after %d attempts", joblife[1].Name, joblifeMaxAttempts)
 		}
 	})
 	t.Run("Markdown", func(t *testing.T) {
@@ -227,6 +255,39 @@ func checkInFlightRun(t *testing.T, tl *Timeline) {
 		if b.bills > 1 {
 			t.Errorf("%s: key %s billed %d times", tl.Name, key, b.bills)
 		}
+	}
+}
+
+// checkRescheduled checks a scenario of the reschedule family as a person
+// reading its report would: the job's first attempt failed by the front
+// with a retry-safe class and the job went on without a client's retry
+// (reschedule); it still ended done with one result, one charge and one
+// bill.
+func checkRescheduled(t *testing.T, tl *Timeline) {
+	t.Helper()
+	final := tl.Snaps[tl.Final]
+	if len(final.Jobs) != 1 {
+		t.Fatalf("%s: %d jobs at the end, want 1", tl.Name, len(final.Jobs))
+	}
+	j := final.Jobs[0]
+	atts := final.attemptsOf(j.ID)
+	if j.Status != "done" || len(final.Results) != 1 || len(final.Charges) != 1 {
+		t.Errorf("%s: final job %s with %d result(s), %d charge(s); want done with one of each", tl.Name, j.Status, len(final.Results), len(final.Charges))
+	}
+	if len(atts) < 2 || atts[0].ErrorClass.String != "provider_error" {
+		t.Errorf("%s: attempts %s; want #1 failed provider_error, then more", tl.Name, attemptsCell(final))
+	}
+	if _, bills, _ := tl.billsOf(final); bills != 1 {
+		t.Errorf("%s: %d bills, want 1", tl.Name, bills)
+	}
+	var retries int
+	for _, s := range tl.Requests {
+		if strings.HasSuffix(s.Path, "/retry") {
+			retries++
+		}
+	}
+	if retries >= len(atts)-1 {
+		t.Errorf("%s: %d attempts and %d retries by hand: no attempt came from automatic retry", tl.Name, len(atts), retries)
 	}
 }
 

@@ -295,7 +295,7 @@ func (t *Timeline) readJob(s Snapshot, key string) state {
 		return out
 	}
 	j := jobs[0]
-	out.job = j.Status
+	out.job = jobState(j)
 	text, restarted := describeAttempts(s, j.ID)
 	if text != "" {
 		out.attempts = text

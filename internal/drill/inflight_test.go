@@ -20,6 +20,9 @@ func TestExpectInFlight_EveryPoint(t *testing.T) {
 	t.Parallel()
 	lim := Config{Short: true}.limits()
 	for _, p := range crashpoint.Names {
+		if p == crashpoint.CancelAfterCommit {
+			continue // not in the family yet (drill.go)
+		}
 		sc := inFlightScenario(p, inFlightCalls, lim)
 		calls, trig := expectInFlight(p)
 		if len(calls) == 0 {

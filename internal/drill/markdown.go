@@ -164,7 +164,11 @@ func (m *mdWriter) paths(t *Timeline) {
 		m.f("and the drill fails the scenario on any other.\n\n")
 		return
 	}
-	m.f("**What may vary, and why.** %s\n\n", whyVaries(t.Point))
+	why := t.Why
+	if why == "" {
+		why = whyVaries(t.Point)
+	}
+	m.f("**What may vary, and why.** %s\n\n", why)
 	m.f("The drill accepts exactly these paths of the three reads (job status: attempts; provider calls / bills), ")
 	m.f("and fails the scenario on any other. The bills line, the steps and the requests below are this run's, ")
 	m.f("and follow the path it took.\n\n")

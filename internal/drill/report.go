@@ -173,7 +173,7 @@ func jobsCell(s Snapshot) string {
 	case 0:
 		return "no job"
 	case 1:
-		return s.Jobs[0].Status
+		return jobState(s.Jobs[0])
 	}
 	return countBy(len(s.Jobs), func(yield func(string)) {
 		for _, j := range s.Jobs {
@@ -194,7 +194,12 @@ func attemptsCell(s Snapshot) string {
 	for _, a := range s.attemptsOf(s.Jobs[0].ID) {
 		p := fmt.Sprintf("#%d %s", a.Number, a.Status)
 		if a.Status == inkwell.StatusFailed {
-			p += " (" + shortError(a.Error.String) + ")"
+			class := inkwell.ErrorClass(a.ErrorClass.String)
+			if class != "" && class != inkwell.ClassWorkerRestarted && a.Error.String != inkwell.ErrWorkerRestarted {
+				p += " (" + classWords(class) + ")"
+			} else {
+				p += " (" + shortError(a.Error.String) + ")"
+			}
 		}
 		parts = append(parts, p)
 	}

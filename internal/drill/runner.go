@@ -50,6 +50,16 @@ type Timeline struct {
 	// columns: after the crash, after the restart's recovery, at the end.
 	// -1 when there is none.
 	Crash, Recovered, Final int
+	// Family is the job-life family ("reschedule", "cancel"; joblife.go),
+	// "" otherwise. Expect, when not nil, lists the paths its three reads
+	// may take (in place of the point's own), and Why says why there are
+	// several.
+	Family string
+	Expect []path
+	Why    string
+	// Pruned is, when the scenario ended with a prune (prune.go), the
+	// index in Snaps of the read right after it; -1 otherwise.
+	Pruned int
 }
 
 // Event is one step of a timeline. What is stable from run to run and
@@ -73,6 +83,10 @@ type play struct {
 	good, failing   *sim
 	providerTimeout time.Duration
 	serveArgs       []string // more flags for every serve of the scenario
+	// front, when not nil, stands between serve and the good simulator
+	// (front.go); maxAttempts is serve's --max-attempts (0 for 1).
+	front       *front
+	maxAttempts int
 	// own is the scenario's own simulator (runSpec.latency), restarted on
 	// the same ledger when a run wants another latency.
 	own        *sim
@@ -97,7 +111,7 @@ type play struct {
 }
 
 func (d *drill) newPlay(name, slug string) *play {
-	tl := &Timeline{Name: name, Crash: -1, Recovered: -1, Final: -1, Texts: map[string]string{}}
+	tl := &Timeline{Name: name, Crash: -1, Recovered: -1, Final: -1, Pruned: -1, Texts: map[string]string{}}
 	p := &play{d: d, tl: tl, slug: slug, good: d.good, failing: d.failing, providerTimeout: 5 * time.Second}
 	p.log.start, p.began = time.Now(), time.Now()
 	return p
@@ -114,6 +128,23 @@ func (d *drill) runScenario(ctx context.Context, sc scenario) *Timeline {
 		p.good, p.holdEach, p.gate = nil, true, make(chan struct{})
 		// Held calls end with the kill, never by serve's own timeout.
 		p.providerTimeout = 2 * d.lim.scenario
+	}
+	if sc.expect != nil || sc.family != "" {
+		p.tl.Family, p.tl.Expect, p.tl.Why = sc.family, sc.expect, sc.why
+		if sc.about != "" {
+			p.tl.About = sc.about
+		}
+	}
+	p.maxAttempts = sc.maxAttempts
+	if sc.front != failNone {
+		f, err := startFront(sc.front, sc.frontFails, sc.retryAfter, d.good.url)
+		if err != nil {
+			p.tl.Err = err
+			p.finish(time.Now())
+			return p.tl
+		}
+		defer f.stop()
+		p.front = f
 	}
 	d.log.Info("scenario", "name", sc.name)
 	start := time.Now()
@@ -142,8 +173,12 @@ func (p *play) playPoint(ctx context.Context, sc scenario) error {
 	for i, spec := range sc.runs {
 		p.retry.Store(false) // until the run is ready: see snapRecovered
 		p.retryAfterReady, p.openGateWhenReady = spec.retry, spec.openGate
-		if spec.latency > 0 {
-			if err := p.useOwnSim(ctx, spec.latency); err != nil {
+		latency := spec.latency
+		if latency == heldCall {
+			latency, p.providerTimeout = p.d.lim.heldLatency, 2*p.d.lim.scenario
+		}
+		if latency > 0 {
+			if err := p.useOwnSim(ctx, latency); err != nil {
 				return err
 			}
 		}
@@ -174,6 +209,9 @@ func (p *play) playPoint(ctx context.Context, sc scenario) error {
 		if sc.inFlight > 0 {
 			p.noteRunning(idx)
 		}
+	}
+	if sc.prune {
+		return p.pruneAndResend(ctx) // prune.go
 	}
 	return nil
 }
@@ -210,6 +248,9 @@ func (p *play) useOwnSim(ctx context.Context, latency time.Duration) error {
 		return err
 	}
 	p.own, p.ownLatency, p.good = s, latency, s
+	if p.front != nil {
+		return p.front.point(s.url)
+	}
 	return nil
 }
 
@@ -283,18 +324,26 @@ func (p *play) clientsFinished() bool {
 func (p *play) startServe(ctx context.Context, crashAt string, failing bool) (*child, error) {
 	p.starts++
 	name := fmt.Sprintf("serve#%d", p.starts)
-	prov := p.good
-	if failing {
-		prov = p.failing
+	var provURL string
+	switch {
+	case failing:
+		provURL = p.failing.url
+	case p.front != nil:
+		provURL = p.front.url
+	default:
+		provURL = p.good.url
 	}
 	args := []string{"serve", "--db", p.dsn, "--addr", "127.0.0.1:0", "--lane", "drill",
-		"--provider", "openai", "--provider-url", prov.url, "--model", "drill",
+		"--provider", "openai", "--provider-url", provURL, "--model", "drill",
 		"--provider-timeout", p.providerTimeout.String(), "--grace", "5s",
 		"--heartbeat", "500ms", "--poll", "100ms", "--log-format", "json",
 		// The crash-point scenarios retry by hand (POST .../retry), so that
 		// each point's reads follow the paths it allows; automatic retry
-		// has scenarios of its own.
-		"--max-attempts", "1"}
+		// has scenarios of its own (joblife.go).
+		"--max-attempts", fmt.Sprint(max(p.maxAttempts, 1))}
+	if p.maxAttempts > 1 {
+		args = append(args, "--retry-base", joblifeRetryBase, "--retry-cap", joblifeRetryCap)
+	}
 	args = append(args, p.serveArgs...)
 	logPath := filepath.Join(p.d.work, fmt.Sprintf("%s.serve-%d.log", p.slug, p.starts))
 	sv, err := startChild(name, p.d.cfg.Bin, args, childEnv(crashAt), logPath)
@@ -308,6 +357,9 @@ func (p *play) startServe(ctx context.Context, crashAt string, failing bool) (*c
 		what += " with INKWELL_CRASH_AT=" + crashAt
 	case failing:
 		what += " against a provider that answers every call with 500"
+	}
+	if p.front != nil && !failing {
+		what += fmt.Sprintf(" behind the front, which %s to each key's first %d call(s)", p.front.how.words(), p.front.fails)
 	}
 	p.event(what, fmt.Sprintf("pid %d", sv.pid()))
 	addr, err := sv.waitAddr(ctx, "http listening", p.d.lim.start)
@@ -478,7 +530,13 @@ func (p *play) awaitClients(ctx context.Context, sv *child) error {
 	if p.clientErr != nil {
 		return p.clientErr
 	}
-	p.event("every job is done", "")
+	what := "every job is done"
+	if slices.ContainsFunc(p.clients, func(c *client) bool {
+		return slices.ContainsFunc(c.items, func(it item) bool { return it.cancel != cancelNever })
+	}) {
+		what = "every job is done, or cancelled as the client asked"
+	}
+	p.event(what, "")
 	return nil
 }
 

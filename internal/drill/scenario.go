@@ -28,6 +28,28 @@ type scenario struct {
 	// trigger says what the family's workload adds after the calls in
 	// flight: nothing, one more request, or the retry of a job failed first.
 	trigger trigger
+
+	// The job-life families (joblife.go). family is "" for the points,
+	// the sweep and the in-flight family.
+	family string
+	// front, when set, puts the drill's front (front.go) between serve and
+	// the simulator, failing each key's first frontFails calls that way;
+	// retryAfter is its 429's Retry-After ("" for 1).
+	front      failure
+	frontFails int
+	retryAfter string
+	// maxAttempts is serve's --max-attempts (0 for 1: no automatic retry);
+	// above 1 serve also runs with the family's short back-off.
+	maxAttempts int
+	// cancel says when the client cancels the job.
+	cancel cancelWhen
+	// prune: once the scenario ends, prune every finished job and re-send
+	// every key (prune.go).
+	prune bool
+	// expect, about and why replace the point's own (expect, about,
+	// whyVaries) for a job-life scenario.
+	expect     []path
+	about, why string
 }
 
 // runSpec is one start of serve.
@@ -82,6 +104,18 @@ func pointScenario(point string, hit, jobs int) scenario {
 		sc.runs = append(sc.runs,
 			runSpec{failing: true, until: untilAllFailed},
 			runSpec{crashAt: spec, target: true, retry: true})
+	case crashpoint.CancelAfterCommit:
+		// The point's own scenario is the cancel of a job whose call is in
+		// flight (joblife.go).
+		c := cancelScenario(point, cancelRunning)
+		c.name, c.hit = sc.name, hit
+		if hit > 1 || jobs > 1 {
+			// The sweep: the N-th cancel, one per job.
+			c.jobs = jobs
+			c.runs[0].crashAt = spec
+			c.expect = nil
+		}
+		return c
 	default:
 		sc.runs = append(sc.runs, runSpec{crashAt: spec, target: true, retry: true})
 	}
@@ -91,6 +125,10 @@ func pointScenario(point string, hit, jobs int) scenario {
 
 // slug names the scenario's database and log files.
 func (sc scenario) slug() string {
+	if sc.family != "" {
+		r := strings.NewReplacer("): ", "-", ".", "-", ":", "-", " ", "-", "(", "", ")", "", "after-commit", "ac", "before-commit", "bc")
+		return r.Replace(sc.name)
+	}
 	if sc.inFlight > 0 {
 		return "inflight-" + strings.NewReplacer(".", "-", ":", "-").Replace(fmt.Sprintf("%s:%d", sc.point, sc.hit))
 	}
@@ -103,7 +141,8 @@ func (sc scenario) items() []item {
 	out := make([]item, sc.jobs)
 	for i := range out {
 		out[i] = item{
-			key: fmt.Sprintf("drill-%s-%d", sc.slug(), i+1),
+			cancel: sc.cancel,
+			key:    fmt.Sprintf("drill-%s-%d", sc.slug(), i+1),
 			req: inkwell.Request{
 				Prompt:   fmt.Sprintf("crash drill %s, job %d: a short note on ink", sc.name, i+1),
 				Account:  "drill",
@@ -134,6 +173,8 @@ func about(point string) string {
 		return "Serve first dies at claim.after-commit (an orphan), then the restart dies inside startup recovery before its commit: nothing of that recovery is kept. The next restart recovers the same orphan, once."
 	case crashpoint.RetryAfterCommit:
 		return "Jobs first fail the ordinary way (a provider answering 500). The client retries; serve dies just after the retry committed, before answering. The commit leaves the job queued again with its attempts untouched, for the lane to run: the restarted one, or the dying one if it got there first."
+	case crashpoint.CancelAfterCommit:
+		return cancelScenario(point, cancelRunning).about
 	}
 	return ""
 }
@@ -194,6 +235,11 @@ func expect(point string) []path {
 		return []path{{done, done, done}}
 	case crashpoint.RetryAfterCommit:
 		return racy([]string{"#1 " + failedProvider})
+	case crashpoint.CancelAfterCommit:
+		// The job's call is in flight, held by the simulator, when the
+		// client cancels it (joblife.go): never answered, never billed.
+		s := state{inkwell.StatusFailed + " (cancelled)", "#1 failed (cancelled)", "0 / 0"}
+		return []path{{s, s, s}}
 	}
 	return nil
 }
@@ -284,6 +330,9 @@ func whyVaries(point string) string {
 // paths returns what expect allows for t, when t is a points-mode scenario
 // (one job, the point's first hit); sweeps and random runs have no list.
 func (t *Timeline) paths() ([]path, bool) {
+	if t.Expect != nil {
+		return t.Expect, len(t.Keys) == 1
+	}
 	if t.Point == "" || t.Hit != 1 || len(t.Keys) != 1 || t.InFlight > 0 {
 		return nil, false
 	}
@@ -312,7 +361,7 @@ func (t *Timeline) read(s Snapshot) state {
 		return out
 	}
 	j := s.Jobs[0]
-	out.job = j.Status
+	out.job = jobState(j)
 	text, closedBy := describeAttempts(s, j.ID)
 	if text != "" {
 		out.attempts = text
@@ -371,10 +420,12 @@ func describeAttempts(s Snapshot, jobID int64) (string, []AttemptRow) {
 	for _, a := range s.attemptsOf(jobID) {
 		p := fmt.Sprintf("#%d %s", a.Number, a.Status)
 		if a.Status == inkwell.StatusFailed {
-			switch e := a.Error.String; {
+			switch e, class := a.Error.String, inkwell.ErrorClass(a.ErrorClass.String); {
 			case e == inkwell.ErrWorkerRestarted:
 				p = fmt.Sprintf("#%d %s", a.Number, failedRestarted)
 				restarted = append(restarted, a)
+			case class != "" && class != inkwell.ClassWorkerRestarted:
+				p += fmt.Sprintf(" (%s)", classWords(class))
 			case strings.HasPrefix(e, "provider: "):
 				p = fmt.Sprintf("#%d %s", a.Number, failedProvider)
 			default:
@@ -384,4 +435,22 @@ func describeAttempts(s Snapshot, jobID int64) (string, []AttemptRow) {
 		parts = append(parts, p)
 	}
 	return strings.Join(parts, ", "), restarted
+}
+
+// jobState is a job's status as the reads say it: a cancelled job says so,
+// and a job automatic retry gave up on says after how many attempts.
+func jobState(j JobRow) string {
+	switch {
+	case isCancelled(j):
+		return j.Status + " (cancelled)"
+	case j.GaveUpAfter.Valid:
+		return fmt.Sprintf("%s (gave up after %d)", j.Status, j.GaveUpAfter.Int64)
+	}
+	return j.Status
+}
+
+// classWords is an error class in the reads' words: "provider error" for
+// provider_error.
+func classWords(c inkwell.ErrorClass) string {
+	return strings.ReplaceAll(string(c), "_", " ")
 }
