@@ -436,6 +436,13 @@ func TestDashboard_JobLifeStates(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Retention pruned a failed job: it cannot run again, so no Retry.
+	pruned := sc.accept(t, "pruned", "a poem long forgotten").ID
+	sc.fail(t, sc.claim(t, "west"), inkwell.ClassNotSent, "provider: provider call: connection refused")
+	if _, err := sc.st.WriteDB().ExecContext(t.Context(), fmt.Sprintf(`UPDATE jobs SET pruned_at = finished_at WHERE id = %d`, pruned)); err != nil {
+		t.Fatal(err)
+	}
+
 	srv := api.New(api.Config{Store: sc.st, Logger: storetest.TestLogger(t)})
 	srv.SetReady(true)
 	hs := httptest.NewServer(srv)
@@ -454,5 +461,13 @@ func TestDashboard_JobLifeStates(t *testing.T) {
 		fmt.Sprintf("nothing to do: cancelled while its provider call was in flight, so the provider may have billed it (inkwell retry %d", inFlight),
 		`<span class="pill c-cancelled">cancelled</span>`,
 		"1 possible poison job (the last two attempts ended worker_restarted)",
+		fmt.Sprintf(`id="failed-%d"`, pruned), "nothing to do: pruned by retention at ",
+		fmt.Sprintf(`data-retry="%d"`, gaveUp),
 	)
+	if strings.Contains(body, fmt.Sprintf(`data-retry="%d"`, pruned)) {
+		t.Errorf("GET / has a Retry button for pruned job %d", pruned)
+	}
+	if i, j := strings.Index(body, fmt.Sprintf(`id="failed-%d"`, pruned)), strings.Index(body, fmt.Sprintf(`id="failed-%d"`, gaveUp)); i < j {
+		t.Errorf("GET / lists pruned job %d before job %d: pruned jobs go last", pruned, gaveUp)
+	}
 }

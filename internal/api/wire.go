@@ -82,6 +82,8 @@ type BoardJob struct {
 	// ErrorClass is what kind of failure ended a failed job, or the one a
 	// queued job waits out after an automatic retry (DESIGN.md §9).
 	ErrorClass string `json:"error_class,omitempty"`
+	// PrunedAt: retention removed a failed job's prompt; it cannot run again.
+	PrunedAt *time.Time `json:"pruned_at,omitempty"`
 }
 
 // NewOverviewResponse puts the store's operator reads in their wire form.

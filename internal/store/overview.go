@@ -54,6 +54,9 @@ type BoardRow struct {
 	// that a queued job waits out after an automatic retry put it back;
 	// empty otherwise (DESIGN.md §9). next_action is decided on it.
 	ErrorClass string
+	// PrunedAt is when retention removed a failed job's prompt: it cannot
+	// run again. The board lists such jobs after the other failed ones.
+	PrunedAt *time.Time
 }
 
 // LaneState is one row of lane_liveness.
@@ -149,6 +152,11 @@ const boardPickMax = 1000
 // boardStatuses is job_board's order: running, then queued, then failed.
 var boardStatuses = []string{"running", "queued", "failed"}
 
+// boardOrder is job_board's order, over its columns: running, queued in
+// claim order, failed, and last the failed jobs retention pruned (nothing
+// is left to do with them), each by id.
+const boardOrder = `CASE WHEN status = 'running' THEN 1 WHEN status = 'queued' THEN 2 WHEN pruned_at IS NULL THEN 3 ELSE 4 END, id`
+
 // Board returns up to limit rows of job_board (running first, then queued
 // in claim order, then failed), only of the given statuses when any are
 // named. A limit of 0 or less means every row.
@@ -176,9 +184,9 @@ func (s *Store) Board(ctx context.Context, limit int, statuses ...string) ([]Boa
 	for i, id := range ids {
 		list[i] = strconv.FormatInt(id, 10)
 	}
-	q := `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action, error_class FROM job_board
+	q := `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action, error_class, pruned_at FROM job_board
 		WHERE id IN (` + strings.Join(list, ", ") + `)
-		ORDER BY CASE status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE 3 END, id`
+		ORDER BY ` + boardOrder
 	rows, err := tx.QueryContext(ctx, q)
 	if err != nil {
 		return nil, s.classify(fmt.Errorf("board: %w", err))
@@ -192,18 +200,25 @@ func (s *Store) Board(ctx context.Context, limit int, statuses ...string) ([]Boa
 // status is read from its own partial index: every running job (there
 // are as many as lanes, give or take; sorted here, since an ORDER BY id
 // could tempt a planner without statistics to walk the whole table in id
-// order), and the first limit queued and failed jobs in id order.
+// order), the first limit queued jobs in id order, and the first limit
+// failed jobs that are not pruned, then the first limit pruned ones.
 func (s *Store) boardPick(ctx context.Context, tx *sql.Tx, limit int, statuses []string) ([]int64, error) {
 	var arms []string
 	for rank, st := range boardStatuses {
 		if len(statuses) > 0 && !slices.Contains(statuses, st) {
 			continue
 		}
-		arm := fmt.Sprintf(`SELECT id, %d AS r FROM jobs WHERE status = '%s'`, rank, st)
-		if st != "running" {
-			arm = fmt.Sprintf(`SELECT * FROM (SELECT id, %d AS r FROM jobs WHERE status = '%s' ORDER BY id LIMIT %d) x`, rank, st, limit)
+		first := func(rank int, where string) string {
+			return fmt.Sprintf(`SELECT * FROM (SELECT id, %d AS r FROM jobs WHERE %s ORDER BY id LIMIT %d) x`, rank, where, limit)
 		}
-		arms = append(arms, arm)
+		switch st {
+		case "running":
+			arms = append(arms, fmt.Sprintf(`SELECT id, %d AS r FROM jobs WHERE status = 'running'`, rank))
+		case "failed":
+			arms = append(arms, first(rank, `status = 'failed' AND pruned_at IS NULL`), first(rank+1, `status = 'failed' AND pruned_at IS NOT NULL`))
+		default:
+			arms = append(arms, first(rank, `status = '`+st+`'`))
+		}
 	}
 	if len(arms) == 0 {
 		return nil, nil
@@ -247,8 +262,8 @@ func (s *Store) boardInOrder(ctx context.Context, limit int, statuses []string) 
 		}
 		where = ` WHERE status IN (` + strings.Join(marks, ", ") + `)`
 	}
-	q := `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action, error_class FROM job_board` + where +
-		` ORDER BY CASE status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE 3 END, id`
+	q := `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action, error_class, pruned_at FROM job_board` + where +
+		` ORDER BY ` + boardOrder
 	if limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", limit)
 	}
@@ -266,13 +281,13 @@ func scanBoard(rows *sql.Rows) ([]BoardRow, error) {
 	for rows.Next() {
 		var r BoardRow
 		var lane, ageText, errText, class sql.NullString
-		var since nullTime
+		var since, pruned nullTime
 		var age sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Status, &lane, &r.Attempt, &since, &age, &ageText, &errText, &r.NextAction, &class); err != nil {
+		if err := rows.Scan(&r.ID, &r.Status, &lane, &r.Attempt, &since, &age, &ageText, &errText, &r.NextAction, &class, &pruned); err != nil {
 			return nil, fmt.Errorf("board: %w", err)
 		}
 		r.Lane, r.Age, r.Error, r.ErrorClass = lane.String, ageText.String, errText.String, class.String
-		r.Since, r.AgeSeconds = since.Ptr(), nullInt(age)
+		r.Since, r.AgeSeconds, r.PrunedAt = since.Ptr(), nullInt(age), pruned.Ptr()
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -292,7 +307,7 @@ func nullInt(n sql.NullInt64) *int64 {
 // BoardRowByID returns one job's job_board row, or nil when the job is
 // done or does not exist.
 func (s *Store) BoardRowByID(ctx context.Context, id int64) (*BoardRow, error) {
-	const q = `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action, error_class FROM job_board WHERE id = $1`
+	const q = `SELECT id, status, lane, attempt, since, age_seconds, age, error, next_action, error_class, pruned_at FROM job_board WHERE id = $1`
 	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), id)
 	if err != nil {
 		return nil, s.classify(fmt.Errorf("board row of job %d: %w", id, err))

@@ -212,7 +212,7 @@ func TestStore_Overview(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, s *store.Store) {
 			want := map[string][]string{
 				"job_overview":  {"status", "jobs", "oldest_job_id", "oldest_age_seconds", "oldest_age", "next_action"},
-				"job_board":     {"id", "status", "lane", "attempt", "since", "age_seconds", "age", "error", "next_action", "error_class"},
+				"job_board":     {"id", "status", "lane", "attempt", "since", "age_seconds", "age", "error", "next_action", "error_class", "pruned_at"},
 				"lane_liveness": {"lane", "state", "alive", "heartbeat_age_seconds", "heartbeat_age", "running_jobs", "heartbeat_at", "pid", "host", "incarnation", "started_at", "stopped_at", "stop_reason", "answers_waiting", "slots", "slots_in_use", "paused_until"},
 			}
 			for view, cols := range want {
@@ -1207,8 +1207,13 @@ func TestStore_BoardReadsOnlyWhatItShows(t *testing.T) {
 			f.accept(fmt.Sprint("k", i))
 		}
 		running := f.claim("east")
-		f.fail(f.claim("east"), inkwell.ClassProviderError, "provider: HTTP 500")
+		prunedFailed := f.claim("east")
+		f.fail(prunedFailed, inkwell.ClassProviderError, "provider: HTTP 500")
 		f.fail(f.claim("east"), inkwell.ClassRejected, "payload unreadable: unexpected end of JSON input")
+		// Retention pruned the older failed job: it goes last.
+		if _, err := f.s.WriteDB().ExecContext(f.ctx, fmt.Sprintf(`UPDATE jobs SET pruned_at = %s WHERE id = %d`, f.dbTime(0), prunedFailed.Job.ID)); err != nil {
+			t.Fatal(err)
+		}
 		series := `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1100) SELECT i FROM c`
 		if f.s.Dialect() == "postgres" {
 			series = `SELECT i FROM generate_series(1, 1100) AS i`
@@ -1223,6 +1228,10 @@ func TestStore_BoardReadsOnlyWhatItShows(t *testing.T) {
 		}
 		if len(all) != 1+1101+2 || all[0].ID != running.Job.ID {
 			t.Fatalf("Board(0) has %d rows, first %+v; want 1104, the running job first", len(all), all[0])
+		}
+		if last := all[len(all)-1]; last.ID != prunedFailed.Job.ID || last.PrunedAt == nil || all[len(all)-2].PrunedAt != nil {
+			t.Errorf("Board(0) ends with job %d (pruned at %v); want the pruned failed job %d last, after the other failed one",
+				last.ID, last.PrunedAt, prunedFailed.Job.ID)
 		}
 		for i, r := range all[2 : 1+1101] {
 			want := fmt.Sprintf("wait: %d queued ahead; live lanes claim in id order", i+1)
@@ -1245,7 +1254,7 @@ func TestStore_BoardReadsOnlyWhatItShows(t *testing.T) {
 			statuses []string
 		}{
 			{1, nil}, {10, nil}, {50, []string{"running", "queued"}}, {100, []string{"failed"}}, {1000, nil},
-			{3, []string{"failed", "running"}}, {5, []string{"done"}}, {1001, []string{"queued"}},
+			{3, []string{"failed", "running"}}, {5, []string{"done"}}, {1001, []string{"queued"}}, {1, []string{"failed"}}, {2, []string{"failed"}},
 		} {
 			got, err := f.s.Board(f.ctx, tc.limit, tc.statuses...)
 			if err != nil {

@@ -14,6 +14,8 @@ DROP VIEW queue_state;
 
 -- Failed jobs that retention has not pruned, by class then id.
 CREATE INDEX jobs_failed_open ON jobs (error_class, id) WHERE status = 'failed' AND pruned_at IS NULL;
+-- The failed jobs job_board lists first (retention's pruned ones last), by id.
+CREATE INDEX jobs_failed_unpruned ON jobs (id) WHERE status = 'failed' AND pruned_at IS NULL;
 
 -- overview_time_text: a time as the views print it, UTC to the second.
 CREATE FUNCTION overview_time_text(t timestamptz) RETURNS text
@@ -231,7 +233,8 @@ SELECT b.id, b.status, b.lane,
                || ' with one that honours them (sim, provider-sim) the retry is answered from its record; then inkwell retry ' || b.id
            ELSE 'inspect the error, then inkwell retry ' || b.id
        END AS next_action,
-       b.error_class
+       b.error_class,
+       b.pruned_at
 FROM (
     SELECT o.*, CASE WHEN o.since IS NOT NULL THEN GREATEST(0, ROUND(EXTRACT(EPOCH FROM statement_timestamp() - o.since)))::bigint END AS age_s,
            (SELECT MAX(a.attempt_number) FROM job_attempts a WHERE a.job_id = o.id) AS last_attempt
@@ -249,7 +252,7 @@ FROM (
     ) o
 ) b
 CROSS JOIN queue_state q
-ORDER BY CASE b.status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE 3 END, b.id;
+ORDER BY CASE b.status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE CASE WHEN b.pruned_at IS NULL THEN 3 ELSE 4 END END, b.id;
 
 -- job_overview: see the SQLite file.
 CREATE VIEW job_overview AS

@@ -17,7 +17,10 @@
 --     next to be ready (one probe).
 --   * jobs_failed_open (failed jobs retention has not pruned, by class)
 --     lets job_overview find the first failed job that needs a person, and
---     count the possible poison jobs, without walking the failed history.
+--     count the possible poison jobs, without walking the failed history;
+--     jobs_failed_unpruned lets job_board's readers list the failed jobs
+--     that are not pruned first, by id, without skipping the pruned ones.
+--   * job_board gains error_class and pruned_at.
 --
 -- The kinds of job_counts: a job is in exactly one.
 --   queued, running;
@@ -55,6 +58,8 @@ DROP TRIGGER job_counts_jobs_delete;
 -- Failed jobs that retention has not pruned, by class then id: the first
 -- failed job of each class, and the worker_restarted ones, are one range.
 CREATE INDEX jobs_failed_open ON jobs (error_class, id) WHERE status = 'failed' AND pruned_at IS NULL;
+-- The failed jobs job_board lists first (retention's pruned ones last), by id.
+CREATE INDEX jobs_failed_unpruned ON jobs (id) WHERE status = 'failed' AND pruned_at IS NULL;
 
 -- Back-fill: the jobs' kinds are counted again from the rows (the kinds
 -- of results and charges do not change). The kind of a jobs row is this
@@ -197,7 +202,8 @@ FROM (
 ) q;
 
 -- job_board: every job that is not done, with its own next safe action:
--- running jobs first, then queued in claim order, then failed. since is
+-- running jobs first, then queued in claim order, then failed (those
+-- retention pruned last: nothing is left to do with them). since is
 -- when the job entered its status: accepted (or, for a retried job, no
 -- earlier than its last attempt's end: queued_at), started, or failed.
 -- A queued job's place ("N queued ahead": claims go in id order; the count
@@ -324,10 +330,11 @@ SELECT b.id, b.status, b.lane,
                || ' with one that honours them (sim, provider-sim) the retry is answered from its record; then inkwell retry ' || b.id
            ELSE 'inspect the error, then inkwell retry ' || b.id
        END AS next_action,
-       b.error_class
+       b.error_class,
+       b.pruned_at
 FROM aged b
 CROSS JOIN queue_state q
-ORDER BY CASE b.status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE 3 END, b.id;
+ORDER BY CASE b.status WHEN 'running' THEN 1 WHEN 'queued' THEN 2 ELSE CASE WHEN b.pruned_at IS NULL THEN 3 ELSE 4 END END, b.id;
 
 -- job_overview: exactly four rows, queued, running, failed, done, zero
 -- counts included. oldest_job_id and oldest_age name the job longest in
