@@ -21,10 +21,6 @@ const (
 	InvPrunedNotRerun = "§9 a re-send of a pruned job's key answers 200 with the pruned job, and it never runs again"
 )
 
-// joblifeInvariants lists them for the report, in the order above.
-var joblifeInvariants = []string{InvErrorClass, InvRestartedClass, InvRetrySafe, InvNotBefore, InvGaveUp,
-	InvCancelled, InvCancelAsked, InvPruned, InvPrunedNotRerun}
-
 func isCancelled(j JobRow) bool {
 	return j.Status == inkwell.StatusFailed && j.ErrorClass.String == string(inkwell.ClassCancelled)
 }

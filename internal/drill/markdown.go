@@ -63,6 +63,18 @@ func (m *mdWriter) header(r *Report) {
 		m.f("it takes one, places the crash there; each section says how). After those crashes the restart's one ")
 		m.f("recovery run must close every attempt left running, each linked to it.\n\n")
 	}
+	if slices.ContainsFunc(r.Timelines, func(t *Timeline) bool { return t.Family != "" }) {
+		m.f("The *job-life* scenarios (DESIGN.md §9) crash the same points on a job's life without a human: ")
+		m.f("*reschedule* runs serve with `--max-attempts %d --retry-base %s --retry-cap %s` behind the drill's front, ", joblifeMaxAttempts, joblifeRetryBase, joblifeRetryCap)
+		m.f("which fails the job's first call(s) (500, 429, or a cut connection) before the simulator sees them, so that ")
+		m.f("automatic retry puts the job back to queued, and serve dies on the attempt after; *cancel* has the client cancel a job ")
+		m.f("whose call is in flight, one waiting out a 429, and one already done. ")
+		if slices.ContainsFunc(r.Timelines, func(t *Timeline) bool { return t.Pruned >= 0 }) {
+			m.f("Each of them ends with `inkwell prune --older-than 0s` and a re-send of every key to a restarted serve: ")
+			m.f("the pruned jobs must keep their key, hash, attempts and charge, the re-sends be answered 200 with the pruned job, and nothing run again. ")
+		}
+		m.f("\n\n")
+	}
 	verdict := "Every scenario passed: no invariant was broken."
 	if r.Failed() {
 		verdict = fmt.Sprintf("**%d violation(s); see the scenarios marked FAIL.**", r.Violations())
@@ -263,7 +275,8 @@ func (m *mdWriter) invariants() {
 		InvOneJobPerKey, InvNoRowForRefused, InvOneResult, InvOneCharge, InvDoneIffBoth, InvHighestDone, InvWrittenOnce,
 		InvOneRunning, InvNothingRunning, InvNumbering, InvFinishedImmutable, InvFinishedFields,
 		InvBilledOnce, InvChargeKnown, InvBilledText, InvBillHasJob, InvRecoveryRun, InvIntegrity, InvAllDone,
-		InvPointState, InvInFlight,
+		InvPointState, InvInFlight, InvErrorClass, InvRestartedClass, InvRetrySafe, InvNotBefore, InvGaveUp,
+		InvCancelled, InvCancelAsked, InvPruned, InvPrunedNotRerun,
 	} {
 		num, text, _ := strings.Cut(inv, " ")
 		m.f("- (%s) %s\n", num, text)
@@ -274,7 +287,8 @@ func (m *mdWriter) invariants() {
 	m.f("each linked to the one new `recovery_runs` row of the restart, whose evidence names the dead process; a request whose outcome the ")
 	m.f("client could not know (the connection broke) may have taken effect or not, and either is accepted. ")
 	m.f("§8 is the in-flight family's: serve dies with every slot of `--concurrency %d` holding a call, and the restart's one ", inFlightCalls)
-	m.f("recovery run closes them all.\n")
+	m.f("recovery run closes them all. ")
+	m.f("§9 is the job's life without a human: failure classes, automatic retry, cancel and retention; a client's retry by hand is not automatic retry, and is allowed for any class.\n")
 }
 
 // collapse renders requests for the report without the re-sends that

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -32,7 +34,18 @@ type plan struct {
 	Kills       []kill
 	Concurrency int           // serve's --concurrency: calls in flight at once
 	Latency     time.Duration // the simulator's latency per call
+	// MaxAttempts is serve's --max-attempts: 1, or with automatic retry
+	// (DESIGN.md §9) the job-life families' 3 and short back-off, so the
+	// simulator's 500s reschedule their jobs while serve is being killed.
+	MaxAttempts int
+	// Cancels are the requests (client-major indexes) whose client cancels
+	// the job once it reads it running; a completion may win (409).
+	Cancels []int
 }
+
+// randomCancelPercent is the chance that a random run's client cancels a
+// request once its job is running.
+const randomCancelPercent = 10
 
 // The random runs' serve runs several calls at once, so that a kill lands
 // with calls in flight: --concurrency is drawn between these.
@@ -86,6 +99,17 @@ func makePlan(seed int64, lim limits, points []string) plan {
 		p.Kills = append(p.Kills, k)
 	}
 	p.Concurrency = randomMinConcurrency + rng.IntN(randomMaxConcurrency-randomMinConcurrency+1)
+	// Drawn after everything above, so that a seed's kills and requests are
+	// the same as before automatic retry and cancels joined the runs.
+	p.MaxAttempts = 1
+	if rng.IntN(4) != 0 {
+		p.MaxAttempts = joblifeMaxAttempts
+	}
+	for i := range p.Clients * p.Jobs {
+		if rng.IntN(100) < randomCancelPercent {
+			p.Cancels = append(p.Cancels, i)
+		}
+	}
 	return p
 }
 
@@ -109,6 +133,19 @@ func (p plan) lines() []string {
 		fmt.Sprintf("the provider answers after %s, fails %.0f%% of calls with 500 and hangs %.0f%% (serve gives up after %s)",
 			p.Latency, randomFailRate*100, randomHangRate*100, randomCallLimit),
 	}
+	if p.MaxAttempts > 1 {
+		out = append(out, fmt.Sprintf("automatic retry: serve runs with --max-attempts %d --retry-base %s --retry-cap %s, so a 500 puts its job back to queued; a hang (a timeout) does not",
+			p.MaxAttempts, joblifeRetryBase, joblifeRetryCap))
+	} else {
+		out = append(out, "no automatic retry: serve runs with --max-attempts 1, and the clients retry every failed job by hand")
+	}
+	if len(p.Cancels) > 0 {
+		names := make([]string, len(p.Cancels))
+		for i, n := range p.Cancels {
+			names[i] = fmt.Sprintf("c%d-%d", n/p.Jobs+1, n%p.Jobs+1)
+		}
+		out = append(out, fmt.Sprintf("the clients cancel request(s) %s once they read the job running (a completion that commits first wins: 409)", strings.Join(names, ", ")))
+	}
 	for i, k := range p.Kills {
 		out = append(out, fmt.Sprintf("kill %d: %s", i+1, k))
 	}
@@ -129,6 +166,9 @@ func (p plan) workloads(slug string) [][]item {
 				},
 				pause: p.Pauses[c*p.Jobs+j],
 			})
+			if slices.Contains(p.Cancels, c*p.Jobs+j) {
+				items[len(items)-1].cancel = cancelRunning
+			}
 		}
 		out = append(out, items)
 	}
@@ -164,6 +204,7 @@ func (d *drill) runRandomPlan(ctx context.Context, n int, pl plan) *Timeline {
 	p.tl.About = fmt.Sprintf("Concurrent clients re-send on broken connections and retry failed jobs while serve, running up to %d calls at once, is killed %d times; replay this run alone with --random --seed %d --runs 1.", pl.Concurrency, len(pl.Kills), pl.Seed)
 	p.failing, p.providerTimeout = nil, randomCallLimit
 	p.serveArgs = []string{"--concurrency", fmt.Sprint(pl.Concurrency)}
+	p.maxAttempts = pl.MaxAttempts
 	d.log.Info("random run", "run", n, "seed", pl.Seed)
 	start := time.Now()
 	sim, err := d.startSim(ctx, "provider-sim-"+slug, simOptions{

@@ -51,3 +51,39 @@ func TestNextSeed(t *testing.T) {
 		t.Error("nextSeed is not a function of its seed")
 	}
 }
+
+// TestMakePlan_JobLife: the random runs mix in automatic retry (most runs)
+// and cancels (about one request in ten), drawn from the seed, and the
+// workloads carry the cancels.
+func TestMakePlan_JobLife(t *testing.T) {
+	t.Parallel()
+	lim := Config{Short: true}.limits()
+	var retrying, cancels int
+	for seed := range int64(40) {
+		p := makePlan(seed, lim, crashpoint.Names)
+		if p.MaxAttempts != 1 && p.MaxAttempts != joblifeMaxAttempts {
+			t.Fatalf("seed %d: --max-attempts %d", seed, p.MaxAttempts)
+		}
+		if p.MaxAttempts > 1 {
+			retrying++
+		}
+		cancels += len(p.Cancels)
+		marked := 0
+		for _, items := range p.workloads("x") {
+			for _, it := range items {
+				if it.cancel == cancelRunning {
+					marked++
+				}
+			}
+		}
+		if marked != len(p.Cancels) {
+			t.Errorf("seed %d: %d cancels drawn, %d items marked", seed, len(p.Cancels), marked)
+		}
+	}
+	if retrying < 20 || retrying == 40 {
+		t.Errorf("%d of 40 plans retry automatically; want most, not all", retrying)
+	}
+	if total := 40 * lim.clients * lim.clientJobs; cancels == 0 || cancels > total/4 {
+		t.Errorf("%d cancels over %d requests; want about one in ten", cancels, total)
+	}
+}

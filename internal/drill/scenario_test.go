@@ -239,3 +239,59 @@ func TestVarying(t *testing.T) {
 		t.Errorf("provider.after-call: varying = %v, want nothing", exact)
 	}
 }
+
+// TestJoblifeScenarios: the reschedule family crashes at each point where
+// it matters, with serve's automatic retry on and the front failing the
+// job's first call, and every path ends done with one bill; the cancel
+// family joins only with cancel.after-commit, and its paths end cancelled
+// (or done, for the cancel that comes too late).
+func TestJoblifeScenarios(t *testing.T) {
+	t.Parallel()
+	all := joblifeScenarios(append(slices.Clone(crashpoint.Names), crashpoint.CancelAfterCommit))
+	without := joblifeScenarios(slices.DeleteFunc(slices.Clone(crashpoint.Names), func(p string) bool { return p == crashpoint.CancelAfterCommit }))
+	var resched, cancels int
+	for _, sc := range all {
+		if sc.maxAttempts != joblifeMaxAttempts || len(sc.expect) == 0 || sc.about == "" {
+			t.Errorf("%s: --max-attempts %d, %d paths, about %q", sc.name, sc.maxAttempts, len(sc.expect), sc.about)
+		}
+		var targets int
+		for _, r := range sc.runs {
+			if r.target {
+				targets++
+			}
+		}
+		if last := sc.runs[len(sc.runs)-1]; targets != 1 || last.crashAt != "" || last.until != untilAllDone {
+			t.Errorf("%s: runs %+v: want one target crash, then a clean run until every job is finished", sc.name, sc.runs)
+		}
+		for _, p := range sc.expect {
+			switch sc.family {
+			case familyReschedule:
+				if p[2].job != inkwell.StatusDone || (p[2].bills != "1 / 1" && p[2].bills != "2 / 1") || sc.front == failNone {
+					t.Errorf("%s: path %s (front %q): want it to end done, billed once", sc.name, p, sc.front)
+				}
+			case familyCancel:
+				if p[2].job != inkwell.StatusFailed+" (cancelled)" && sc.cancel != cancelDone {
+					t.Errorf("%s: path %s does not end cancelled", sc.name, p)
+				}
+			}
+		}
+		if len(sc.expect) > 1 && sc.why == "" {
+			t.Errorf("%s: %d paths and no why", sc.name, len(sc.expect))
+		}
+		switch sc.family {
+		case familyReschedule:
+			resched++
+		case familyCancel:
+			cancels++
+		}
+	}
+	if resched != 8 || cancels != 2 {
+		t.Errorf("%d reschedule and %d cancel scenarios; want 8 and 2", resched, cancels)
+	}
+	if len(without) != resched {
+		t.Errorf("without cancel.after-commit: %d scenarios, want the %d of the reschedule family", len(without), resched)
+	}
+	if c := pointScenario(crashpoint.CancelAfterCommit, 1, 1); c.cancel != cancelRunning || c.name != crashpoint.CancelAfterCommit || c.runs[0].latency != heldCall {
+		t.Errorf("cancel.after-commit's own scenario: %+v; want the cancel of a held call", c)
+	}
+}
