@@ -1,0 +1,21 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Decide is RetryPolicy.decide for the tests: the back-off's end (nil: no
+// reschedule) and the attempts after which retry gave up (0: it did not).
+func Decide(p RetryPolicy, c inkwell.ErrorClass, n int, retryAfter time.Duration, now time.Time) (*time.Time, int) {
+	d := p.decide(c, n, retryAfter, now)
+	return d.retryAt, d.gaveUpAfter
+}
+
+// Classify is classify for the tests.
+func Classify(ctx context.Context, err error) (inkwell.ErrorClass, time.Duration) { return classify(ctx, err) }
+
+// ErrNotCalled is errNotCalled for the tests.
+var ErrNotCalled = errNotCalled
