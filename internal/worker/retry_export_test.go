@@ -15,7 +15,9 @@ func Decide(p RetryPolicy, c inkwell.ErrorClass, n int, retryAfter time.Duration
 }
 
 // Classify is classify for the tests.
-func Classify(ctx context.Context, err error) (inkwell.ErrorClass, time.Duration) { return classify(ctx, err) }
+func Classify(ctx context.Context, err error) (inkwell.ErrorClass, time.Duration) {
+	return classify(ctx, err)
+}
 
 // ErrNotCalled is errNotCalled for the tests.
 var ErrNotCalled = errNotCalled
