@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/inkwell/inkwell/internal/crashpoint"
 )
 
 // drill is one run of `inkwell drill`: its configuration, work dir,
@@ -131,10 +129,6 @@ func (d *drill) scenarios() []scenario {
 		out = append(out, joblifeScenarios(d.cfg.Points)...)
 	}
 	for _, p := range d.cfg.Points {
-		if p == crashpoint.CancelAfterCommit {
-			// Not in the in-flight family yet: see joblife.go.
-			continue
-		}
 		out = append(out, inFlightScenario(p, inFlightCalls, d.lim))
 	}
 	return out

@@ -37,7 +37,9 @@ import (
 //   - recover.before-commit dies in the startup recovery after a crash at
 //     the n-th claim: recovery with n orphans, nothing of it kept;
 //   - retry.after-commit dies at the retry, sent once the n calls are in
-//     flight, of a job failed first the ordinary way.
+//     flight, of a job failed first the ordinary way;
+//   - cancel.after-commit dies at the cancel, sent once the n calls are in
+//     flight, of the first of them: n-1 attempts left running.
 
 // inFlightCalls is how many calls the family holds in flight.
 const inFlightCalls = 8
@@ -53,6 +55,7 @@ const (
 	triggerNone    trigger = iota
 	triggerRequest         // one more request (accept.*)
 	triggerRetry           // the retry of a job failed first by a provider error (retry.after-commit)
+	triggerCancel          // the cancel of one of the calls in flight (cancel.after-commit)
 )
 
 // triggerSuffix ends the trigger job's key.
@@ -93,6 +96,9 @@ func inFlightScenario(point string, n int, lim limits) scenario {
 		setup := armed(fmt.Sprintf("%s:%d", crashpoint.ClaimAfterCommit, n), "held")
 		setup.target = false
 		sc.runs = append(sc.runs, setup, armed(spec, "fast"))
+	case crashpoint.CancelAfterCommit:
+		sc.trigger = triggerCancel
+		sc.runs = append(sc.runs, armed(spec, "held"))
 	case crashpoint.RetryAfterCommit:
 		sc.trigger = triggerRetry
 		retry := armed(spec, "held")
@@ -129,6 +135,11 @@ func (sc scenario) inFlightItems(gate <-chan struct{}) []item {
 	case triggerRetry:
 		calls[0].gate = gate
 		return append([]item{trig}, calls...)
+	case triggerCancel:
+		// The first call's job, cancelled once every call is in flight
+		// (the client cancels only after its sends: client.run).
+		trig.req.MaxWords, trig.cancel = calls[0].req.MaxWords, cancelRunning
+		return append([]item{trig}, calls[1:]...)
 	}
 	return calls
 }
@@ -159,6 +170,9 @@ func aboutInFlight(point string, n int) string {
 	case crashpoint.RetryAfterCommit:
 		what = "One job first fails the ordinary way (a provider answering 500). " + fill + held +
 			"Then the client retries the failed job; serve dies just after the retry's commit, before answering: the job is queued again, and stays queued, since every slot holds a call. "
+	case crashpoint.CancelAfterCommit:
+		what = fill + held + fmt.Sprintf("Then the client cancels the first of them; serve dies just after the cancel's commit, before answering: that job and its attempt are failed (cancelled), and the %d other calls' attempts are running. "+
+			"The cancelled job stays cancelled (the client re-sends its cancel, answered 200); recovery closes only the others. ", n-1)
 	}
 	return what + end
 }
@@ -215,6 +229,8 @@ func expectInFlight(point string) (calls, trigger []path) {
 		return held, queuedAtCrash(racy(nil))
 	case crashpoint.RetryAfterCommit:
 		return held, queuedAtCrash(racy([]string{"#1 " + failedProvider}))
+	case crashpoint.CancelAfterCommit:
+		return held, expect(point)
 	case crashpoint.ProviderAfterCall, crashpoint.CompleteBeforeCommit:
 		return append(held, answered...), nil
 	case crashpoint.CompleteAfterCommit:
@@ -259,8 +275,12 @@ func (t *Timeline) inFlightSets() (sets [][]path, roles []string) {
 	sets, roles = [][]path{calls}, []string{fmt.Sprintf("each of the %d jobs whose calls were in flight", t.InFlight)}
 	if t.Trigger != "" && trig != nil {
 		sets, roles = append(sets, trig), append(roles, "the job sent after them (key `"+t.Trigger+"`)")
-		if t.Point == crashpoint.RetryAfterCommit {
+		switch t.Point {
+		case crashpoint.RetryAfterCommit:
 			roles[1] = "the job failed first and retried once they were in flight (key `" + t.Trigger + "`)"
+		case crashpoint.CancelAfterCommit:
+			roles[0] = fmt.Sprintf("each of the %d other jobs whose calls were in flight", t.InFlight-1)
+			roles[1] = "the job whose call was in flight first, cancelled once they all were (key `" + t.Trigger + "`)"
 		}
 	}
 	return sets, roles
@@ -381,7 +401,9 @@ func (t *Timeline) checkInFlight() []Violation {
 	switch {
 	case t.Point == crashpoint.CompleteAfterCommit && (done < 1 || running < 1 || running+done != t.InFlight):
 		add(crash, "%d attempt(s) running and %d job(s) done when serve died; the first completion's commit must leave its job(s) done and the others of the %d calls running", running, done, t.InFlight)
-	case t.Point != crashpoint.CompleteAfterCommit && running != t.InFlight:
+	case t.Point == crashpoint.CancelAfterCommit && running != t.InFlight-1:
+		add(crash, "%d attempt(s) running when serve died; the scenario holds %d calls in flight, of which the cancel closed one", running, t.InFlight)
+	case t.Point != crashpoint.CompleteAfterCommit && t.Point != crashpoint.CancelAfterCommit && running != t.InFlight:
 		add(crash, "%d attempt(s) running when serve died; the scenario holds %d calls in flight at this point", running, t.InFlight)
 	}
 	if t.Point == crashpoint.ProviderAfterCall || t.Point == crashpoint.CompleteBeforeCommit {
