@@ -138,6 +138,63 @@ FROM (
                ORDER BY id LIMIT 1) h ON true
 ) q;
 
+-- failed_job_action: the next safe action of each failed job, decided on
+-- its class (error_class) and the columns of migration 0005, never on its
+-- error's words: a pruned job first (nothing to retry), then one automatic
+-- retry gave up on, a cancelled one (its last attempt says whether its
+-- call was in flight), a possible poison job (its last two attempts both
+-- ended worker_restarted), then its class's action. A plain view over
+-- jobs: job_board and job_overview read it by id (one row, by the primary
+-- key), so the words live in one place and a reader of one job reads one.
+CREATE VIEW failed_job_action AS
+SELECT j.id,
+           CASE
+           WHEN j.pruned_at IS NOT NULL THEN
+               'nothing to do: pruned by retention at ' || overview_time_text(j.pruned_at)
+               || ' (its prompt is gone, so it cannot run again; if it is still wanted, submit it anew under a new key)'
+           WHEN j.gave_up_after IS NOT NULL THEN
+               'gave up after ' || j.gave_up_after || ' attempts (the last ' || COALESCE(j.error_class, 'legacy')
+               || '): automatic retry stopped; check the provider (its status, limits and API key), then inkwell retry ' || j.id
+           WHEN j.error_class = 'cancelled' THEN
+               CASE WHEN (SELECT a.error_class FROM job_attempts a WHERE a.job_id = j.id AND a.attempt_number = (SELECT MAX(m.attempt_number) FROM job_attempts m WHERE m.job_id = j.id)) = 'cancelled' THEN
+                   'nothing to do: cancelled while its provider call was in flight, so the provider may have billed it'
+                   || ' (inkwell retry ' || j.id || ' runs it again under the job''s provider key)'
+               ELSE
+                   'nothing to do: cancelled before it ran, nothing reached the provider (inkwell retry ' || j.id || ' runs it after all)'
+               END
+           WHEN j.error_class = 'worker_restarted'
+                AND (SELECT COUNT(*) FROM job_attempts a
+                     WHERE a.job_id = j.id AND a.attempt_number >= (SELECT MAX(m.attempt_number) FROM job_attempts m WHERE m.job_id = j.id) - 1 AND a.error_class = 'worker_restarted') = 2 THEN
+               'possible poison job: it may be what kills the worker; inspect it before a retry'
+               || ' (its last two attempts both ended worker_restarted: inkwell show ' || j.id || ')'
+           WHEN j.error_class = 'worker_restarted' THEN
+               'inspect the error, then inkwell retry ' || j.id
+               || ' (the worker died during the attempt, so the provider may already have billed it; the retry reuses the job''s provider key, so the provider answers from its record)'
+           WHEN j.error_class IN ('not_sent', 'rate_limited', 'provider_error') THEN
+               'safe to retry: inkwell retry ' || j.id || ' ('
+               || CASE j.error_class WHEN 'not_sent' THEN 'nothing reached the provider'
+                                     WHEN 'rate_limited' THEN 'the provider answered 429 and billed nothing'
+                                     ELSE 'the provider answered with a server error (5xx)' END
+               || ': a retry cannot bill twice)'
+           WHEN j.error_class = 'rejected' THEN
+               'fix its cause first (the API key, the model or the request; inspect the error), then inkwell retry ' || j.id
+               || ': the provider refused the request, so a retry as it is will fail the same way'
+           WHEN j.error_class = 'malformed' THEN
+               'inspect the provider''s answer first: Inkwell could not read it, and a retry may get the same answer'
+               || ' (the provider may have billed the call); then inkwell retry ' || j.id
+           WHEN j.error_class = 'unstorable' THEN
+               'fix the database first (disk full? a constraint?): it refused the provider''s answer; then inkwell retry ' || j.id
+               || ' (the provider billed the call; the retry reuses the job''s provider key, and a provider that ignores keys bills it again)'
+           WHEN j.error_class IN ('timeout', 'shutdown') THEN
+               'check the provider''s usage first: '
+               || CASE j.error_class WHEN 'timeout' THEN 'no answer came in time' ELSE 'a stop cut the call short' END
+               || ', so the provider may have billed it; with a provider that ignores keys (openai) a retry may bill twice,'
+               || ' with one that honours them (sim, provider-sim) the retry is answered from its record; then inkwell retry ' || j.id
+           ELSE 'inspect the error, then inkwell retry ' || j.id
+           END AS next_action
+FROM jobs j
+WHERE j.status = 'failed';
+
 -- job_board: see the SQLite file. A queued job's place beyond the first
 -- 1000 is found by binary search (width_bucket) in the sorted ids of the
 -- queue, read once per statement and only if needed.
@@ -190,48 +247,7 @@ SELECT b.id, b.status, b.lane,
                            || CASE WHEN q.live_lane IS NOT NULL THEN '; live lanes rescue them by themselves once that lane''s lock session ends' ELSE '' END
                    END
                FROM (SELECT 1) one LEFT JOIN lane_liveness ll ON ll.lane = b.lane)
-           WHEN b.pruned_at IS NOT NULL THEN
-               'nothing to do: pruned by retention at ' || overview_time_text(b.pruned_at)
-               || ' (its prompt is gone, so it cannot run again; if it is still wanted, submit it anew under a new key)'
-           WHEN b.gave_up_after IS NOT NULL THEN
-               'gave up after ' || b.gave_up_after || ' attempts (the last ' || COALESCE(b.error_class, 'legacy')
-               || '): automatic retry stopped; check the provider (its status, limits and API key), then inkwell retry ' || b.id
-           WHEN b.error_class = 'cancelled' THEN
-               CASE WHEN (SELECT a.error_class FROM job_attempts a WHERE a.job_id = b.id AND a.attempt_number = b.last_attempt) = 'cancelled' THEN
-                   'nothing to do: cancelled while its provider call was in flight, so the provider may have billed it'
-                   || ' (inkwell retry ' || b.id || ' runs it again under the job''s provider key)'
-               ELSE
-                   'nothing to do: cancelled before it ran, nothing reached the provider (inkwell retry ' || b.id || ' runs it after all)'
-               END
-           WHEN b.error_class = 'worker_restarted'
-                AND (SELECT COUNT(*) FROM job_attempts a
-                     WHERE a.job_id = b.id AND a.attempt_number >= b.last_attempt - 1 AND a.error_class = 'worker_restarted') = 2 THEN
-               'possible poison job: it may be what kills the worker; inspect it before a retry'
-               || ' (its last two attempts both ended worker_restarted: inkwell show ' || b.id || ')'
-           WHEN b.error_class = 'worker_restarted' THEN
-               'inspect the error, then inkwell retry ' || b.id
-               || ' (the worker died during the attempt, so the provider may already have billed it; the retry reuses the job''s provider key, so the provider answers from its record)'
-           WHEN b.error_class IN ('not_sent', 'rate_limited', 'provider_error') THEN
-               'safe to retry: inkwell retry ' || b.id || ' ('
-               || CASE b.error_class WHEN 'not_sent' THEN 'nothing reached the provider'
-                                     WHEN 'rate_limited' THEN 'the provider answered 429 and billed nothing'
-                                     ELSE 'the provider answered with a server error (5xx)' END
-               || ': a retry cannot bill twice)'
-           WHEN b.error_class = 'rejected' THEN
-               'fix its cause first (the API key, the model or the request; inspect the error), then inkwell retry ' || b.id
-               || ': the provider refused the request, so a retry as it is will fail the same way'
-           WHEN b.error_class = 'malformed' THEN
-               'inspect the provider''s answer first: Inkwell could not read it, and a retry may get the same answer'
-               || ' (the provider may have billed the call); then inkwell retry ' || b.id
-           WHEN b.error_class = 'unstorable' THEN
-               'fix the database first (disk full? a constraint?): it refused the provider''s answer; then inkwell retry ' || b.id
-               || ' (the provider billed the call; the retry reuses the job''s provider key, and a provider that ignores keys bills it again)'
-           WHEN b.error_class IN ('timeout', 'shutdown') THEN
-               'check the provider''s usage first: '
-               || CASE b.error_class WHEN 'timeout' THEN 'no answer came in time' ELSE 'a stop cut the call short' END
-               || ', so the provider may have billed it; with a provider that ignores keys (openai) a retry may bill twice,'
-               || ' with one that honours them (sim, provider-sim) the retry is answered from its record; then inkwell retry ' || b.id
-           ELSE 'inspect the error, then inkwell retry ' || b.id
+           ELSE (SELECT fa.next_action FROM failed_job_action fa WHERE fa.id = b.id)
        END AS next_action,
        b.error_class,
        b.pruned_at
@@ -399,7 +415,7 @@ SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
                FROM queue_state qs)
            WHEN c.status = 'running' THEN ra.action
            ELSE
-               COALESCE((SELECT b.next_action FROM job_board b WHERE b.id = f.id)
+               COALESCE((SELECT fa.next_action FROM failed_job_action fa WHERE fa.id = f.id)
                         || CASE WHEN c.jobs > 1 THEN ' (and ' || (c.jobs - 1) || ' more: SELECT * FROM job_board)' ELSE '' END,
                         'nothing to retry')
                || CASE WHEN k.f_not_sent > 0 THEN '; ' || k.f_not_sent || ' not_sent: safe to retry, nothing reached the provider' ELSE '' END
