@@ -94,8 +94,9 @@ func TestServe_StopWithCallsInFlight(t *testing.T) {
 	sim.release()
 	for _, id := range ids {
 		d := showJob(t, st, id)
-		if len(d.Attempts) != 1 || d.Job.Status != inkwell.StatusFailed || d.Attempts[0].Error != inkwell.ErrShutdownGrace {
-			t.Errorf("job %d = %s with attempts %+v; want one failed attempt: %q", id, d.Job.Status, d.Attempts, inkwell.ErrShutdownGrace)
+		if len(d.Attempts) != 1 || d.Job.Status != inkwell.StatusFailed || d.Attempts[0].Error != inkwell.ErrShutdownGrace ||
+			d.Attempts[0].ErrorClass != inkwell.ClassShutdown || d.Job.ErrorClass != inkwell.ClassShutdown {
+			t.Errorf("job %d = %s (%s) with attempts %+v; want one failed attempt: %q, class shutdown", id, d.Job.Status, d.Job.ErrorClass, d.Attempts, inkwell.ErrShutdownGrace)
 		}
 	}
 	if d := showJob(t, st, queued); d.Job.Status != inkwell.StatusQueued || len(d.Attempts) != 0 {
@@ -103,6 +104,31 @@ func TestServe_StopWithCallsInFlight(t *testing.T) {
 	}
 	if n := lanesCount(t, st, `SELECT COUNT(*) FROM job_attempts WHERE status = 'running'`); n != 0 {
 		t.Errorf("%d attempts left running after a clean stop", n)
+	}
+}
+
+// TestServe_StopWithCallsInFlightRequeuesWhenKeysAreHonoured: the same
+// stop, with --provider-honours-keys on: a call cut short by the stop may
+// have been billed, and a provider that honours keys answers its second
+// call from its record, so each job goes back to queued (reschedule) in the
+// transaction that fails its attempt, and the next start runs it.
+func TestServe_StopWithCallsInFlightRequeuesWhenKeysAreHonoured(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	st := storetest.MustOpen(t, db, store.Options{})
+	sim := startHeldSim(t)
+	srv, ids := startWithCallsInFlight(t, db, sim, "--grace", "1s", "--provider-honours-keys", "on", "--retry-base", "10ms")
+	if err := srv.Signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("serve after SIGTERM with %d calls in flight: %v, want exit 0", inFlight, err)
+	}
+	sim.release()
+	for _, id := range ids {
+		d := showJob(t, st, id)
+		if len(d.Attempts) != 1 || d.Job.Status != inkwell.StatusQueued || d.Job.NotBefore == nil ||
+			d.Attempts[0].ErrorClass != inkwell.ClassShutdown || d.Job.ErrorClass != inkwell.ClassShutdown {
+			t.Errorf("job %d = %s (%s, not before %v) with attempts %+v; want queued again after one shutdown attempt",
+				id, d.Job.Status, d.Job.ErrorClass, d.Job.NotBefore, d.Attempts)
+		}
 	}
 }
 

@@ -32,16 +32,18 @@ type Options struct {
 
 // Store is Inkwell's database. It is safe for concurrent use.
 type Store struct {
-	dsn      string
-	dialect  dialect
-	db       *sql.DB // writes (and transactions)
-	rdb      *sql.DB // reads; the same pool as db on PostgreSQL
-	now      func() time.Time
-	log      *slog.Logger
-	accepts  *acceptBatcher
-	outcomes *outcomeBatcher
-	stmts    stmtCache
-	path     string // SQLite file path; empty on PostgreSQL
+	closeOnce sync.Once
+	closeErr  error
+	dsn       string
+	dialect   dialect
+	db        *sql.DB // writes (and transactions)
+	rdb       *sql.DB // reads; the same pool as db on PostgreSQL
+	now       func() time.Time
+	log       *slog.Logger
+	accepts   *acceptBatcher
+	outcomes  *outcomeBatcher
+	stmts     stmtCache
+	path      string // SQLite file path; empty on PostgreSQL
 	// fences maps a lane to the *pgLock this process holds for it on
 	// PostgreSQL: the claim's guard (see claimFence in postgres_lock.go).
 	fences sync.Map
@@ -89,8 +91,14 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close stops the accept batcher and closes the database pools.
+// Close stops the batchers and closes the database pools. A second Close
+// returns the first one's result.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Store) close() error {
 	if s.accepts != nil {
 		s.accepts.close()
 	}

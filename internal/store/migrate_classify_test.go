@@ -1,0 +1,131 @@
+package store_test
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+)
+
+// TestMigrate_ClassifiesStoredFailures: a database at schema version 4,
+// holding failures in the words Inkwell wrote before classes existed, gets
+// each one's class from migration 0005 ('legacy' where the words do not
+// tell), on attempts (finished attempts, which never change otherwise) and
+// jobs alike; and an installation id whose keys start after its last job,
+// so the jobs already stored keep the provider key they may have been
+// sent under.
+func TestMigrate_ClassifiesStoredFailures(t *testing.T) {
+	t.Parallel()
+	errorsAndClasses := []struct {
+		text  string
+		class inkwell.ErrorClass
+	}{
+		{"worker restarted", inkwell.ClassWorkerRestarted},
+		{"provider: provider call: timeout: context deadline exceeded", inkwell.ClassTimeout},
+		{"provider: provider call: network error: outcome unknown, the request may have reached the provider and been billed: EOF", inkwell.ClassTimeout},
+		{"provider: provider call: connection refused: dial tcp 127.0.0.1:9: connect: connection refused", inkwell.ClassNotSent},
+		{"provider: provider call: rate limited: HTTP 429: slow down", inkwell.ClassRateLimited},
+		{"provider: provider call: server error: HTTP 502: bad gateway", inkwell.ClassProviderError},
+		{"provider: provider call: client error: HTTP 401: bad key", inkwell.ClassRejected},
+		{"payload unreadable: unexpected end of JSON input", inkwell.ClassRejected},
+		{"provider: provider call: malformed answer: answer has no choices", inkwell.ClassMalformed},
+		{"provider: provider call: canceled: context canceled", inkwell.ClassShutdown},
+		{inkwell.ErrShutdownGrace, inkwell.ClassShutdown},
+		{"could not store the provider's answer: CHECK constraint failed", inkwell.ClassUnstorable},
+		{"the old inkwell said something else", inkwell.ClassLegacy},
+	}
+	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+		dsn := b.DSN
+		if b.Name == "postgres" {
+			dsn = storetest.EmptyPostgresDSN(t)
+		}
+		old := storetest.MustOpen(t, dsn, store.Options{NoMigrate: true})
+		db := old.DB()
+		files, err := filepath.Glob(filepath.Join("migrations", b.Name, "000[1-4]_*.sql"))
+		if err != nil || len(files) != 4 {
+			t.Fatalf("migrations 1-4 of %s: %v %v", b.Name, files, err)
+		}
+		slices.Sort(files)
+		execEach(t, db, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
+		for i, f := range files {
+			sqlText, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			execEach(t, db, string(sqlText),
+				fmt.Sprintf(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (%d, 'm', '2026-11-30T00:00:00.000000Z')`, i+1))
+		}
+		const at = `'2026-11-30T00:00:00.000000Z'`
+		for i, e := range errorsAndClasses {
+			id := i + 1
+			execEach(t, db,
+				fmt.Sprintf(`INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at)
+					VALUES (%d, 'k%d', 'h', '{"prompt":"p"}', 'failed', %s, 'local', %s, %s, %s)`, id, id, quote(e.text), at, at, at),
+				fmt.Sprintf(`INSERT INTO job_attempts (job_id, attempt_number, status, error, lane, started_at, finished_at)
+					VALUES (%d, 1, 'failed', %s, 'local', %s, %s)`, id, quote(e.text), at, at))
+		}
+		execEach(t, db, fmt.Sprintf(`INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, created_at)
+			VALUES (%d, 'queued', 'h', '{"prompt":"p"}', 'queued', %s)`, len(errorsAndClasses)+1, at))
+		if err := old.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		st := storetest.MustOpen(t, dsn, store.Options{}) // applies 0005 and later
+		for i, e := range errorsAndClasses {
+			d := mustShow(t, st, int64(i+1))
+			if d.Job.ErrorClass != e.class || d.Attempts[0].ErrorClass != e.class {
+				t.Errorf("%q: job class %q, attempt class %q; want %q", e.text, d.Job.ErrorClass, d.Attempts[0].ErrorClass, e.class)
+			}
+			if d.Job.Error != e.text || d.Attempts[0].Error != e.text {
+				t.Errorf("%q: the migration changed the words: job %q attempt %q", e.text, d.Job.Error, d.Attempts[0].Error)
+			}
+		}
+		if d := mustShow(t, st, int64(len(errorsAndClasses)+1)); d.Job.ErrorClass != "" {
+			t.Errorf("queued job got class %q, want none", d.Job.ErrorClass)
+		}
+		in, err := st.Installation(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := int64(len(errorsAndClasses) + 1)
+		if in.KeysFromJob != last+1 {
+			t.Errorf("installation keys from job %d, want %d (after the last stored job)", in.KeysFromJob, last+1)
+		}
+		if got, want := in.ProviderKey(last, "queued"), inkwell.ProviderKey(last, "queued"); got != want {
+			t.Errorf("a job stored before the migration gets key %q, want the key it had: %q", got, want)
+		}
+		if got := in.ProviderKey(last+1, "new"); got == inkwell.ProviderKey(last+1, "new") {
+			t.Errorf("a job stored after the migration gets key %q without the installation id", got)
+		}
+		wantCountsKept(t, st, "after migration 0005")
+	})
+}
+
+// quote is s as an SQL string literal.
+func quote(s string) string {
+	out := "'"
+	for _, r := range s {
+		if r == '\'' {
+			out += "''"
+			continue
+		}
+		out += string(r)
+	}
+	return out + "'"
+}
+
+// execEach runs each statement (or script) on db, failing the test at the first error.
+func execEach(t *testing.T, db *sql.DB, stmts ...string) {
+	t.Helper()
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%.200s: %v", q, err)
+		}
+	}
+}
