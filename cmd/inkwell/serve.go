@@ -237,6 +237,8 @@ func (m *Main) Run(ctx context.Context) error {
 	logRecovered(ctx, m.st, rep, m.log)
 	m.srv.SetReady(true)
 	m.log.Info("ready", "lane", m.cfg.Lane)
+	stopRetention := m.startRetention(ctx) // --retention: prunes old finished jobs (retention.go)
+	defer stopRetention()
 
 	laneCtx, stopLane := context.WithCancel(ctx)
 	defer stopLane()

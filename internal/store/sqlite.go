@@ -84,7 +84,8 @@ func (s *Store) optimizeSQLite(ctx context.Context) {
 }
 
 // sqliteDSN builds the connection string every connection opens with:
-// WAL (readers never block the writer), synchronous as configured,
+// incremental auto-vacuum for a new file (writer only), WAL (readers never
+// block the writer), synchronous as configured,
 // a busy timeout, foreign keys on, and _txlock=immediate so every
 // transaction takes the write lock at BEGIN. A deferred transaction that
 // later upgrades to a write gets SQLITE_BUSY at once, ignoring the timeout.
@@ -103,6 +104,14 @@ func sqliteDSN(path string, opts Options, immediate bool) (string, error) {
 		busy = 5 * time.Second
 	}
 	q := url.Values{}
+	if immediate {
+		// A new file gets incremental auto-vacuum: SQLite can only set it
+		// before the first table is created, and it lets prune hand the
+		// pages it frees back to the file system (PRAGMA incremental_vacuum,
+		// see prune.go). On a file that already has tables it changes
+		// nothing until a VACUUM (inkwell prune --vacuum) rebuilds it.
+		q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
+	}
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))

@@ -11,13 +11,15 @@ import (
 // hand, already paid for) could wait behind a stream of accepts and
 // heartbeats until its deadline ran out. Outcome writes (complete, fail)
 // go ahead of every other waiting writer; within a class, first come,
-// first served. PostgreSQL has no gate: its writers do not queue on one
-// connection.
+// first served. Background work that may wait (retention's prune, see
+// prune.go) queues behind both. PostgreSQL has no gate: its writers do not
+// queue on one connection.
 type writeGate struct {
 	mu     sync.Mutex
 	busy   bool
 	urgent []chan struct{}
 	normal []chan struct{}
+	low    []chan struct{}
 }
 
 // writePriority says where a transaction queues at the gate.
@@ -26,6 +28,7 @@ type writePriority int
 const (
 	writeNormal  writePriority = iota
 	writeOutcome               // a provider call's outcome: goes first
+	writeLow                   // background work (prune): goes after every other waiter
 )
 
 // acquire waits for the gate. When ctx ends first it returns ctx's error
@@ -38,9 +41,12 @@ func (g *writeGate) acquire(ctx context.Context, p writePriority) error {
 		return nil
 	}
 	ch := make(chan struct{})
-	if p == writeOutcome {
+	switch p {
+	case writeOutcome:
 		g.urgent = append(g.urgent, ch)
-	} else {
+	case writeLow:
+		g.low = append(g.low, ch)
+	default:
 		g.normal = append(g.normal, ch)
 	}
 	g.mu.Unlock()
@@ -50,7 +56,7 @@ func (g *writeGate) acquire(ctx context.Context, p writePriority) error {
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
-	if !remove(&g.urgent, ch) && !remove(&g.normal, ch) {
+	if !remove(&g.urgent, ch) && !remove(&g.normal, ch) && !remove(&g.low, ch) {
 		// Handed over just as ctx ended: pass it on.
 		g.mu.Unlock()
 		g.release()
@@ -61,11 +67,11 @@ func (g *writeGate) acquire(ctx context.Context, p writePriority) error {
 }
 
 // release hands the gate to the first urgent waiter, else the first
-// normal one, else frees it.
+// normal one, else the first low one, else frees it.
 func (g *writeGate) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, q := range []*[]chan struct{}{&g.urgent, &g.normal} {
+	for _, q := range []*[]chan struct{}{&g.urgent, &g.normal, &g.low} {
 		if len(*q) > 0 {
 			ch := (*q)[0]
 			*q = (*q)[1:]

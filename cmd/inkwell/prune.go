@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+func init() {
+	register("prune", "remove the prompt and text of jobs finished long ago (their key, attempts and charge stay)", runPrune)
+}
+
+const pruneHelp = `
+Prune is retention run by hand ('serve --retention' runs it hourly): every
+job that finished (done or failed) longer ago than --older-than loses its
+prompt and its generated text, and is marked pruned (pruned_at). Its status
+does not change, and everything else stays: the job row, its idempotency
+key and request hash, its attempts, its charge, and the request's other
+fields (account, max_words). A re-send of a pruned job's key is answered 200
+with the pruned job and never runs it again; a pruned failed job cannot be
+retried (its prompt is gone: submit it anew under a new key). Jobs already
+pruned are skipped, so running prune again is harmless.
+
+Prune works in small transactions at low priority, resting between them,
+so a running server's accepts and completions do not wait long behind it;
+a stop (Ctrl-C) keeps what was pruned and leaves the rest for next time.
+
+SQLite: a file Inkwell created has incremental auto-vacuum, and prune gives
+the pages it frees back to the file system: the file shrinks. A file
+created by an older Inkwell keeps the freed pages, which new jobs reuse (it
+stops growing), but it shrinks only after --vacuum, which rebuilds the
+whole file with VACUUM and turns auto-vacuum on for good. VACUUM holds the
+write lock until it is done (seconds per GB) and needs free disk space
+about the file's size: stop serve first, or its writes wait and may fail.
+
+Examples:
+  inkwell prune --older-than 30d --dry-run    count what would go
+  inkwell prune --older-than 720h             prune jobs finished over 30 days ago
+  inkwell prune --vacuum                      rebuild an old SQLite file once`
+
+func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("prune", "--older-than DURATION [--dry-run] [--vacuum] [--db PATH]", pruneHelp, stdout, stderr)
+	db := dbFlag(fs)
+	olderThan := fs.String("older-than", "", "prune jobs finished longer ago than this: a duration (720h, 90m) or whole days (30d); 0s takes every finished job")
+	dryRun := fs.Bool("dry-run", false, "count the jobs that would be pruned, by status, and write nothing")
+	vacuum := fs.Bool("vacuum", false, "SQLite: then rebuild the file with VACUUM so it shrinks and gets incremental auto-vacuum (holds the write lock throughout: stop serve first)")
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "inkwell prune: "+format+"\n", a...)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return usage("unexpected argument %q: prune takes flags only (--older-than DURATION)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["older-than"] && !*vacuum {
+		return usage("say how old a finished job must be: --older-than DURATION (e.g. 720h or 30d); see inkwell prune --help")
+	}
+	var age time.Duration
+	if set["older-than"] {
+		var err error
+		if age, err = parseAge(*olderThan); err != nil {
+			return usage("--older-than: %v", err)
+		}
+	}
+	if *dryRun && *vacuum {
+		return usage("--vacuum rewrites the file; it cannot be part of a --dry-run")
+	}
+	st, err := openExisting(ctx, *db)
+	if err != nil {
+		return fail(stderr, "prune", err)
+	}
+	defer st.Close()
+	if set["older-than"] {
+		if code := pruneOlderThan(ctx, st, age, *dryRun, stdout, stderr, *vacuum); code != 0 {
+			return code
+		}
+	}
+	if *vacuum {
+		return vacuumFile(ctx, st, stdout, stderr)
+	}
+	return 0
+}
+
+// parseAge reads --older-than: a Go duration, or whole days ("30d").
+func parseAge(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, errors.New("empty; give a duration such as 720h or 30d")
+	}
+	var d time.Duration
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n > 100000 {
+			return 0, fmt.Errorf("%q: days must be a whole number, such as 30d", v)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, fmt.Errorf("%q is not a duration (say 720h, 90m or 30d)", v)
+		}
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q is negative: say how long ago a job must have finished (0s: every finished job)", v)
+	}
+	return d, nil
+}
+
+func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dryRun bool, stdout, stderr io.Writer, vacuumNext bool) int {
+	opts := store.PruneOptions{DryRun: dryRun, Progress: func(p store.PruneProgress) {
+		pct := 100.0
+		if p.Matched > 0 {
+			pct = 100 * float64(p.Pruned) / float64(p.Matched)
+		}
+		fmt.Fprintf(stdout, "  %d of %d jobs pruned (%.0f%%), %s\n", p.Pruned, p.Matched, pct, p.Elapsed.Round(time.Millisecond))
+	}}
+	rep, err := st.PruneOlderThan(ctx, age, opts)
+	when := rep.Before.Format(time.RFC3339)
+	if dryRun {
+		if err != nil {
+			return fail(stderr, "prune", err)
+		}
+		fmt.Fprintf(stdout, "dry run: %d jobs finished before %s (older than %s) would be pruned (%d done, %d failed); nothing was written\n",
+			rep.Matched, when, age, rep.MatchedDone, rep.MatchedFailed)
+		return 0
+	}
+	if err != nil && rep.Pruned == 0 && rep.Matched == 0 {
+		return fail(stderr, "prune", err)
+	}
+	fmt.Fprintf(stdout, "pruned %d jobs finished before %s (older than %s): %d done, %d failed, in %d batches, %s; the longest batch held the writer %s\n",
+		rep.Pruned, when, age, rep.PrunedDone, rep.PrunedFailed, rep.Batches, rep.Elapsed.Round(time.Millisecond), rep.LongestBatch.Round(100*time.Microsecond))
+	if st.Path() != "" && rep.Pruned > 0 {
+		fmt.Fprintf(stdout, "file %s: %s before, %s after", st.Path(), mb(rep.FileBefore), mb(rep.FileAfter))
+		if rep.PagesVacuumed > 0 {
+			fmt.Fprintf(stdout, " (incremental vacuum gave back %d pages)", rep.PagesVacuumed)
+		}
+		fmt.Fprintln(stdout)
+		if rep.AutoVacuum != "incremental" && rep.FreePages > 0 && !vacuumNext {
+			fmt.Fprintf(stdout, "note: this file was created without incremental auto-vacuum (by an older Inkwell): its %d free pages (%s) stay in it and new jobs reuse them, "+
+				"so it stops growing, but it does not shrink until 'inkwell prune --vacuum' rebuilds it (VACUUM holds the write lock throughout: stop serve first)\n",
+				rep.FreePages, mb(rep.FreePages*rep.PageSize))
+		}
+	}
+	if err != nil {
+		fail(stderr, "prune", fmt.Errorf("stopped after %d of %d jobs (what was pruned stays pruned; run prune again for the rest): %w", rep.Pruned, rep.Matched, err))
+		return 1
+	}
+	return 0
+}
+
+func vacuumFile(ctx context.Context, st *store.Store, stdout, stderr io.Writer) int {
+	if st.Path() == "" {
+		return fail(stderr, "prune", errors.New("--vacuum is for a SQLite file; on PostgreSQL autovacuum makes the space prune frees reusable"))
+	}
+	fmt.Fprintf(stdout, "vacuum: rebuilding %s; this holds the write lock until it is done (other writers wait)\n", st.Path())
+	vr, err := st.Vacuum(ctx)
+	if err != nil {
+		return fail(stderr, "prune", fmt.Errorf("vacuum: %w", err))
+	}
+	fmt.Fprintf(stdout, "vacuum: file %s before, %s after; auto_vacuum %s (was %s)\n", mb(vr.FileBefore), mb(vr.FileAfter), vr.AutoVacuum, vr.AutoVacuumBefore)
+	return 0
+}
+
+func mb(bytes int64) string { return fmt.Sprintf("%.1f MB", float64(bytes)/1e6) }

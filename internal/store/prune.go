@@ -1,0 +1,650 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Prune is the prune transition of DESIGN.md §2 (retention, §9): a job
+// finished (done or failed) before a cut-off loses its prompt and its text,
+// and gets pruned_at. Its status does not change, and nothing else about it
+// does: the row, its key and request hash (so a re-send of the key is still
+// answered with this job and never runs it again), its attempts, its result
+// row (the text emptied, never the row removed: a done job keeps exactly one
+// result, invariant 2 of §7) and its charge stay. A pruned job is never run
+// again: retry refuses it (RetryIfFailed), since its prompt is gone.
+//
+// What is left of the payload: the request without its "prompt" member,
+// e.g. {"account":"default","max_words":50}, so GET still says who paid and
+// how long an answer was asked for. A payload that is not a JSON object
+// (an adopted legacy row gone wrong) becomes {}.
+//
+// Prune runs in small transactions, each at low priority behind every other
+// writer of this process (writeLow at the SQLite write gate), and rests
+// between them, so an accept never waits long behind one (see
+// docs/retention.md for the figures). The size of a batch adapts to
+// PruneOptions.BatchTime, measured on each batch.
+//
+// On SQLite an UPDATE that shrinks a row frees space inside its page but
+// never frees the page (the b-tree rebalances only when a page overflows or
+// a row is deleted), and new jobs, whose ids only grow, never land in old
+// pages: the file would keep growing as if nothing had been pruned. So on
+// SQLite a pruned row is rewritten, not updated: in the batch's one
+// transaction the job and result rows are deleted and inserted again with
+// the same ids and every column as it was but the prompt, the text and
+// pruned_at (foreign keys are checked at the commit, when every row is
+// back). No transaction ever sees a job without its row or a done job
+// without its result. The delete lets SQLite merge the now nearly empty
+// pages and put the rest on its free list, which new jobs reuse; on a file
+// with incremental auto-vacuum (every file Inkwell created since it sets
+// it, see sqliteDSN) Prune then hands the free pages back to the file
+// system with PRAGMA incremental_vacuum, in small steps. A file created
+// without it shrinks only after VACUUM (Store.Vacuum). PostgreSQL updates
+// in place: its own VACUUM (autovacuum) makes the space reusable.
+
+// PruneOptions tune Prune. The zero value is the production default.
+type PruneOptions struct {
+	// DryRun counts the jobs Prune would prune and writes nothing.
+	DryRun bool
+	// MaxBatch is the most jobs one transaction prunes (default 1000).
+	MaxBatch int
+	// BatchTime is how long one batch should hold the writer (default
+	// 20ms); the batch size follows the time each batch took.
+	BatchTime time.Duration
+	// Pause is the rest between two batches, when other writers (and, on
+	// SQLite, other processes waiting in their busy handler) get in.
+	// Default 50ms on SQLite, none on PostgreSQL; negative: none.
+	Pause time.Duration
+	// Progress, when set, is called about every ProgressEvery (default
+	// 5s) while Prune runs, and once at the end.
+	Progress      func(PruneProgress)
+	ProgressEvery time.Duration
+	// NoVacuum skips the incremental vacuum after the batches (SQLite).
+	NoVacuum bool
+}
+
+// PruneProgress is how far a Prune has got.
+type PruneProgress struct {
+	Pruned  int64 // jobs pruned so far
+	Matched int64 // jobs to prune, counted when Prune began
+	Elapsed time.Duration
+}
+
+// PruneReport says what a Prune did (or, for a dry run, would do).
+type PruneReport struct {
+	Before  time.Time // jobs finished before this
+	DryRun  bool
+	Matched int64 // finished before Before and not pruned yet, when Prune began
+	// Pruned is how many jobs this run pruned (done and failed); a dry run
+	// prunes none and says what it would in Matched, MatchedDone, MatchedFailed.
+	Pruned, PrunedDone, PrunedFailed int64
+	MatchedDone, MatchedFailed       int64
+	Batches                          int
+	// LongestBatch is the longest a batch held the writer.
+	LongestBatch time.Duration
+	Elapsed      time.Duration
+	// SQLite only: the file's auto_vacuum mode ("none", "full",
+	// "incremental"; "" on PostgreSQL), the pages incremental vacuum gave
+	// back to the file system, the free pages left in the file (reused by
+	// new rows), its page size, and its size in bytes before and after.
+	AutoVacuum        string
+	PagesVacuumed     int64
+	FreePages         int64
+	PageSize          int64
+	FileBefore        int64
+	FileAfter         int64
+	VacuumInterrupted bool // the vacuum steps stopped early (ctx ended)
+}
+
+const (
+	defaultPruneMaxBatch  = 1000
+	defaultPruneBatchTime = 20 * time.Millisecond
+	defaultPrunePause     = 50 * time.Millisecond
+	defaultPruneProgress  = 5 * time.Second
+	minPruneBatch         = 10
+	firstPruneBatch       = 100
+	// vacuumStepPages is where an incremental vacuum step starts; like a
+	// batch, its size then follows BatchTime.
+	vacuumStepPages = 256
+	maxVacuumStep   = 8192
+)
+
+// pruneRewritesRows: the database is a SQLite file, whose pages a shrinking
+// UPDATE never frees (see the comment at the top).
+func (s *Store) pruneRewritesRows() bool { return s.path != "" }
+
+// pruneMatch selects the jobs Prune takes. It repeats the partial index
+// jobs_unpruned's own condition word for word, so both dialects read that
+// index and never the finished history that is already pruned.
+const pruneMatch = `status IN ('done', 'failed') AND pruned_at IS NULL AND finished_at < $1`
+
+// Prune prunes every job finished before before and not pruned yet (see
+// the comment above). It is idempotent: a pruned job is never taken again.
+// When ctx ends it stops after the batch in flight (which commits or rolls
+// back whole) and returns ctx's error with the report so far.
+func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) (PruneReport, error) {
+	start := time.Now()
+	rep := PruneReport{Before: before.UTC(), DryRun: opts.DryRun}
+	if err := s.needPruneSchema(ctx); err != nil {
+		return rep, err
+	}
+	opts = s.pruneDefaults(opts)
+	if err := s.countPrunable(ctx, &rep); err != nil {
+		return rep, err
+	}
+	if s.pruneRewritesRows() {
+		f, err := s.sqliteFileState(ctx)
+		if err != nil {
+			return rep, err
+		}
+		rep.AutoVacuum, rep.PageSize, rep.FreePages, rep.FileBefore, rep.FileAfter = f.autoVacuum, f.pageSize, f.free, f.size, f.size
+	}
+	if opts.DryRun {
+		rep.Elapsed = time.Since(start)
+		return rep, nil
+	}
+	progress := func(force bool) {}
+	if opts.Progress != nil {
+		last := time.Now()
+		progress = func(force bool) {
+			if force || time.Since(last) >= opts.ProgressEvery {
+				last = time.Now()
+				opts.Progress(PruneProgress{Pruned: rep.Pruned, Matched: rep.Matched, Elapsed: time.Since(start)})
+			}
+		}
+	}
+	n := min(firstPruneBatch, opts.MaxBatch)
+	var err error
+	for rep.Matched > 0 {
+		var got, done, failed int
+		var held time.Duration
+		got, done, failed, held, err = s.pruneBatch(ctx, before, n)
+		if err != nil {
+			break
+		}
+		rep.Batches++
+		rep.Pruned += int64(got)
+		rep.PrunedDone += int64(done)
+		rep.PrunedFailed += int64(failed)
+		rep.LongestBatch = max(rep.LongestBatch, held)
+		progress(false)
+		if got < n {
+			break // none left (or, on PostgreSQL, the rest is locked by a concurrent writer: the next run takes it)
+		}
+		n = nextBatchSize(n, held, opts.BatchTime, opts.MaxBatch)
+		if err = rest(ctx, opts.Pause); err != nil {
+			break
+		}
+	}
+	if err == nil && s.pruneRewritesRows() && !opts.NoVacuum && rep.Pruned > 0 {
+		err = s.vacuumSteps(ctx, opts, &rep)
+	}
+	if s.pruneRewritesRows() && rep.Pruned > 0 {
+		f, ferr := s.sqliteFileState(context.WithoutCancel(ctx))
+		if ferr != nil && err == nil {
+			err = ferr
+		}
+		rep.FreePages, rep.FileAfter = f.free, f.size
+	}
+	rep.Elapsed = time.Since(start)
+	if rep.Pruned > 0 || err == nil {
+		progress(true)
+	}
+	return rep, err
+}
+
+// PruneOlderThan prunes the jobs finished longer ago than age by the
+// store's clock (the database's own on PostgreSQL, which wrote
+// finished_at): serve's --retention and inkwell prune --older-than. An age
+// of 0 takes every finished job.
+func (s *Store) PruneOlderThan(ctx context.Context, age time.Duration, opts PruneOptions) (PruneReport, error) {
+	if age < 0 {
+		return PruneReport{}, inkwell.Errorf(inkwell.EINVALID, "prune: the age must be 0 or more, not %s", age)
+	}
+	return s.Prune(ctx, s.now().Add(-age), opts)
+}
+
+func (s *Store) pruneDefaults(o PruneOptions) PruneOptions {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = defaultPruneMaxBatch
+	}
+	if o.BatchTime <= 0 {
+		o.BatchTime = defaultPruneBatchTime
+	}
+	switch {
+	case o.Pause < 0:
+		o.Pause = 0
+	case o.Pause == 0 && s.dialect.oneWriter:
+		o.Pause = defaultPrunePause
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = defaultPruneProgress
+	}
+	return o
+}
+
+// needPruneSchema refuses a database older than migration 0005, which
+// added pruned_at: a clear word instead of "no such column".
+func (s *Store) needPruneSchema(ctx context.Context) error {
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return s.classify(err)
+	}
+	if v < 5 {
+		return inkwell.Errorf(inkwell.EINVALID, "the database schema is at version %d; retention needs migration 0005: run 'inkwell migrate' (or start 'inkwell serve') first", v)
+	}
+	return nil
+}
+
+// countPrunable counts the jobs a Prune would take, by status, on the read
+// pool (the jobs_unpruned index).
+func (s *Store) countPrunable(ctx context.Context, rep *PruneReport) error {
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(`SELECT status, COUNT(*) FROM jobs WHERE `+pruneMatch+` GROUP BY status`), s.ts(rep.Before))
+	if err != nil {
+		return s.classify(fmt.Errorf("prune: count jobs: %w", err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return err
+		}
+		if status == inkwell.StatusDone {
+			rep.MatchedDone = n
+		} else {
+			rep.MatchedFailed = n
+		}
+		rep.Matched += n
+	}
+	return rows.Err()
+}
+
+// nextBatchSize scales the batch so that it holds the writer about target:
+// at most twice as many rows as the last one, at least minPruneBatch.
+func nextBatchSize(n int, held, target time.Duration, most int) int {
+	next := 2 * n
+	if held > 0 {
+		next = min(next, int(float64(n)*float64(target)/float64(held)))
+	}
+	return max(minPruneBatch, min(next, most))
+}
+
+func rest(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type pruneRow struct {
+	id      int64
+	status  string
+	payload string
+}
+
+// pruneBatch prunes up to n jobs, oldest finished first, in one
+// transaction at low priority. held is how long it held the writer.
+func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int) (got, done, failed int, held time.Duration, err error) {
+	// ORDER BY finished_at reads the index in order; PostgreSQL locks the
+	// rows it takes (a retry of one of them waits, then finds it pruned)
+	// and skips rows another writer holds.
+	sel := `SELECT id, status, payload FROM jobs WHERE ` + pruneMatch + ` ORDER BY finished_at LIMIT $2` + s.dialect.claimLock
+	prunedAt := s.nowTS()
+	err = s.inTxAt(ctx, writeLow, func(tx *sql.Tx) error {
+		t0 := time.Now()
+		defer func() { held = time.Since(t0) }()
+		rows, err := s.txQuery(ctx, tx, sel, s.ts(before), n)
+		if err != nil {
+			return fmt.Errorf("prune: select jobs: %w", err)
+		}
+		var batch []pruneRow
+		for rows.Next() {
+			var r pruneRow
+			if err := rows.Scan(&r.id, &r.status, &r.payload); err != nil {
+				rows.Close()
+				return err
+			}
+			batch = append(batch, r)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("prune: select jobs: %w", err)
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		if s.pruneRewritesRows() {
+			err = s.rewritePruned(ctx, tx, batch, prunedAt)
+		} else {
+			err = s.updatePruned(ctx, tx, batch, prunedAt)
+		}
+		if err != nil {
+			return err
+		}
+		got = len(batch)
+		for _, r := range batch {
+			if r.status == inkwell.StatusDone {
+				done++
+			} else {
+				failed++
+			}
+		}
+		return nil
+	}, "", "")
+	if err != nil {
+		return 0, 0, 0, held, err
+	}
+	return got, done, failed, held, nil
+}
+
+// prunedPayload is the request without its prompt (see the comment at the
+// top): the other members as they were, keys in order; {} when the payload
+// is not a JSON object.
+func prunedPayload(payload string) string {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(payload), &m); err != nil || m == nil {
+		return "{}"
+	}
+	delete(m, "prompt")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
+}
+
+// idList writes ids for an IN (…) list. They are int64s this code read
+// from the database, never text from outside.
+func idList(batch []pruneRow) string {
+	var b strings.Builder
+	for i, r := range batch {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(r.id, 10))
+	}
+	return b.String()
+}
+
+// updatePruned prunes the batch in place (PostgreSQL). Each UPDATE repeats
+// the guard: the rows are locked by the SELECT … FOR UPDATE, so it always
+// holds; it is there so that a change to the select can never prune a job
+// that is not finished.
+func (s *Store) updatePruned(ctx context.Context, tx *sql.Tx, batch []pruneRow, prunedAt any) error {
+	const upd = `UPDATE jobs SET payload = $2, pruned_at = $3 WHERE id = $1 AND status IN ('done', 'failed') AND pruned_at IS NULL`
+	for _, r := range batch {
+		if err := s.execOne(ctx, tx, upd, r.id, prunedPayload(r.payload), prunedAt); err != nil {
+			return fmt.Errorf("prune job %d: %w", r.id, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE results SET text = '' WHERE job_id IN (`+idList(batch)+`)`); err != nil {
+		return fmt.Errorf("prune: empty results: %w", err)
+	}
+	return nil
+}
+
+// rewritePruned prunes the batch on SQLite by deleting and inserting again
+// the job and result rows (see the comment at the top for why), every
+// column copied as it was except payload, pruned_at and text. SELECT *
+// carries whatever columns a later migration adds. Foreign keys are
+// deferred to the commit, when every row is back; the triggers that keep
+// job_counts see one delete and one insert of the same row, which cancel.
+func (s *Store) rewritePruned(ctx context.Context, tx *sql.Tx, batch []pruneRow, prunedAt any) error {
+	in := idList(batch)
+	payloads := make(map[int64]string, len(batch))
+	for _, r := range batch {
+		payloads[r.id] = prunedPayload(r.payload)
+	}
+	jobCols, jobRows, err := selectAll(ctx, tx, `SELECT * FROM jobs WHERE id IN (`+in+`)`)
+	if err != nil {
+		return fmt.Errorf("prune: read jobs: %w", err)
+	}
+	resCols, resRows, err := selectAll(ctx, tx, `SELECT * FROM results WHERE job_id IN (`+in+`)`)
+	if err != nil {
+		return fmt.Errorf("prune: read results: %w", err)
+	}
+	idAt, payloadAt, prunedAtAt := colIndex(jobCols, "id"), colIndex(jobCols, "payload"), colIndex(jobCols, "pruned_at")
+	textAt := colIndex(resCols, "text")
+	if idAt < 0 || payloadAt < 0 || prunedAtAt < 0 || textAt < 0 {
+		return fmt.Errorf("prune: jobs or results lack a column prune writes (schema %v / %v)", jobCols, resCols)
+	}
+	for _, row := range jobRows {
+		id, ok := row[idAt].(int64)
+		if !ok {
+			return fmt.Errorf("prune: job id %v is not an integer", row[idAt])
+		}
+		row[payloadAt], row[prunedAtAt] = payloads[id], prunedAt
+	}
+	for _, row := range resRows {
+		row[textAt] = ""
+	}
+	stmts := []string{
+		`PRAGMA defer_foreign_keys = ON`, // this transaction only: SQLite clears it at COMMIT or ROLLBACK
+		`DELETE FROM results WHERE job_id IN (` + in + `)`,
+		`DELETE FROM jobs WHERE id IN (` + in + `)`,
+	}
+	for _, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("prune: %s: %w", q, err)
+		}
+	}
+	if err := insertAll(ctx, tx, "jobs", jobCols, jobRows); err != nil {
+		return err
+	}
+	return insertAll(ctx, tx, "results", resCols, resRows)
+}
+
+func selectAll(ctx context.Context, tx *sql.Tx, q string) ([]string, [][]any, error) {
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, nil, err
+	}
+	var out [][]any
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, nil, err
+		}
+		out = append(out, vals)
+	}
+	return cols, out, rows.Err()
+}
+
+func insertAll(ctx context.Context, tx *sql.Tx, table string, cols []string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	q := `INSERT INTO ` + table + ` (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`
+	st, err := tx.PrepareContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("prune: %s: %w", q, err)
+	}
+	defer st.Close()
+	for _, row := range rows {
+		if _, err := st.ExecContext(ctx, row...); err != nil {
+			return fmt.Errorf("prune: insert %s row again: %w", table, err)
+		}
+	}
+	return nil
+}
+
+func colIndex(cols []string, name string) int {
+	for i, c := range cols {
+		if strings.EqualFold(c, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// vacuumSteps hands the free pages back to the file system on a SQLite
+// file with incremental auto-vacuum, a few hundred pages per transaction
+// at low priority, resting between steps like the batches. On a file
+// without it the free pages stay in the file, where new rows reuse them.
+func (s *Store) vacuumSteps(ctx context.Context, opts PruneOptions, rep *PruneReport) error {
+	f, err := s.sqliteFileState(ctx)
+	if err != nil {
+		return err
+	}
+	if f.autoVacuum != "incremental" {
+		return nil
+	}
+	n := vacuumStepPages
+	for f.free > 0 {
+		var held time.Duration
+		err := s.inTxAt(ctx, writeLow, func(tx *sql.Tx) error {
+			t0 := time.Now()
+			defer func() { held = time.Since(t0) }()
+			_, err := tx.ExecContext(ctx, `PRAGMA incremental_vacuum(`+strconv.Itoa(n)+`)`)
+			return err
+		}, "", "")
+		if err != nil {
+			rep.VacuumInterrupted = true
+			return fmt.Errorf("prune: incremental vacuum: %w", err)
+		}
+		freeBefore := f.free
+		if f, err = s.sqliteFileState(ctx); err != nil {
+			return err
+		}
+		rep.PagesVacuumed += freeBefore - f.free
+		if freeBefore-f.free <= 0 {
+			break // nothing moved: never spin
+		}
+		n = max(minPruneBatch, min(2*n, int(float64(n)*float64(opts.BatchTime)/float64(max(held, time.Microsecond))), maxVacuumStep))
+		if err := rest(ctx, opts.Pause); err != nil {
+			rep.VacuumInterrupted = true
+			return err
+		}
+	}
+	// The file shrinks when the WAL is copied back into it (checkpoint);
+	// a passive one never waits for readers or writers.
+	return s.withWriter(ctx, writeLow, func(conn *sql.Conn) error {
+		_, err := conn.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
+		return err
+	})
+}
+
+// sqliteFile is a SQLite file's state as prune reports it.
+type sqliteFile struct {
+	autoVacuum           string // none, full, incremental
+	free, pageSize, size int64  // free pages, bytes per page, bytes of the file
+}
+
+// sqliteFileState reads the SQLite file's auto_vacuum mode, free pages,
+// page size and size. One read transaction that first reads a table: a
+// connection answers PRAGMA auto_vacuum from the file header it read last,
+// which a VACUUM on another connection may have changed since.
+func (s *Store) sqliteFileState(ctx context.Context) (sqliteFile, error) {
+	var f sqliteFile
+	tx, err := s.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return f, s.classify(err)
+	}
+	defer tx.Rollback()
+	var mode, n int64
+	for _, q := range []struct {
+		sql string
+		v   *int64
+	}{
+		{`SELECT COUNT(*) FROM schema_migrations`, &n},
+		{`PRAGMA auto_vacuum`, &mode},
+		{`PRAGMA freelist_count`, &f.free},
+		{`PRAGMA page_size`, &f.pageSize},
+	} {
+		if err := tx.QueryRowContext(ctx, q.sql).Scan(q.v); err != nil {
+			return f, s.classify(fmt.Errorf("%s: %w", q.sql, err))
+		}
+	}
+	f.autoVacuum = map[int64]string{0: "none", 1: "full", 2: "incremental"}[mode]
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return f, err
+	}
+	f.size = fi.Size()
+	return f, nil
+}
+
+// withWriter runs fn on the write connection outside any transaction
+// (VACUUM, checkpoints), after the write gate at priority p.
+func (s *Store) withWriter(ctx context.Context, p writePriority, fn func(conn *sql.Conn) error) error {
+	if s.gate != nil {
+		if err := s.gate.acquire(ctx, p); err != nil {
+			return fmt.Errorf("wait for the writer: %w", err)
+		}
+		defer s.gate.release()
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return s.classify(err)
+	}
+	defer conn.Close()
+	return s.classify(fn(conn))
+}
+
+// VacuumReport is what Vacuum did to a SQLite file.
+type VacuumReport struct {
+	FileBefore, FileAfter        int64
+	AutoVacuumBefore, AutoVacuum string
+}
+
+// Vacuum rebuilds a SQLite file with VACUUM: the free pages go back to the
+// file system, and the file gets incremental auto-vacuum, so later prunes
+// shrink it step by step. It rewrites the whole file and holds the write
+// lock throughout (seconds per GB): every other writer, of this process
+// or another, waits, and one that waits past its busy timeout fails. It
+// needs free disk space of about the file's size. PostgreSQL: refused;
+// autovacuum makes pruned space reusable there.
+func (s *Store) Vacuum(ctx context.Context) (VacuumReport, error) {
+	var rep VacuumReport
+	if !s.pruneRewritesRows() {
+		return rep, inkwell.Errorf(inkwell.EINVALID, "vacuum is for a SQLite file; on PostgreSQL autovacuum makes the space prune frees reusable (VACUUM FULL would shrink the tables but locks them)")
+	}
+	f, err := s.sqliteFileState(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.FileBefore, rep.AutoVacuumBefore = f.size, f.autoVacuum
+	err = s.withWriter(ctx, writeNormal, func(conn *sql.Conn) error {
+		for _, q := range []string{`PRAGMA auto_vacuum = INCREMENTAL`, `VACUUM`, `PRAGMA wal_checkpoint(TRUNCATE)`} {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	if f, err = s.sqliteFileState(ctx); err != nil {
+		return rep, err
+	}
+	rep.FileAfter, rep.AutoVacuum = f.size, f.autoVacuum
+	return rep, nil
+}
