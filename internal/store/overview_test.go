@@ -1407,3 +1407,90 @@ func fillHistory(b *testing.B, s *store.Store, n int) {
 		b.Fatal(err)
 	}
 }
+
+// TestStore_ViewsByClassMigrationBackFills: a database at schema 5 that
+// holds failed jobs of every kind when migration 0006 arrives gets its
+// counts by class from those rows, in the migration.
+func TestStore_ViewsByClassMigrationBackFills(t *testing.T) {
+	t.Parallel()
+	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+		dsn, driver := b.DSN, "sqlite"
+		if b.Name == "postgres" {
+			dsn, driver = storetest.EmptyPostgresDSN(t), "pgx"
+		}
+		db, err := sql.Open(driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		files, _ := filepath.Glob(filepath.Join("migrations", b.Name, "000[12345]_*.sql"))
+		if len(files) != 5 {
+			t.Fatalf("migrations 0001-0005 of %s: found %v", b.Name, files)
+		}
+		for i, file := range files {
+			body, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(string(body)); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if i == 0 {
+				mustExecAll(t, db, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
+			}
+			mustExecAll(t, db, fmt.Sprintf(`INSERT INTO schema_migrations VALUES (%d, 'v%d', '2026-01-01T00:00:00.000000Z')`, i+1, i+1))
+		}
+		ago := time.Now().UTC().Add(-time.Hour).Format(store.TimeLayout)
+		ahead := time.Now().UTC().Add(time.Hour).Format(store.TimeLayout)
+		mustExecAll(t, db,
+			`INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, error, error_class, gave_up_after, pruned_at, not_before,
+				lane, created_at, started_at, finished_at) VALUES
+				(1, 'k1', 'h', '{}', 'done', NULL, NULL, NULL, '`+ago+`', NULL, 'east', '`+ago+`', '`+ago+`', '`+ago+`'),
+				(2, 'k2', 'h', '{}', 'failed', 'x', 'provider_error', NULL, '`+ago+`', NULL, 'east', '`+ago+`', '`+ago+`', '`+ago+`'),
+				(3, 'k3', 'h', '{}', 'failed', 'gave up after 5 attempts: x', 'rate_limited', 5, NULL, NULL, 'east', '`+ago+`', '`+ago+`', '`+ago+`'),
+				(4, 'k4', 'h', '{}', 'failed', 'cancelled by x while ...', 'cancelled', NULL, NULL, NULL, 'east', '`+ago+`', '`+ago+`', '`+ago+`'),
+				(5, 'k5', 'h', '{}', 'failed', 'cancelled by x', 'cancelled', NULL, NULL, NULL, NULL, '`+ago+`', NULL, '`+ago+`'),
+				(6, 'k6', 'h', '{}', 'failed', 'boom', NULL, NULL, NULL, NULL, 'east', '`+ago+`', '`+ago+`', '`+ago+`'),
+				(7, 'k7', 'h', '{}', 'failed', 'provider: provider call: timeout: x', 'timeout', NULL, NULL, NULL, 'east', '`+ago+`', '`+ago+`', '`+ago+`'),
+				(8, 'k8', 'h', '{}', 'queued', 'provider: 503', 'provider_error', NULL, NULL, '`+ahead+`', 'east', '`+ago+`', NULL, NULL)`,
+			`INSERT INTO job_attempts (id, job_id, attempt_number, status, lane, started_at, finished_at) VALUES (1, 1, 1, 'done', 'east', '`+ago+`', '`+ago+`')`,
+			`INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at) VALUES (1, 1, 'a', 1, 'r', '`+ago+`')`,
+		)
+		db.Close()
+		s := storetest.MustOpen(t, dsn, store.Options{})
+		if v, err := s.SchemaVersion(t.Context()); err != nil || v < 6 {
+			t.Fatalf("SchemaVersion = %d, %v; want 6 or more", v, err)
+		}
+		wantCountsKept(t, s, "after migration 0006")
+		kept := map[string]int64{}
+		rows, err := s.DB().QueryContext(t.Context(), `SELECT kind, SUM(n) FROM job_counts GROUP BY kind`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var k string
+			var n int64
+			if err := rows.Scan(&k, &n); err != nil {
+				t.Fatal(err)
+			}
+			kept[k] = n
+		}
+		rows.Close()
+		for kind, n := range map[string]int64{"done_pruned": 1, "failed_pruned": 1, "failed_gave_up": 1, "failed_cancelled_running": 1,
+			"failed_cancelled": 1, "failed_legacy": 1, "failed_timeout": 1, "queued": 1, "done": 0} {
+			if kept[kind] != n {
+				t.Errorf("job_counts %s = %d, want %d", kind, kept[kind], n)
+			}
+		}
+		f := &ovFixture{t: t, ctx: t.Context(), s: s}
+		o := f.overview()
+		wantActionPrefix(t, "queued", o["queued"].NextAction, "no live worker lane: start inkwell serve (no lane has ever registered); 1 waiting for back-off, next at ")
+		wantActionPrefix(t, "failed", o["failed"].NextAction, "gave up after 5 attempts (the last rate_limited): automatic retry stopped; check the provider")
+		if got := o["failed"].NextAction; !strings.Contains(got, "; 1 timeout: ") || !strings.Contains(got, "; 1 legacy ") ||
+			!strings.Contains(got, "; 1 cancelled while the provider call was in flight") || !strings.Contains(got, "; 1 pruned by retention") {
+			t.Errorf("failed = %q, want its timeout, legacy, cancelled in flight and pruned jobs", got)
+		}
+		wantAction(t, "done", o["done"].NextAction, "nothing to do: each has its result and charge; "+
+			"1 pruned by retention (their prompt and text removed; key, attempts and charge kept): nothing to do")
+	})
+}
