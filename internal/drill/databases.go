@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/inkwell/inkwell/internal/store"
 )
@@ -148,11 +149,19 @@ func (p *postgresServer) close(ctx context.Context) error {
 	if p.keep {
 		return nil
 	}
+	// Each drop gets its own bound: DROP DATABASE checkpoints, which a
+	// loaded server may take seconds to do, and one slow drop must not
+	// leave the others' databases behind.
 	var errs []error
 	for _, db := range p.created {
-		errs = append(errs, DropPostgresDatabase(ctx, p.admin, db))
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
+		errs = append(errs, DropPostgresDatabase(dctx, p.admin, db))
+		cancel()
 	}
 	return errors.Join(errs...)
 }
 
 func (p *postgresServer) kind() string { return "postgres" }
+
+// dropTimeout bounds the drop of one scenario's database.
+const dropTimeout = 30 * time.Second

@@ -44,9 +44,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("drill: %w", err)
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := d.dbs.close(cctx); err != nil {
+		// Not cut by ctx (a drill that timed out still drops what it made);
+		// each drop is bounded on its own (databases.go).
+		if err := d.dbs.close(context.WithoutCancel(ctx)); err != nil {
 			d.log.Warn("drop drill databases", "err", err)
 		}
 	}()
