@@ -197,7 +197,7 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 		Name: "inkwell_answers_waiting",
 		Help: "Provider answers the lane holds and has not stored yet because the database is busy, locked or full; they are retried until stored.",
 	}, func() float64 { return float64(m.lane.AnswersWaiting()) }))
-	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, Metrics: m.metrics, Gatherer: cfg.Registry,
+	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, OnCancelled: m.lane.CancelAttempt, Metrics: m.metrics, Gatherer: cfg.Registry,
 		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued})
 	if err := m.lane.Lock(ctx); err != nil {
 		m.Close()

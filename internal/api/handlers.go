@@ -93,3 +93,64 @@ func jobID(r *http.Request) (int64, error) {
 	}
 	return id, nil
 }
+
+// handleCancel is POST /v1/jobs/{id}/cancel (DESIGN.md §9): a queued or
+// running job becomes failed, class cancelled. 200 with the job detail
+// (as GET /v1/jobs/{id} answers it) when it was cancelled now or before (a
+// re-sent cancel); 409 with the error and the job detail as it is now when
+// it is done or failed otherwise (a completion that committed first
+// wins); 404 for no such job. A refusal writes nothing. When a running
+// attempt was closed, OnCancelled aborts its provider call in this
+// process's lane at once.
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, err := s.cfg.Store.Cancel(r.Context(), id, "api")
+	if inkwell.ErrorCode(err) == inkwell.ECONFLICT && c.Job.ID == id {
+		s.writeCancelRefused(w, r, c.Job, err)
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch {
+	case c.Attempt != 0:
+		s.log.InfoContext(r.Context(), "job cancelled while running; aborting its provider call", "job_id", id, "attempt_id", c.Attempt)
+		if s.cfg.OnCancelled != nil {
+			s.cfg.OnCancelled(c.Attempt)
+		}
+	default:
+		s.log.InfoContext(r.Context(), "job cancelled", "job_id", id, "status", c.Job.Status)
+	}
+	d, err := s.cfg.Store.Show(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// cancelRefused is a cancel's 409: the JSON error form and, beside it,
+// the job detail as GET /v1/jobs/{id} answers it now, so the client sees
+// what won (a job done, or failed for another reason) without asking.
+type cancelRefused struct {
+	Error *inkwell.Error `json:"error"`
+	inkwell.JobDetail
+}
+
+func (s *Server) writeCancelRefused(w http.ResponseWriter, r *http.Request, job inkwell.Job, err error) {
+	s.cfg.Metrics.refusal(r.Pattern, inkwell.ECONFLICT)
+	d, derr := s.cfg.Store.Show(r.Context(), job.ID)
+	if derr != nil { // the job as the cancel saw it is still the answer
+		d = inkwell.JobDetail{Job: job, Attempts: []inkwell.Attempt{}}
+	}
+	s.log.InfoContext(r.Context(), "cancel refused", "job_id", job.ID, "status", d.Job.Status, "error_class", d.Job.ErrorClass)
+	writeJSON(w, http.StatusConflict, cancelRefused{
+		Error:     &inkwell.Error{Code: inkwell.ECONFLICT, Message: inkwell.ErrorMessage(err)},
+		JobDetail: d,
+	})
+}

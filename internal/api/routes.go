@@ -5,6 +5,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/jobs", s.handleAccept)
 	s.mux.HandleFunc("GET /v1/jobs/{id}", s.handleShow)
 	s.mux.HandleFunc("POST /v1/jobs/{id}/retry", s.handleRetry)
+	s.mux.HandleFunc("POST /v1/jobs/{id}/cancel", s.handleCancel)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.HandleFunc("GET /v1/overview", s.handleOverview)

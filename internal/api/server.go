@@ -19,6 +19,7 @@ type jobStore interface {
 	Accept(ctx context.Context, p store.AcceptParams) (inkwell.Job, bool, error)
 	Show(ctx context.Context, id int64) (inkwell.JobDetail, error)
 	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
+	Cancel(ctx context.Context, id int64, by string) (store.Cancelled, error)
 	operatorStore // the dashboard's, /v1/overview's and /metrics' reads
 }
 
@@ -29,6 +30,11 @@ type Config struct {
 	// OnAccepted is called after a new job is committed (the serve command
 	// wakes the lane with it, so an idle lane claims at once).
 	OnAccepted func()
+	// OnCancelled is called after a cancel closed a running attempt (its
+	// id): serve aborts that attempt's provider call in this process's
+	// lane at once (a lane elsewhere notices at its next look, see
+	// worker.Config.CancelPoll).
+	OnCancelled func(attemptID int64)
 	// Metrics counts requests and serves GET /metrics from Gatherer. When
 	// nil, New makes both on a private registry.
 	Metrics  *Metrics

@@ -37,12 +37,19 @@ func (l *Lane) run(ctx context.Context, c *store.Claimed) error {
 	if l.cfg.Observer != nil {
 		l.cfg.Observer.Claimed(l.cfg.Name)
 	}
+	// From here until its call ends, a cancel aborts the call (cancel.go).
+	var unregister func()
+	j.callCtx, unregister = l.calls.add(ctx, c.Attempt.ID)
+	defer unregister()
 	var req inkwell.Request
 	if err := json.Unmarshal(c.Job.Payload, &req); err != nil {
 		return l.fail(ctx, j, failure{msg: fmt.Sprintf("payload unreadable: %v", err), class: inkwell.ClassRejected}, 0)
 	}
-	resp, elapsed, callErr := l.call(ctx, c, req)
+	resp, elapsed, callErr := l.call(ctx, j, req)
 	if callErr != nil {
+		if j.abortCause() != nil {
+			return l.aborted(ctx, j, elapsed)
+		}
 		f := failure{msg: "provider: " + callErr.Error()}
 		f.class, f.retryAfter = classify(ctx, callErr)
 		switch {
@@ -63,12 +70,17 @@ type claimedJob struct {
 	*store.Claimed
 	log      *slog.Logger
 	stopSeen time.Time // when record first saw the stop signal with an answer unstored
+	// callCtx is the context the provider call runs under; a cancel
+	// aborts it with errJobCancelled as its cause (cancel.go).
+	callCtx context.Context
 }
 
 // call runs the provider outside any transaction. After ctx ends (a stop
-// was asked for) the call still gets the grace period to finish.
-func (l *Lane) call(ctx context.Context, c *store.Claimed, req inkwell.Request) (resp inkwell.ProviderResponse, secs float64, err error) {
-	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+// was asked for) the call still gets the grace period to finish; a cancel
+// of its job aborts it at once (j.callCtx, see cancel.go).
+func (l *Lane) call(ctx context.Context, j *claimedJob, req inkwell.Request) (resp inkwell.ProviderResponse, secs float64, err error) {
+	c := j.Claimed
+	callCtx, cancel := context.WithCancel(j.callCtx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
 		t := time.AfterFunc(l.cfg.Grace, cancel)
@@ -87,10 +99,20 @@ func (l *Lane) call(ctx context.Context, c *store.Claimed, req inkwell.Request) 
 		// it waits reached no provider.
 		// A stop ends the wait at once (ctx, not callCtx): no new call
 		// starts after a stop.
-		if err := lim.Wait(ctx, est); err != nil {
+		// A cancel ends it too.
+		waitCtx, stopWait := context.WithCancel(ctx)
+		defer stopWait()
+		defer context.AfterFunc(callCtx, stopWait)()
+		if err := lim.Wait(waitCtx, est); err != nil {
 			return inkwell.ProviderResponse{}, time.Since(start).Seconds(), fmt.Errorf("%w: %w", errNotCalled, err)
 		}
-		defer func() { lim.Done(est, resp.TokensUsed, err) }()
+		defer func() {
+			doneErr := err
+			if cause := j.abortCause(); cause != nil && err != nil {
+				doneErr = cause // aborted by a cancel: neither a provider failure nor a 429
+			}
+			lim.Done(est, resp.TokensUsed, doneErr)
+		}()
 	}
 	resp, err = l.cfg.Provider.Generate(callCtx, preq)
 	if err != nil && callCtx.Err() != nil && ctx.Err() != nil {
@@ -123,8 +145,7 @@ func (l *Lane) complete(ctx context.Context, j *claimedJob, req inkwell.Request,
 		// A retried commit whose first try landed before its answer was lost.
 		j.log.InfoContext(wctx, "job done (the first commit of the completion had landed)", "provider_request_id", resp.RequestID)
 	case inkwell.ErrorCode(err) == inkwell.ECONFLICT:
-		j.log.WarnContext(wctx, "completion refused: attempt is no longer the running one; nothing written", "err", err)
-		l.observe(OutcomeFenced, secs, j.Job)
+		l.discarded(ctx, j, resp, secs, err) // cancelled, or closed by recovery: logged with the provider request id
 		return nil
 	case isUnavailable(err):
 		j.log.ErrorContext(wctx, "PROVIDER ANSWER NOT STORED: the database stayed unavailable until the lane had to stop; "+

@@ -39,6 +39,11 @@ type Config struct {
 	Limiter Limiter
 	// Retry is automatic retry (retry.go); the zero value retries nothing.
 	Retry RetryPolicy
+	// CancelPoll is how often, while calls are in flight, the lane asks the
+	// store whether any of their attempts was cancelled (or closed) by
+	// another process, and aborts those calls (default: Heartbeat). A
+	// cancel made through this process's API aborts at once (CancelAttempt).
+	CancelPoll time.Duration
 }
 
 // beat is what the lane's heartbeat writes besides the time.
@@ -82,6 +87,11 @@ const (
 	// OutcomeRescheduled: the attempt failed and the job went back to
 	// queued for an automatic retry.
 	OutcomeRescheduled = "rescheduled"
+	// OutcomeCancelled: the job was cancelled while its call was in
+	// flight; the call was aborted (or its answer discarded) and nothing
+	// was written: the cancel had closed the attempt. Not a provider
+	// failure.
+	OutcomeCancelled = "cancelled"
 )
 
 // laneStore is what a lane needs of the store.
@@ -95,6 +105,9 @@ type laneStore interface {
 	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
 	FailIfRunning(ctx context.Context, p store.FailParams) error
 	Installation(ctx context.Context) (inkwell.Installation, error)
+	// Cancel (cancel.go).
+	AttemptsNotRunning(ctx context.Context, ids []int64) ([]store.EndedAttempt, error)
+	Job(ctx context.Context, id int64) (inkwell.Job, error)
 	// Rescue on proof (rescue.go).
 	CanRescue() bool
 	LanesWithRunning(ctx context.Context, except string) ([]string, error)
@@ -117,6 +130,7 @@ type Lane struct {
 	inFlight    atomic.Int64  // claimed jobs whose outcome is not written yet: slots in use
 	freed       chan struct{} // a slot was freed
 	restored    atomic.Int64  // lock file restorations already logged
+	calls       calls         // calls in flight by attempt id, for cancel (cancel.go)
 }
 
 // New returns a lane over st. It panics on a missing provider: a
@@ -134,6 +148,7 @@ func New(st laneStore, cfg Config) *Lane {
 	setDefault(&cfg.DBTimeout, 10*time.Second)
 	setDefault(&cfg.RecordPatience, time.Minute)
 	setDefault(&cfg.Rescue, 2*time.Second)
+	setDefault(&cfg.CancelPoll, cfg.Heartbeat)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -232,6 +247,8 @@ func (l *Lane) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); l.heartbeat(laneCtx, stopLane) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); l.watchCancels(laneCtx) }()
 	if l.store.CanRescue() { // SQLite: one lane per file in practice; orphans close at restart
 		wg.Add(1)
 		go func() { defer wg.Done(); l.rescue(laneCtx) }()

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/crashpoint"
+)
+
+func init() {
+	register("cancel", "cancel queued or running jobs (they end failed, class cancelled)", runCancel)
+}
+
+const cancelHelp = `
+Cancel ends each named job as failed, class cancelled. A queued job is
+cancelled at once and never runs. A running job's attempt and job are
+closed in the same transaction, and its lane aborts the provider call at
+its next look (every --heartbeat of the serving process; at once when the
+cancel goes through that process's POST /v1/jobs/{id}/cancel). The
+provider may already have billed a call in flight: the job says so.
+
+A job already cancelled is reported as such. A job done (its completion
+committed first: it won) or failed for another reason is refused, with
+what it is, and left alone. Every ID is tried; the exit status is 1 when
+any was refused, 2 for bad input, which changes nothing.
+
+A cancelled job can be run again with 'inkwell retry'.`
+
+func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("cancel", "ID... [--db PATH]", cancelHelp, stdout, stderr)
+	db := dbFlag(fs)
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "inkwell cancel: give at least one job ID")
+		return 2
+	}
+	ids := make([]int64, fs.NArg())
+	for i, a := range fs.Args() {
+		id, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || id < 1 {
+			fmt.Fprintf(stderr, "inkwell cancel: job ID %q must be a positive whole number\n", a)
+			return 2
+		}
+		ids[i] = id
+	}
+	if err := crashpoint.ArmFromEnv(); err != nil {
+		return fail(stderr, "cancel", err)
+	}
+	st, err := openExisting(ctx, *db)
+	if err != nil {
+		return fail(stderr, "cancel", err)
+	}
+	defer st.Close()
+	code := 0
+	for _, id := range ids {
+		// Read first only to word the line: the cancel itself decides.
+		before, err := st.Job(ctx, id)
+		if err != nil {
+			fail(stderr, "cancel", err)
+			code = 1
+			continue
+		}
+		c, err := st.Cancel(ctx, id, "cli")
+		if err != nil {
+			fail(stderr, "cancel", err)
+			code = 1
+			continue
+		}
+		switch {
+		case c.Attempt != 0:
+			fmt.Fprintf(stdout, "job %d: running -> failed (cancelled); attempt %d closed, its lane aborts the call; the provider may have billed it\n", id, c.Attempt)
+		case before.Status == inkwell.StatusFailed && before.ErrorClass == inkwell.ClassCancelled:
+			fmt.Fprintf(stdout, "job %d: already cancelled\n", id)
+		default:
+			fmt.Fprintf(stdout, "job %d: %s -> failed (cancelled)\n", id, before.Status)
+		}
+	}
+	return code
+}
