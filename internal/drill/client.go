@@ -63,6 +63,12 @@ func (s Sent) String() string {
 	case s.Detail != "":
 		res += " (" + s.Detail + ")"
 	}
+	if s.AfterPrune {
+		what = "re-send after the prune: " + what
+		if s.Pruned {
+			res += " (pruned)"
+		}
+	}
 	return what + " -> " + res
 }
 

@@ -28,6 +28,10 @@ const (
 	// answer (class timeout: the request may have arrived; not retry-safe
 	// when the provider is not trusted to honour keys).
 	failCut failure = "cut"
+	// failRefused: the first serve of the scenario is given, instead of
+	// the front, an address where nothing listens (class not_sent:
+	// retry-safe); later ones get the front, which passes every call.
+	failRefused failure = "refused"
 )
 
 // words says, for the report, what the front does to a call.
@@ -39,6 +43,8 @@ func (f failure) words() string {
 		return "answers 429 with `Retry-After` (rate limited)"
 	case failCut:
 		return "reads the request and closes the connection without an answer (it may have arrived: a timeout)"
+	case failRefused:
+		return "is not there: the first serve's provider address refuses connections (nothing was sent)"
 	}
 	return "passes it through"
 }
@@ -51,6 +57,7 @@ func (f failure) words() string {
 type front struct {
 	srv    *http.Server
 	url    string
+	dead   string // an address where nothing listens (failRefused)
 	fails  int
 	how    failure
 	after  string // the 429's Retry-After
@@ -71,6 +78,16 @@ func startFront(how failure, fails int, retryAfter, to string) (*front, error) {
 		retryAfter = "1"
 	}
 	f := &front{how: how, fails: fails, after: retryAfter, seen: map[string]int{}, url: "http://" + ln.Addr().String()}
+	if how == failRefused {
+		f.fails = 0 // the front passes every call; the refusal is the dead address
+		dl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("drill: front: %w", err)
+		}
+		f.dead = "http://" + dl.Addr().String()
+		dl.Close() // nothing listens there now: a dial is refused
+	}
 	if err := f.point(to); err != nil {
 		ln.Close()
 		return nil, err

@@ -14,7 +14,8 @@ import (
 //
 // Reschedule: serve runs with --max-attempts 3 --retry-base 50ms
 // --retry-cap 200ms against the front (front.go), which fails the job's
-// first call(s) itself (500, 429, or a cut connection) and passes the
+// first call(s) itself (500, 429, or a cut connection; or the first serve
+// is given an address that refuses connections) and passes the
 // others to the simulator. A retry-safe failure puts the job back to
 // queued with not_before in the failing transaction; the next claim is
 // attempt #2, and serve dies at the point's hit that falls on it. Recovery
@@ -102,6 +103,8 @@ func failedAs(how failure) string {
 	switch how {
 	case fail429:
 		return "failed (rate limited)"
+	case failRefused:
+		return "failed (not sent)"
 	case failCut:
 		return "failed (timeout)"
 	}
@@ -110,12 +113,19 @@ func failedAs(how failure) string {
 
 func aboutReschedule(point string, hit int, how failure, fails int) string {
 	flags := fmt.Sprintf("Serve runs with `--max-attempts %d --retry-base %s --retry-cap %s`; the drill's front %s to the job's first call", joblifeMaxAttempts, joblifeRetryBase, joblifeRetryCap, how.words())
+	if how == failRefused {
+		flags = fmt.Sprintf("Serve runs with `--max-attempts %d --retry-base %s --retry-cap %s`; the first serve's provider address refuses connections, and the restarted serve's reaches the simulator. ", joblifeMaxAttempts, joblifeRetryBase, joblifeRetryCap)
+	}
 	if fails > 1 {
 		flags = fmt.Sprintf("Serve runs with `--max-attempts %d --retry-base %s --retry-cap %s`; the drill's front %s to the job's first %d calls", joblifeMaxAttempts, joblifeRetryBase, joblifeRetryCap, how.words(), fails)
 	}
-	flags += ", unbilled, and passes the others to the simulator. "
+	if how != failRefused {
+		flags += ", unbilled, and passes the others to the simulator. "
+	}
 	var first string
 	switch how {
+	case failRefused:
+		first = "A refused connection is not_sent, retry-safe: nothing reached the provider; in the transaction that fails attempt #1 the job goes back to queued with `not_before`; the lane claims attempt #2 then. "
 	case failCut:
 		first = "A cut connection is a timeout: the request may have reached the provider, which `--provider openai` is not trusted to answer from its record, so the job is NOT rescheduled: it fails, and the client retries it by hand (attempt #2). "
 	case fail429:
@@ -207,6 +217,7 @@ func joblifeScenarios(points []string) []scenario {
 	}
 	if has(crashpoint.ClaimAfterCommit) {
 		out = append(out, rescheduleScenario(crashpoint.ClaimAfterCommit, 2, fail429, 1),
+			rescheduleScenario(crashpoint.ClaimAfterCommit, 2, failRefused, 1),
 			rescheduleScenario(crashpoint.ClaimAfterCommit, 2, failCut, 1))
 	}
 	if has(crashpoint.RetryAfterCommit) {

@@ -328,6 +328,8 @@ func (p *play) startServe(ctx context.Context, crashAt string, failing bool) (*c
 	switch {
 	case failing:
 		provURL = p.failing.url
+	case p.front != nil && p.front.dead != "" && p.starts == 1:
+		provURL = p.front.dead
 	case p.front != nil:
 		provURL = p.front.url
 	default:
@@ -358,7 +360,12 @@ func (p *play) startServe(ctx context.Context, crashAt string, failing bool) (*c
 	case failing:
 		what += " against a provider that answers every call with 500"
 	}
-	if p.front != nil && !failing {
+	switch {
+	case p.front != nil && p.front.dead != "" && p.starts == 1:
+		what += " with a provider address where nothing listens (every call refused: nothing sent)"
+	case p.front != nil && p.front.dead != "":
+		what += " with the provider listening again"
+	case p.front != nil && !failing:
 		what += fmt.Sprintf(" behind the front, which %s to each key's first %d call(s)", p.front.how.words(), p.front.fails)
 	}
 	p.event(what, fmt.Sprintf("pid %d", sv.pid()))

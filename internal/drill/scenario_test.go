@@ -285,8 +285,8 @@ func TestJoblifeScenarios(t *testing.T) {
 			cancels++
 		}
 	}
-	if resched != 8 || cancels != 2 {
-		t.Errorf("%d reschedule and %d cancel scenarios; want 8 and 2", resched, cancels)
+	if resched != 9 || cancels != 2 {
+		t.Errorf("%d reschedule and %d cancel scenarios; want 9 and 2", resched, cancels)
 	}
 	if len(without) != resched {
 		t.Errorf("without cancel.after-commit: %d scenarios, want the %d of the reschedule family", len(without), resched)
