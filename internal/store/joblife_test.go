@@ -333,6 +333,16 @@ func claimOne(t *testing.T, s *store.Store, l *store.LaneLock) *store.Claimed {
 	return cs[0]
 }
 
+// claimUnder claims at most one job under l (nil when nothing is queued).
+func claimUnder(t *testing.T, s *store.Store, l *store.LaneLock) (*store.Claimed, error) {
+	t.Helper()
+	cs, err := s.ClaimUpTo(t.Context(), l, 1)
+	if err != nil || len(cs) == 0 {
+		return nil, err
+	}
+	return cs[0], nil
+}
+
 func claimAll(t *testing.T, s *store.Store, l *store.LaneLock) []*store.Claimed {
 	t.Helper()
 	cs, err := s.ClaimUpTo(t.Context(), l, 100)

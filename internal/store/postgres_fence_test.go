@@ -14,18 +14,16 @@ import (
 // the lock and the write makes the write refuse and change nothing.
 func TestPostgres_Fence(t *testing.T) {
 	t.Parallel()
-	t.Run("ClaimWithoutTheLockIsRefused", func(t *testing.T) {
+	t.Run("ClaimUnderAReleasedLockIsRefused", func(t *testing.T) {
 		t.Parallel()
 		f := newPGLanes(t)
 		f.accept("k")
-		_, err := f.sa.Claim(t.Context(), "A")
-		if inkwell.ErrorCode(err) != inkwell.ELANEHELD {
-			t.Errorf("Claim(A) holding no lock = %v, want %s", err, inkwell.ELANEHELD)
-		}
+		// A claim takes the lock as a parameter: there is no claim by lane
+		// name to refuse. One under a lock already let go is refused.
 		l := pgMustLock(t, f.sa, "A")
 		l.Release()
-		if _, err := f.sa.Claim(t.Context(), "A"); inkwell.ErrorCode(err) != inkwell.ELANEHELD {
-			t.Errorf("Claim(A) after Release = %v, want %s", err, inkwell.ELANEHELD)
+		if _, err := claimUnder(t, f.sa, l); inkwell.ErrorCode(err) != inkwell.ELANEHELD {
+			t.Errorf("claim under A's released lock = %v, want %s", err, inkwell.ELANEHELD)
 		}
 		if n := f.count(`SELECT COUNT(*) FROM job_attempts`) + f.count(`SELECT COUNT(*) FROM jobs WHERE status <> 'queued'`); n != 0 {
 			t.Errorf("%d attempts or moved jobs after refused claims, want 0", n)
@@ -38,11 +36,11 @@ func TestPostgres_Fence(t *testing.T) {
 		f.accept("k")
 		// The same pid, a backend started a microsecond later: another session.
 		l.ShiftBackendStart(time.Microsecond)
-		if c, err := f.sa.Claim(t.Context(), "A"); err != nil || c != nil {
+		if c, err := claimUnder(t, f.sa, l); err != nil || c != nil {
 			t.Errorf("Claim(A) fenced on another backend start = %+v, %v; want nothing claimed", c, err)
 		}
 		l.ShiftBackendStart(-time.Microsecond)
-		if c, err := f.sa.Claim(t.Context(), "A"); err != nil || c == nil {
+		if c, err := claimUnder(t, f.sa, l); err != nil || c == nil {
 			t.Errorf("Claim(A) under its own session = %+v, %v; want the job", c, err)
 		}
 	})
@@ -74,7 +72,7 @@ func TestPostgres_Fence(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.accept("k")
-		c, err := f.sb.Claim(t.Context(), "A")
+		c, err := claimUnder(t, f.sb, live)
 		if err != nil || c == nil {
 			t.Fatalf("Claim(A) by the live incarnation = %v, %v", c, err)
 		}

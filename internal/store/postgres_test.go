@@ -93,16 +93,16 @@ func TestPostgres_LaneLock(t *testing.T) {
 		if _, _, err := f.sa.Accept(t.Context(), store.AcceptParams{IdempotencyKey: "after-loss", RequestHash: "h", Payload: []byte(`{"prompt":"x"}`)}); err != nil {
 			t.Fatal(err)
 		}
-		c, err := f.sa.Claim(t.Context(), "A")
-		if err != nil || c != nil {
-			t.Errorf("Claim(A) after A's lock session ended = %+v, %v; want nothing claimed", c, err)
+		c, err := claimUnder(t, f.sa, a)
+		if (err != nil && inkwell.ErrorCode(err) != inkwell.ELANEHELD) || c != nil {
+			t.Errorf("claim under A's lock after its session ended = %+v, %v; want nothing claimed", c, err)
 		}
 		if n := f.count(`SELECT COUNT(*) FROM job_attempts`); n != 1 {
 			t.Errorf("job_attempts = %d rows, want only job %d's first attempt", n, first.Job.ID)
 		}
 		// Another lane, whose lock holds, claims it.
-		pgMustLock(t, f.sb, "B")
-		if c, err := f.sb.Claim(t.Context(), "B"); err != nil || c == nil {
+		b := pgMustLock(t, f.sb, "B")
+		if c, err := claimUnder(t, f.sb, b); err != nil || c == nil {
 			t.Errorf("Claim(B) = %v, %v; want the queued job", c, err)
 		}
 	})
@@ -304,8 +304,7 @@ func TestPostgres_DatabaseClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgMustLock(t, s, "A")
-	c, err := s.Claim(t.Context(), "A")
+	c, err := claimUnder(t, s, pgMustLock(t, s, "A"))
 	if err != nil || c == nil {
 		t.Fatalf("Claim = %v, %v", c, err)
 	}
@@ -401,7 +400,7 @@ func (f *pgLanes) claimOn(l *store.LaneLock) *store.Claimed {
 	if _, _, err := f.sa.Accept(f.t.Context(), store.AcceptParams{IdempotencyKey: key, RequestHash: "h", Payload: []byte(`{"prompt":"x"}`)}); err != nil {
 		f.t.Fatal(err)
 	}
-	c, err := f.sa.Claim(f.t.Context(), l.Lane)
+	c, err := claimUnder(f.t, f.sa, l)
 	if err != nil || c == nil {
 		f.t.Fatalf("Claim(%s) = %v, %v", l.Lane, c, err)
 	}

@@ -31,7 +31,7 @@ func TestStore_StatementCache(t *testing.T) {
 		if got := cachedLike(s, claimSQL); len(got) != 0 {
 			t.Fatalf("before any claim the cache holds %d claim statements, want 0", len(got))
 		}
-		if c, err := s.Claim(t.Context(), "local"); err != nil || c != nil { // the miss: nothing queued
+		if c, err := claimAs(t, s, "local"); err != nil || c != nil { // the miss: nothing queued
 			t.Fatalf("Claim of an empty queue = %+v, %v; want nil, nil", c, err)
 		}
 		first := cachedLike(s, claimSQL)

@@ -209,7 +209,7 @@ func TestStore_Claim(t *testing.T) {
 		t.Parallel()
 		storetest.Run(t, func(t *testing.T, s *store.Store) {
 			mustLockLane(t, s, "local")
-			c, err := s.Claim(t.Context(), "local")
+			c, err := claimAs(t, s, "local")
 			if err != nil || c != nil {
 				t.Fatalf("Claim on an empty queue = (%+v, %v), want (nil, nil)", c, err)
 			}
@@ -230,7 +230,7 @@ func TestStore_Claim(t *testing.T) {
 				t.Errorf("claim order (-want +got):\n%s", diff)
 			}
 			mustLockLane(t, s, "local")
-			if c, err := s.Claim(t.Context(), "local"); c != nil || err != nil {
+			if c, err := claimAs(t, s, "local"); c != nil || err != nil {
 				t.Errorf("fourth Claim = (%+v, %v), want (nil, nil)", c, err)
 			}
 		})
@@ -293,7 +293,7 @@ func TestStore_Claim(t *testing.T) {
 			for w := range 4 {
 				wg.Go(func() {
 					for {
-						c, err := s.Claim(t.Context(), fmt.Sprintf("lane-%d", w))
+						c, err := claimAs(t, s, fmt.Sprintf("lane-%d", w))
 						if err != nil {
 							t.Errorf("Claim: %v", err)
 							return
@@ -646,28 +646,50 @@ func mustAccept(t *testing.T, s *store.Store, p store.AcceptParams) inkwell.Job 
 	return job
 }
 
-// mustClaim claims the oldest queued job for lane, as a lane that then
-// goes away. On PostgreSQL a claim commits only under the lane's lock, so
-// it takes the lock for the claim and lets go after, leaving the attempt
-// running as a dead lane leaves it; on SQLite the lane checks its own
-// lock file, and the claim needs nothing.
+// mustClaim claims the oldest queued job for lane. Under the lane's lock
+// when this test holds it (mustLockLane); otherwise as a lane that then
+// goes away: it takes the lock for the claim and lets go after, leaving the
+// attempt running as a dead lane leaves it.
 func mustClaim(t *testing.T, s *store.Store, lane string) *store.Claimed {
 	t.Helper()
-	if s.Dialect() == "postgres" {
-		l, err := s.LockLane(t.Context(), lane)
+	c, err := claimAs(t, s, lane)
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if c == nil {
+		t.Fatalf("claim: nothing queued, want a job")
+	}
+	return c
+}
+
+// claimAs claims at most one job for lane (nil when nothing is queued),
+// under the lock this test holds for lane, or under one taken for the
+// claim alone.
+func claimAs(t *testing.T, s *store.Store, lane string) (*store.Claimed, error) {
+	t.Helper()
+	l, held := heldLocks.Load(heldKey{s, lane})
+	if !held {
+		fresh, err := s.LockLane(t.Context(), lane)
 		if err != nil {
 			t.Fatalf("LockLane %s for a claim: %v", lane, err)
 		}
-		defer l.Release()
+		defer fresh.Release()
+		l = fresh
 	}
-	c, err := s.Claim(t.Context(), lane)
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
+	cs, err := s.ClaimUpTo(t.Context(), l.(*store.LaneLock), 1)
+	if err != nil || len(cs) == 0 {
+		return nil, err
 	}
-	if c == nil {
-		t.Fatalf("Claim: nothing queued, want a job")
-	}
-	return c
+	return cs[0], nil
+}
+
+// heldLocks are the lane locks the running tests hold (mustLockLane), by
+// store and lane, so that mustClaim claims under them.
+var heldLocks sync.Map
+
+type heldKey struct {
+	s    *store.Store
+	lane string
 }
 
 func mustFail(t *testing.T, s *store.Store, c *store.Claimed, msg string) {
@@ -699,7 +721,11 @@ func mustLockLane(t *testing.T, s *store.Store, lane string) *store.LaneLock {
 	if err != nil {
 		t.Fatalf("LockLane %s: %v", lane, err)
 	}
-	t.Cleanup(func() { l.Release() })
+	heldLocks.Store(heldKey{s, lane}, l)
+	t.Cleanup(func() {
+		heldLocks.Delete(heldKey{s, lane})
+		l.Release()
+	})
 	return l
 }
 
