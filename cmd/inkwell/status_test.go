@@ -37,9 +37,9 @@ func TestCLI_StatusAndShow(t *testing.T) {
 	if err := st.RegisterLane(ctx, lock); err != nil {
 		t.Fatal(err)
 	}
-	c, err := st.Claim(ctx, "east")
-	if err != nil || c == nil {
-		t.Fatalf("Claim = %v, %v", c, err)
+	cs, err := st.ClaimUpTo(ctx, lock, 1)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("ClaimUpTo = %v, %v", cs, err)
 	}
 	lock.Release() // the lane's process is gone
 
@@ -116,11 +116,11 @@ func TestCLI_StatusByClass(t *testing.T) {
 		if _, _, err := st.Accept(ctx, store.AcceptParams{IdempotencyKey: fmt.Sprint("k", i), RequestHash: inkwell.RequestHash(payload), Payload: payload}); err != nil {
 			t.Fatal(err)
 		}
-		c, err := st.Claim(ctx, "east")
-		if err != nil || c == nil {
-			t.Fatalf("Claim = %v, %v", c, err)
+		cs, err := st.ClaimUpTo(ctx, lock, 1)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("ClaimUpTo = %v, %v", cs, err)
 		}
-		p.JobID, p.AttemptID = c.Job.ID, c.Attempt.ID
+		p.JobID, p.AttemptID = cs[0].Job.ID, cs[0].Attempt.ID
 		if err := st.FailIfRunning(ctx, p); err != nil {
 			t.Fatal(err)
 		}

@@ -18,8 +18,10 @@ import (
 // TestDashboard_E2E drives the dashboard in headless Chromium (Debian's
 // chromium package) through chromedp: it loads the page from a real server
 // over a real SQLite file, reads the counts, clicks Retry on a failed job,
-// sees the job leave failed (in the page and in the database), opens that
-// job's timeline, and saves screenshots.
+// sees the job leave failed (in the page and in the database), clicks
+// Cancel on a queued job and on a running one (POST /v1/jobs/{id}/cancel)
+// and sees them failed, class cancelled, opens a job's timeline, and saves
+// screenshots.
 //
 // Screenshots go to $INKWELL_TEST_ARTIFACTS (a relative path is read from
 // the module root; unset, the test's temp dir, gone when it ends). With
@@ -78,6 +80,43 @@ func TestDashboard_E2E(t *testing.T) {
 		t.Errorf("in-flight row of job %d = %q, %v; want it listed as queued", id, queued, err)
 	}
 	saveShot(t, ctx, "dashboard-after-retry.png", "")
+
+	// Cancel a queued job: it leaves the jobs in flight and shows among the
+	// failed ones, cancelled before it ran.
+	cancelled := sc.queued[1]
+	if err := chromedp.Do(ctx, chromedp.Click(fmt.Sprintf(`button[data-cancel="%d"]`, cancelled))); err != nil {
+		t.Fatalf("click Cancel on job %d: %v", cancelled, err)
+	}
+	moved := fmt.Sprintf(`!document.getElementById("active-%d") && !!document.getElementById("failed-%d")`, cancelled, cancelled)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](moved,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		t.Fatalf("after clicking Cancel on queued job %d, the page never listed it as failed: %v", cancelled, err)
+	}
+	row, err := chromedp.Run(ctx, chromedp.Text(fmt.Sprintf("#failed-%d", cancelled)))
+	if err != nil || !strings.Contains(row, "cancelled") || !strings.Contains(row, "nothing to do: cancelled before it ran") {
+		t.Errorf("failed row of job %d = %q, %v; want class cancelled, cancelled before it ran", cancelled, row, err)
+	}
+	if job, err := sc.st.Job(t.Context(), cancelled); err != nil || job.Status != inkwell.StatusFailed || job.ErrorClass != inkwell.ClassCancelled {
+		t.Errorf("job %d after Cancel = %q (%q), %v; want failed, cancelled, in the database", cancelled, job.Status, job.ErrorClass, err)
+	}
+	// Cancel the running job: the page asks first (its call is in flight),
+	// and the answer here is yes.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.confirm = function () { return true; }; true`)); err != nil {
+		t.Fatalf("answer the confirmation: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(fmt.Sprintf(`button[data-cancel="%d"]`, sc.liveRunning))); err != nil {
+		t.Fatalf("click Cancel on running job %d: %v", sc.liveRunning, err)
+	}
+	moved = fmt.Sprintf(`!document.getElementById("active-%d") && !!document.getElementById("failed-%d")`, sc.liveRunning, sc.liveRunning)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](moved,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		t.Fatalf("after clicking Cancel on running job %d, the page never listed it as failed: %v", sc.liveRunning, err)
+	}
+	row, err = chromedp.Run(ctx, chromedp.Text(fmt.Sprintf("#failed-%d", sc.liveRunning)))
+	if err != nil || !strings.Contains(row, "cancelled while its provider call was in flight, so the provider may have billed it") {
+		t.Errorf("failed row of job %d = %q, %v; want it cancelled in flight, maybe billed", sc.liveRunning, row, err)
+	}
+	saveShot(t, ctx, "dashboard-after-cancel.png", "")
 
 	// The timeline of the job recovery closed names the run and its evidence.
 	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", sc.url, sc.restarted)), chromedp.WaitVisible(".timeline")); err != nil {

@@ -35,6 +35,8 @@ type scene struct {
 	srv *api.Server
 	url string
 	clk *storetest.WallClock
+	// locks are the lanes' locks the scene holds: claims go under them.
+	locks map[string]*store.LaneLock
 
 	restarted, providerFailed, unreadable, deadRunning, liveRunning int64
 	queued                                                          []int64
@@ -107,6 +109,10 @@ func (sc *scene) lock(t *testing.T, lane string) *store.LaneLock {
 		t.Fatalf("LockLane(%s): %v", lane, err)
 	}
 	t.Cleanup(func() { l.Release() })
+	if sc.locks == nil {
+		sc.locks = map[string]*store.LaneLock{}
+	}
+	sc.locks[lane] = l
 	return l
 }
 
@@ -129,11 +135,11 @@ func (sc *scene) accept(t *testing.T, key, prompt string) inkwell.Job {
 
 func (sc *scene) claim(t *testing.T, lane string) *store.Claimed {
 	t.Helper()
-	c, err := sc.st.Claim(t.Context(), lane)
-	if err != nil || c == nil {
-		t.Fatalf("Claim(%s) = %v, %v; want a job", lane, c, err)
+	cs, err := sc.st.ClaimUpTo(t.Context(), sc.locks[lane], 1)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("ClaimUpTo(%s, 1) = %v, %v; want a job", lane, cs, err)
 	}
-	return c
+	return cs[0]
 }
 
 func (sc *scene) fail(t *testing.T, c *store.Claimed, class inkwell.ErrorClass, msg string) {

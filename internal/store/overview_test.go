@@ -38,6 +38,9 @@ type ovFixture struct {
 	ctx context.Context
 	s   *store.Store
 	clk *storetest.WallClock
+	// locks are the lanes' locks this fixture took: claims go under them,
+	// as a lane's do (ClaimUpTo).
+	locks map[string]*store.LaneLock
 }
 
 // runOverview runs fn on every backend with a fresh fixture.
@@ -72,16 +75,24 @@ func (f *ovFixture) lane(name string) *store.LaneLock {
 	if err := f.s.RegisterLane(f.ctx, l); err != nil {
 		f.t.Fatalf("RegisterLane(%s): %v", name, err)
 	}
+	if f.locks == nil {
+		f.locks = map[string]*store.LaneLock{}
+	}
+	f.locks[name] = l
 	return l
 }
 
 func (f *ovFixture) claim(lane string) *store.Claimed {
 	f.t.Helper()
-	c, err := f.s.Claim(f.ctx, lane)
-	if err != nil || c == nil {
-		f.t.Fatalf("Claim(%s) = %v, %v; want a claimed job", lane, c, err)
+	l := f.locks[lane]
+	if l == nil {
+		f.t.Fatalf("claim on lane %s: the fixture holds no lock of it", lane)
 	}
-	return c
+	cs, err := f.s.ClaimUpTo(f.ctx, l, 1)
+	if err != nil || len(cs) != 1 {
+		f.t.Fatalf("ClaimUpTo(%s, 1) = %v, %v; want a claimed job", lane, cs, err)
+	}
+	return cs[0]
 }
 
 // fail ends c's attempt and job failed, with the class a worker gives msg.
