@@ -45,4 +45,5 @@ const (
 var Names = []string{
 	AcceptBeforeCommit, AcceptAfterCommit, ClaimAfterCommit, ProviderAfterCall,
 	CompleteBeforeCommit, CompleteAfterCommit, RecoverBeforeCommit, RetryAfterCommit,
+	CancelAfterCommit,
 }

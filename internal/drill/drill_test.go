@@ -417,3 +417,83 @@ func TestRun_BadConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestDrill_JobLife runs the real drill over cancel.after-commit and
+// claim.after-commit, on SQLite and (when its URL is set) PostgreSQL: the
+// point's own cancel of a call in flight, the cancel of a job waiting out a
+// 429 and of one already done, the reschedule family at claim.after-commit:2
+// (500, 429, cut), and both points with calls in flight. Every scenario
+// ends with a prune and a re-send of every key.
+func TestDrill_JobLife(t *testing.T) {
+	t.Parallel()
+	dbs := map[string]string{"SQLite": ""}
+	if url := os.Getenv(storetest.PostgresEnv); url != "" {
+		dbs["PostgreSQL"] = url
+	}
+	for name, db := range dbs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var out bytes.Buffer
+			rep, err := Run(ctx, Config{
+				Bin: inkwellBin, WorkDir: t.TempDir(), DB: db, Mode: ModePoints, Short: true, Out: &out,
+				Points: []string{crashpoint.ClaimAfterCommit, crashpoint.CancelAfterCommit},
+			})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			t.Log(out.String())
+			if rep.Failed() {
+				var sum bytes.Buffer
+				rep.WriteSummary(&sum)
+				t.Fatalf("drill failed:\n%s", sum.String())
+			}
+			byName := map[string]*Timeline{}
+			for _, tl := range rep.Timelines {
+				byName[tl.Name] = tl
+			}
+			for _, want := range []string{crashpoint.CancelAfterCommit, "cancel (waiting out a 429): cancel.after-commit:1", "cancel (after done): complete.after-commit:1",
+				"reschedule (500): claim.after-commit:2", "reschedule (429): claim.after-commit:2", "reschedule (cut): claim.after-commit:2",
+				"in flight: cancel.after-commit:1"} {
+				if byName[want] == nil {
+					t.Errorf("no scenario %q", want)
+				}
+			}
+			for _, name := range []string{crashpoint.CancelAfterCommit, "cancel (waiting out a 429): cancel.after-commit:1"} {
+				tl := byName[name]
+				if tl == nil {
+					continue
+				}
+				final := tl.Snaps[tl.Final]
+				if len(final.Jobs) != 1 || !isCancelled(final.Jobs[0]) || len(final.Charges) != 0 {
+					t.Errorf("%s: final %s with %d charge(s); want one job, cancelled, no charge", name, jobsCell(final), len(final.Charges))
+				}
+				var cancels []Sent
+				for _, s := range tl.Requests {
+					if strings.HasSuffix(s.Path, "/cancel") {
+						cancels = append(cancels, s)
+					}
+				}
+				if len(cancels) < 2 || cancels[0].Outcome != OutcomeUnknown || cancels[len(cancels)-1].Status != 200 {
+					t.Errorf("%s: cancels %v; want the one whose answer the crash lost, then a re-send answered 200", name, cancels)
+				}
+			}
+			if tl := byName["cancel (after done): complete.after-commit:1"]; tl != nil {
+				if !slices.ContainsFunc(tl.Requests, func(s Sent) bool { return strings.HasSuffix(s.Path, "/cancel") && s.Status == 409 }) {
+					t.Errorf("%s: requests %v; want a cancel answered 409", tl.Name, tl.Requests)
+				}
+			}
+			if tl := byName["in flight: cancel.after-commit:1"]; tl != nil {
+				if running, _ := tl.inFlightAtCrash(); running != inFlightCalls-1 {
+					t.Errorf("%s: %d attempts running at the crash, want %d", tl.Name, running, inFlightCalls-1)
+				}
+			}
+			for _, tl := range rep.Timelines {
+				if tl.Family != "" && joblifePrune && tl.Pruned < 0 {
+					t.Errorf("%s: no read after a prune", tl.Name)
+				}
+			}
+		})
+	}
+}

@@ -232,4 +232,4 @@ func joblifeScenarios(points []string) []scenario {
 
 // joblifePrune: the job-life scenarios end with a prune and re-sends of
 // every key (prune.go).
-var joblifePrune = false
+const joblifePrune = true

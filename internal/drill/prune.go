@@ -66,7 +66,7 @@ func (p *play) pruneAndResend(ctx context.Context) error {
 	}
 	p.event(fmt.Sprintf("every key re-sent to serve#%d (%d request(s)) after the prune", p.starts, resent), "")
 	// Give the lane a few polls (--poll 100ms) to claim what it should not.
-	if err := sleep(ctx, 400*time.Millisecond); err != nil {
+	if err := sleep(ctx, 300*time.Millisecond); err != nil {
 		return err
 	}
 	if err := p.stopServe(sv); err != nil {
