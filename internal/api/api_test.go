@@ -349,9 +349,9 @@ func TestAccept_Idempotent(t *testing.T) {
 		if r := e.post("key-done", body); r.status != http.StatusCreated {
 			t.Fatalf("POST: %d %s", r.status, r.body)
 		}
-		c, err := e.st.Claim(t.Context(), "local")
-		if err != nil || c == nil {
-			t.Fatalf("Claim: %v %v", c, err)
+		c := storetest.ClaimAs(t, e.st, "local")
+		if c == nil {
+			t.Fatal("claim: nothing queued")
 		}
 		var req inkwell.Request
 		if err := json.Unmarshal(c.Job.Payload, &req); err != nil || req.Account != "acme" || req.MaxWords != 17 {
@@ -473,9 +473,9 @@ func TestRetry(t *testing.T) {
 
 	before := e.counts()
 	assertError(t, e.do(http.MethodPost, path, nil, nil), http.StatusConflict, inkwell.ECONFLICT) // queued
-	c, err := e.st.Claim(t.Context(), "local")
-	if err != nil || c == nil {
-		t.Fatalf("Claim: %v %v", c, err)
+	c := storetest.ClaimAs(t, e.st, "local")
+	if c == nil {
+		t.Fatal("claim: nothing queued")
 	}
 	assertError(t, e.do(http.MethodPost, path, nil, nil), http.StatusConflict, inkwell.ECONFLICT) // running
 	if err := e.st.FailIfRunning(t.Context(), store.FailParams{JobID: id, AttemptID: c.Attempt.ID, Error: "provider: 500", Class: inkwell.ClassProviderError}); err != nil {
@@ -585,12 +585,12 @@ func (e *env) failedJob(key string) int64 {
 	if r.status != http.StatusCreated {
 		e.t.Fatalf("POST: %d %s", r.status, r.body)
 	}
-	c, err := e.st.Claim(e.t.Context(), "local")
-	for err == nil && c != nil && c.Job.IdempotencyKey != key {
-		c, err = e.st.Claim(e.t.Context(), "local")
+	c := storetest.ClaimAs(e.t, e.st, "local")
+	for c != nil && c.Job.IdempotencyKey != key {
+		c = storetest.ClaimAs(e.t, e.st, "local")
 	}
-	if err != nil || c == nil {
-		e.t.Fatalf("Claim %s: %v %v", key, c, err)
+	if c == nil {
+		e.t.Fatalf("claim %s: not queued", key)
 	}
 	if err := e.st.FailIfRunning(e.t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "boom", Class: inkwell.ClassProviderError}); err != nil {
 		e.t.Fatal(err)

@@ -166,8 +166,8 @@ func TestLane_OpenRecoversTheDeadHolder(t *testing.T) {
 	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
 	// The previous holder of lane "local" claimed a job and died.
 	orphan := accept(t, st, "orphan", "left running", 5)
-	if c, err := st.Claim(t.Context(), "local"); err != nil || c == nil || c.Job.ID != orphan.ID {
-		t.Fatalf("Claim: %+v %v", c, err)
+	if c := storetest.ClaimAs(t, st, "local"); c == nil || c.Job.ID != orphan.ID {
+		t.Fatalf("claim: %+v", c)
 	}
 	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Poll: time.Hour})
 	rep := r.recovery

@@ -104,3 +104,23 @@ func ProviderKey(t testing.TB, st *store.Store, jobID int64, key string) string 
 	}
 	return in.ProviderKey(jobID, key)
 }
+
+// ClaimAs claims at most one job for lane (nil when nothing is queued) as a
+// lane that then goes away: it takes the lane's lock for the claim and lets
+// go after, leaving the attempt running as a dead lane leaves it.
+func ClaimAs(t testing.TB, st *store.Store, lane string) *store.Claimed {
+	t.Helper()
+	l, err := st.LockLane(context.Background(), lane)
+	if err != nil {
+		t.Fatalf("LockLane %s for a claim: %v", lane, err)
+	}
+	defer l.Release()
+	cs, err := st.ClaimUpTo(context.Background(), l, 1)
+	if err != nil {
+		t.Fatalf("claim for lane %s: %v", lane, err)
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	return cs[0]
+}
