@@ -88,7 +88,8 @@ type PruneReport struct {
 	Pruned, PrunedDone, PrunedFailed int64
 	MatchedDone, MatchedFailed       int64
 	Batches                          int
-	// LongestBatch is the longest a batch held the writer.
+	// LongestBatch is the longest a batch held the writer, from its BEGIN
+	// until its commit returned.
 	LongestBatch time.Duration
 	Elapsed      time.Duration
 	// SQLite only: the file's auto_vacuum mode ("none", "full",
@@ -114,7 +115,7 @@ const (
 	// vacuumStepPages is where an incremental vacuum step starts; like a
 	// batch, its size then follows BatchTime.
 	vacuumStepPages = 256
-	maxVacuumStep   = 8192
+	maxVacuumStep   = 2048
 )
 
 // pruneRewritesRows: the database is a SQLite file, whose pages a shrinking
@@ -180,6 +181,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 			break // none left (or, on PostgreSQL, the rest is locked by a concurrent writer: the next run takes it)
 		}
 		n = nextBatchSize(n, held, opts.BatchTime, opts.MaxBatch)
+		s.checkpointAside(ctx)
 		if err = rest(ctx, opts.Pause); err != nil {
 			break
 		}
@@ -306,9 +308,9 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int) (got, d
 	// and skips rows another writer holds.
 	sel := `SELECT id, status, payload FROM jobs WHERE ` + pruneMatch + ` ORDER BY finished_at LIMIT $2` + s.dialect.claimLock
 	prunedAt := s.nowTS()
+	var t0 time.Time // the writer is ours from here (BEGIN) until the commit returns
 	err = s.inTxAt(ctx, writeLow, func(tx *sql.Tx) error {
-		t0 := time.Now()
-		defer func() { held = time.Since(t0) }()
+		t0 = time.Now()
 		rows, err := s.txQuery(ctx, tx, sel, s.ts(before), n)
 		if err != nil {
 			return fmt.Errorf("prune: select jobs: %w", err)
@@ -349,6 +351,9 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int) (got, d
 		}
 		return nil
 	}, "", "")
+	if !t0.IsZero() {
+		held = time.Since(t0)
+	}
 	if err != nil {
 		return 0, 0, 0, held, err
 	}
@@ -518,13 +523,13 @@ func (s *Store) vacuumSteps(ctx context.Context, opts PruneOptions, rep *PruneRe
 	}
 	n := vacuumStepPages
 	for f.free > 0 {
-		var held time.Duration
+		var t0 time.Time
 		err := s.inTxAt(ctx, writeLow, func(tx *sql.Tx) error {
-			t0 := time.Now()
-			defer func() { held = time.Since(t0) }()
+			t0 = time.Now()
 			_, err := tx.ExecContext(ctx, `PRAGMA incremental_vacuum(`+strconv.Itoa(n)+`)`)
 			return err
 		}, "", "")
+		held := time.Since(t0)
 		if err != nil {
 			rep.VacuumInterrupted = true
 			return fmt.Errorf("prune: incremental vacuum: %w", err)
@@ -538,6 +543,7 @@ func (s *Store) vacuumSteps(ctx context.Context, opts PruneOptions, rep *PruneRe
 			break // nothing moved: never spin
 		}
 		n = max(minPruneBatch, min(2*n, int(float64(n)*float64(opts.BatchTime)/float64(max(held, time.Microsecond))), maxVacuumStep))
+		s.checkpointAside(ctx)
 		if err := rest(ctx, opts.Pause); err != nil {
 			rep.VacuumInterrupted = true
 			return err
@@ -589,6 +595,21 @@ func (s *Store) sqliteFileState(ctx context.Context) (sqliteFile, error) {
 	}
 	f.size = fi.Size()
 	return f, nil
+}
+
+// checkpointAside copies the WAL back into a SQLite file from a reader
+// connection, outside the write gate, between two batches. Prune writes
+// much more WAL than the jobs around it; left alone, the automatic
+// checkpoint (every 1000 pages) runs inside whichever commit crosses the
+// mark, and with synchronous=FULL its fsync of the whole file would hold
+// the writer, often in an accept's commit. A passive checkpoint never waits
+// for a lock, and while it runs a writer's own automatic one stands aside.
+// Failures change nothing and are ignored: the next one, or SQLite's own,
+// does the work.
+func (s *Store) checkpointAside(ctx context.Context) {
+	if s.pruneRewritesRows() {
+		_, _ = s.rdb.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
+	}
 }
 
 // withWriter runs fn on the write connection outside any transaction
