@@ -114,24 +114,45 @@ func printDetail(w io.Writer, d inkwell.JobDetail) {
 	if j.Error != "" {
 		fmt.Fprintf(w, "  error     %s\n", j.Error)
 	}
+	if j.ErrorClass != "" {
+		fmt.Fprintf(w, "  class     %s\n", j.ErrorClass)
+	}
+	if j.Status == inkwell.StatusQueued && j.NotBefore != nil {
+		fmt.Fprintf(w, "  waiting   automatic retry, not before %s\n", fmtTime(j.NotBefore))
+	}
+	if j.PrunedAt != nil {
+		fmt.Fprintf(w, "  pruned    %s (retention removed its prompt and text)\n", fmtTime(j.PrunedAt))
+	}
 	fmt.Fprintf(w, "\nattempts (%d)\n", len(d.Attempts))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tSTATUS\tLANE\tSTARTED\tFINISHED\tERROR")
+	fmt.Fprintln(tw, "  #\tSTATUS\tCLASS\tLANE\tSTARTED\tFINISHED\tERROR")
 	for _, a := range d.Attempts {
 		errText := a.Error
 		if a.RecoveryRunID != nil {
 			errText += fmt.Sprintf(" (recovery run %d)", *a.RecoveryRunID)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", a.AttemptNumber, a.Status, orDash(a.Lane), fmtTime(a.StartedAt), fmtTime(a.FinishedAt), orDash(errText))
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.AttemptNumber, a.Status, orDash(string(a.ErrorClass)), orDash(a.Lane),
+			fmtTime(a.StartedAt), fmtTime(a.FinishedAt), orDash(errText))
 	}
 	tw.Flush()
 	if d.Charge != nil {
 		c := d.Charge
-		fmt.Fprintf(w, "\ncharge  %s  account %s  provider request %s  (attempt id %d)\n", formatMoney(c.AmountMicros), c.Account, c.ProviderRequestID, c.AttemptID)
+		fmt.Fprintf(w, "\ncharge  %s  account %s  provider request %s  (attempt %s)\n", formatMoney(c.AmountMicros), c.Account, c.ProviderRequestID, attemptNumberOf(d, c.AttemptID))
 	}
 	if d.Result != nil {
 		fmt.Fprintf(w, "\nresult\n%s\n", d.Result.Text)
 	}
+}
+
+// attemptNumberOf names the attempt with row id id by its number, as the
+// attempts table above shows it.
+func attemptNumberOf(d inkwell.JobDetail, id int64) string {
+	for _, a := range d.Attempts {
+		if a.ID == id {
+			return fmt.Sprintf("#%d", a.AttemptNumber)
+		}
+	}
+	return fmt.Sprintf("row id %d", id)
 }
 
 func fmtTime(t *time.Time) string {

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+)
+
+// TestCLI_ShowsClassesBackOffAndAttemptNumbers: show prints each failed
+// attempt's class, a queued job's back-off, and names the charge's attempt
+// by its number, as the attempts table does, not by its row id.
+func TestCLI_ShowsClassesBackOffAndAttemptNumbers(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	st := storetest.MustOpen(t, db, store.Options{})
+	payload, _ := json.Marshal(inkwell.Request{Prompt: "p", Account: "acme", MaxWords: 5})
+	job, _, err := st.Accept(t.Context(), store.AcceptParams{IdempotencyKey: "k", RequestHash: inkwell.RequestHash(payload), Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := storetest.ClaimAs(t, st, "local")
+	retryAt := time.Now().Add(time.Hour)
+	if err := st.FailIfRunning(t.Context(), store.FailParams{JobID: job.ID, AttemptID: c.Attempt.ID, Error: "provider: provider call: server error: HTTP 502: bad gateway",
+		Class: inkwell.ClassProviderError, RetryAt: &retryAt}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "show", "1", "--db", db)
+	if code != 0 {
+		t.Fatalf("show: exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"job 1  queued", "class     provider_error", "waiting   automatic retry, not before " + retryAt.UTC().Format("2006-01-02 15:04"),
+		"#  STATUS  CLASS", "  1  failed  provider_error"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("show of a rescheduled job lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	// Run it again and complete it: the charge names attempt #2.
+	if _, err := st.DB().ExecContext(t.Context(), `UPDATE jobs SET not_before = NULL WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	c = storetest.ClaimAs(t, st, "local")
+	if err := st.CompleteIfRunning(t.Context(), store.CompleteParams{JobID: job.ID, AttemptID: c.Attempt.ID, Text: "t", Account: "acme",
+		AmountMicros: 5, ProviderRequestID: "req-1"}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCLI(t, "show", "1", "--db", db)
+	if code != 0 {
+		t.Fatalf("show: exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(stdout, "provider request req-1  (attempt #2)") || strings.Contains(stdout, "class     ") {
+		t.Errorf("show of the done job: want the charge's attempt as #2 and no class line:\n%s", stdout)
+	}
+}
