@@ -37,7 +37,7 @@ func cancelLane(t *testing.T, st *store.Store, sim *slowSim, cfg worker.Config) 
 	obs := newOutcomes()
 	cfg.Name, cfg.Provider, cfg.Observer = "cancel", sim.provider(t), obs
 	cfg.Logger = slog.New(slog.NewTextHandler(multiWriter{buf, tWriter{t}}, nil))
-	cfg.Poll, cfg.Grace = 20*time.Millisecond, 5*time.Second
+	cfg.Poll, cfg.Grace = 20*time.Millisecond, 30*time.Second
 	return startLane(t, st, cfg), buf, obs
 }
 
@@ -167,6 +167,79 @@ func TestCancel_OtherProcessAbortsAtTheNextLook(t *testing.T) {
 		}
 		if got := obs.wait(t, fast.ID); got != worker.OutcomeCancelled {
 			t.Errorf("second job's outcome %q, want %q", got, worker.OutcomeCancelled)
+		}
+		assertCancelLaneRunning(t, st, r)
+	})
+}
+
+// TestCancel_DuringTheStopGrace: the lane was asked to stop and gives its
+// call the grace period (30 s here); a cancel made elsewhere meanwhile
+// still aborts the call, and the lane stops cleanly at once after it.
+func TestCancel_DuringTheStopGrace(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, st *store.Store) {
+		sim := startSlowSim(t, simLatency)
+		r, _, obs := cancelLane(t, st, sim, worker.Config{CancelPoll: 50 * time.Millisecond})
+		job := accept(t, st, "grace", "a line cancelled while the lane stops", 5)
+		r.lane.Wake()
+		waitCalled(t, st, sim, job)
+		r.cancel() // stop: no more claims; the call gets the grace period
+		if _, err := st.Cancel(t.Context(), job.ID, "cli"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if got := obs.wait(t, job.ID); got != worker.OutcomeCancelled {
+			t.Errorf("outcome %q, want %q", got, worker.OutcomeCancelled)
+		}
+		if err := r.wait(t); err != nil {
+			t.Errorf("Run = %v, want a clean stop", err)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("the lane stopped %v after the cancel; want the call aborted, not its grace waited out", took)
+		}
+		if d, _ := st.Show(t.Context(), job.ID); d.Job.ErrorClass != inkwell.ClassCancelled || d.Result != nil {
+			t.Errorf("job %+v: want cancelled, no result", d.Job)
+		}
+	})
+}
+
+// TestCancel_WhileWaitingForTheLimiter: a call that waits for the
+// provider's rate limit when its job is cancelled ends at once and is
+// never sent; the call in flight beside it is not disturbed until its own
+// cancel.
+func TestCancel_WhileWaitingForTheLimiter(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, st *store.Store) {
+		sim := startSlowSim(t, simLatency)
+		lim := limiter.New(limiter.Config{RPM: 1}) // one call, then a minute's wait
+		r, _, obs := cancelLane(t, st, sim, worker.Config{Concurrency: 2, Limiter: lim, CancelPoll: 50 * time.Millisecond})
+		first := accept(t, st, "first", "the call that is sent", 5)
+		r.lane.Wake()
+		waitCalled(t, st, sim, first)
+		waiting := accept(t, st, "waiting", "the call that waits", 5)
+		r.lane.Wake()
+		storetest.WaitFor(t, waitLimit, "the second call waiting for the limiter", func() bool { return lim.Waiting() == 1 })
+
+		if _, err := st.Cancel(t.Context(), waiting.ID, "cli"); err != nil {
+			t.Fatal(err)
+		}
+		if got := obs.wait(t, waiting.ID); got != worker.OutcomeCancelled {
+			t.Errorf("outcome of the waiting call %q, want %q", got, worker.OutcomeCancelled)
+		}
+		if _, sent := sim.heldFor(storetest.ProviderKey(t, st, waiting.ID, waiting.IdempotencyKey)); sent {
+			t.Errorf("the cancelled call reached the simulator; want it never sent")
+		}
+		if lim.Waiting() != 0 || lim.InFlight() != 1 {
+			t.Errorf("limiter: %d waiting, %d in flight; want 0 and 1 (the first call)", lim.Waiting(), lim.InFlight())
+		}
+		if key := storetest.ProviderKey(t, st, first.ID, first.IdempotencyKey); !sim.inFlight(key) {
+			t.Errorf("the first call ended with the second's cancel")
+		}
+		if _, err := st.Cancel(t.Context(), first.ID, "cli"); err != nil {
+			t.Fatal(err)
+		}
+		if got := obs.wait(t, first.ID); got != worker.OutcomeCancelled {
+			t.Errorf("outcome of the first call %q, want %q", got, worker.OutcomeCancelled)
 		}
 		assertCancelLaneRunning(t, st, r)
 	})

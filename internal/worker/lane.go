@@ -247,14 +247,19 @@ func (l *Lane) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); l.heartbeat(laneCtx, stopLane) }()
+	// Cancels are watched until the last call has ended, through a stop's
+	// grace period too.
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
 	wg.Add(1)
-	go func() { defer wg.Done(); l.watchCancels(laneCtx) }()
+	go func() { defer wg.Done(); l.watchCancels(watchCtx) }()
 	if l.store.CanRescue() { // SQLite: one lane per file in practice; orphans close at restart
 		wg.Add(1)
 		go func() { defer wg.Done(); l.rescue(laneCtx) }()
 	}
 	l.log.InfoContext(ctx, "lane running", "pid", l.lock.Self.PID, "incarnation", l.lock.Self.Incarnation)
 	unrecorded := l.loop(laneCtx, stopLane)
+	stopWatch()
 	stopLane(nil)
 	wg.Wait()
 	cause := context.Cause(laneCtx)
