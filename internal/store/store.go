@@ -256,6 +256,12 @@ func (s *Store) ts(t time.Time) any { return s.dialect.ts(t) }
 // nowTS is the current time as a column value.
 func (s *Store) nowTS() any { return s.ts(s.now()) }
 
+// Now is the store's clock: the one every transition writes (on
+// PostgreSQL the database's, so that lanes on hosts with skewed clocks
+// write one ordered history). A reschedule's not_before is computed from
+// it, so a back-off means the same on every lane.
+func (s *Store) Now() time.Time { return s.now() }
+
 // WriteDB exposes the write pool for benchmarks and tests that must build
 // large or deliberately broken states with raw SQL. Production code never
 // calls it: every write goes through a transition.
