@@ -66,7 +66,7 @@ func (m *mdWriter) header(r *Report) {
 	if slices.ContainsFunc(r.Timelines, func(t *Timeline) bool { return t.Family != "" }) {
 		m.f("The *job-life* scenarios (DESIGN.md §9) crash the same points on a job's life without a human: ")
 		m.f("*reschedule* runs serve with `--max-attempts %d --retry-base %s --retry-cap %s` behind the drill's front, ", joblifeMaxAttempts, joblifeRetryBase, joblifeRetryCap)
-		m.f("which fails the job's first call(s) (500, 429, or a cut connection) before the simulator sees them, so that ")
+		m.f("which fails the job's first call(s) (500, 429, a cut connection; or the first serve's provider address refuses connections) before the simulator sees them, so that ")
 		m.f("automatic retry puts the job back to queued, and serve dies on the attempt after; *cancel* has the client cancel a job ")
 		m.f("whose call is in flight, one waiting out a 429, and one already done. ")
 		if slices.ContainsFunc(r.Timelines, func(t *Timeline) bool { return t.Pruned >= 0 }) {
@@ -139,6 +139,9 @@ func (m *mdWriter) timeline(t *Timeline, random bool) {
 	m.f("\n")
 	m.paths(t)
 	if note := t.billsNote(); note != "" && !random {
+		m.f("%s\n\n", note)
+	}
+	if note := t.pruneNote(); note != "" {
 		m.f("%s\n\n", note)
 	}
 	if !random {

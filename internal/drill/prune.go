@@ -102,3 +102,40 @@ func (p *play) resendPruned(ctx context.Context, base string, it item) error {
 	}
 	return fmt.Errorf("re-send of pruned key %s: no answer after 50 tries", it.key)
 }
+
+// pruneNote says, for the report, what the reads around the prune showed:
+// the final read before it, the read right after it, and the read after
+// the re-sends; "" when the scenario had no prune.
+func (t *Timeline) pruneNote() string {
+	if t.Pruned < 0 || t.Final < 0 || t.Pruned >= len(t.Snaps) {
+		return ""
+	}
+	before, after, last := t.Snaps[t.Final], t.Snaps[t.Pruned], t.lastSnap()
+	pruned, withText := 0, 0
+	for _, j := range after.Jobs {
+		if isPruned(j) {
+			pruned++
+		}
+	}
+	for _, r := range after.Results {
+		if r.Text != "" {
+			withText++
+		}
+	}
+	c0, b0, _ := t.billsOf(before)
+	c1, b1, _ := t.billsOf(last)
+	var resent, answered200 int
+	for _, s := range t.Requests {
+		if s.AfterPrune {
+			resent++
+			if s.Status == 200 && s.Pruned {
+				answered200++
+			}
+		}
+	}
+	return fmt.Sprintf("**After the prune** (`inkwell prune --older-than 0s`, then every key re-sent to a restarted serve): "+
+		"%d of %d job(s) pruned, %d result(s) still holding text; attempts %d before and %d after, charges %d and %d; "+
+		"%d re-send(s), %d answered 200 with the pruned job; attempts after the re-sends %d; provider calls / bills %d / %d before the prune, %d / %d at the end.",
+		pruned, len(after.Jobs), withText, len(before.Attempts), len(after.Attempts), len(before.Charges), len(after.Charges),
+		resent, answered200, len(last.Attempts), c0, b0, c1, b1)
+}
