@@ -69,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer, src stateSource) *Metrics {
 		}, []string{"lane"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inkwell_attempts_total",
-			Help: "Attempts finished by this process, by lane and outcome: done, failed, fenced (a late outcome refused because recovery closed the attempt), aborted (the outcome could not be written).",
+			Help: "Attempts finished by this process, by lane and outcome: done, failed, rescheduled (failed, job queued again by automatic retry), cancelled (the call aborted because its job was cancelled), fenced (a late outcome refused because recovery closed the attempt), aborted (the outcome could not be written).",
 		}, []string{"lane", "outcome"}),
 		providerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "inkwell_provider_call_seconds",

@@ -105,6 +105,7 @@ type laneStore interface {
 	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
 	FailIfRunning(ctx context.Context, p store.FailParams) error
 	Installation(ctx context.Context) (inkwell.Installation, error)
+	Now() time.Time // the store's clock
 	// Cancel (cancel.go).
 	AttemptsNotRunning(ctx context.Context, ids []int64) ([]store.EndedAttempt, error)
 	Job(ctx context.Context, id int64) (inkwell.Job, error)
@@ -223,9 +224,9 @@ func (l *Lane) Wake() {
 	}
 }
 
-// kickAt wakes the lane at t, when a job it put back for an automatic
+// kickIn wakes the lane after d, when a job it put back for an automatic
 // retry may run again, instead of at the next poll after it.
-func (l *Lane) kickAt(t time.Time) { time.AfterFunc(time.Until(t), l.Wake) }
+func (l *Lane) kickIn(d time.Duration) { time.AfterFunc(d, l.Wake) }
 
 // Name is the lane's name.
 func (l *Lane) Name() string { return l.cfg.Name }
