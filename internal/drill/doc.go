@@ -8,11 +8,20 @@
 // and again with a lane's slots full of provider calls (the in-flight
 // family, inflight.go: serve --concurrency 8, and the restart's one
 // recovery run must close every attempt the crash left running); random
-// mode kills a serve running several calls at once. Its report is
-// docs/crash-timeline.md.
+// mode kills a serve running several calls at once, with automatic retry
+// on in most runs and some requests cancelled. The job-life families
+// (joblife.go, DESIGN.md §9) crash the points where automatic retry and
+// cancel matter: reschedule runs serve with --max-attempts 3 behind the
+// front (front.go), an HTTP front in the drill's own process that fails a
+// job's first call(s) before the simulator sees them; cancel has the
+// client cancel a job in flight, one waiting out a 429 and one already
+// done; each ends with `inkwell prune --older-than 0s` and a re-send of
+// every key (prune.go). Their invariants are check_joblife.go's. Its
+// report is docs/crash-timeline.md.
 //
 // Besides internal/store it is the one package that runs SQL, and only to
-// read (plus CREATE and DROP DATABASE for a PostgreSQL --db). It imports
+// read (plus CREATE and DROP DATABASE for a PostgreSQL --db); the prune
+// is the real `inkwell prune`, a child like serve. It imports
 // the root package, internal/store (to open a database for inspection),
 // internal/crashpoint (the names) and providersim (to read the ledger). It
 // never imports worker or api: it speaks to serve over HTTP, as a client.
