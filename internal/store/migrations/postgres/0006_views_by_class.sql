@@ -136,6 +136,11 @@ FROM (
     LEFT JOIN (SELECT id, GREATEST(COALESCE(queued_at, created_at), not_before) AS since FROM jobs
                WHERE status = 'queued' AND (not_before IS NULL OR not_before <= statement_timestamp())
                ORDER BY id LIMIT 1) h ON true
+    -- A fence: each of these is read once, however many times the CASE
+    -- above names it (inlined, every mention would run its subquery again
+    -- and count again in the plan's cost, which put job_overview's
+    -- estimate past jit_above_cost and cost it seconds of JIT compiling).
+    OFFSET 0
 ) q;
 
 -- failed_job_action: the next safe action of each failed job, decided on
