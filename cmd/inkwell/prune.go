@@ -138,8 +138,8 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 	if err != nil && rep.Pruned == 0 && rep.Matched == 0 {
 		return fail(stderr, "prune", err)
 	}
-	fmt.Fprintf(stdout, "pruned %d jobs finished before %s (older than %s): %d done, %d failed, in %d batches, %s; the longest batch held the writer %s\n",
-		rep.Pruned, when, age, rep.PrunedDone, rep.PrunedFailed, rep.Batches, rep.Elapsed.Round(time.Millisecond), rep.LongestBatch.Round(100*time.Microsecond))
+	fmt.Fprintf(stdout, "pruned %d jobs finished before %s (older than %s): %d done, %d failed, in %d batches, %s; the longest batch held the writer %s (%d over 50ms)\n",
+		rep.Pruned, when, age, rep.PrunedDone, rep.PrunedFailed, rep.Batches, rep.Elapsed.Round(time.Millisecond), rep.LongestBatch.Round(100*time.Microsecond), rep.SlowBatches)
 	if st.Path() != "" && rep.Pruned > 0 {
 		fmt.Fprintf(stdout, "file %s: %s before, %s after", st.Path(), mb(rep.FileBefore), mb(rep.FileAfter))
 		if rep.PagesVacuumed > 0 {

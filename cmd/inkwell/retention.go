@@ -73,7 +73,7 @@ func (m *Main) pruneOnce(ctx context.Context, log *slog.Logger, warned *bool) {
 		},
 	})
 	attrs := []any{"jobs", rep.Pruned, "done", rep.PrunedDone, "failed", rep.PrunedFailed, "finished_before", rep.Before.Format(time.RFC3339),
-		"batches", rep.Batches, "longest_batch", rep.LongestBatch.String(), "took", rep.Elapsed.Round(time.Millisecond).String()}
+		"batches", rep.Batches, "longest_batch", rep.LongestBatch.String(), "batches_over_50ms", rep.SlowBatches, "took", rep.Elapsed.Round(time.Millisecond).String()}
 	if m.st.Path() != "" && rep.Pruned > 0 {
 		attrs = append(attrs, "file_bytes_before", rep.FileBefore, "file_bytes_after", rep.FileAfter, "pages_vacuumed", rep.PagesVacuumed)
 	}

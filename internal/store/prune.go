@@ -89,8 +89,10 @@ type PruneReport struct {
 	MatchedDone, MatchedFailed       int64
 	Batches                          int
 	// LongestBatch is the longest a batch held the writer, from its BEGIN
-	// until its commit returned.
+	// until its commit returned; SlowBatches counts the batches (and vacuum
+	// steps) that held it over 50 ms, which an accept may have waited behind.
 	LongestBatch time.Duration
+	SlowBatches  int
 	Elapsed      time.Duration
 	// SQLite only: the file's auto_vacuum mode ("none", "full",
 	// "incremental"; "" on PostgreSQL), the pages incremental vacuum gave
@@ -175,7 +177,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 		rep.Pruned += int64(got)
 		rep.PrunedDone += int64(done)
 		rep.PrunedFailed += int64(failed)
-		rep.LongestBatch = max(rep.LongestBatch, held)
+		rep.noteHeld(held)
 		progress(false)
 		if got < n {
 			break // none left (or, on PostgreSQL, the rest is locked by a concurrent writer: the next run takes it)
@@ -212,6 +214,17 @@ func (s *Store) PruneOlderThan(ctx context.Context, age time.Duration, opts Prun
 		return PruneReport{}, inkwell.Errorf(inkwell.EINVALID, "prune: the age must be 0 or more, not %s", age)
 	}
 	return s.Prune(ctx, s.now().Add(-age), opts)
+}
+
+// slowBatch is the wait behind one batch that retention means to keep an
+// accept under.
+const slowBatch = 50 * time.Millisecond
+
+func (r *PruneReport) noteHeld(held time.Duration) {
+	r.LongestBatch = max(r.LongestBatch, held)
+	if held > slowBatch {
+		r.SlowBatches++
+	}
 }
 
 func (s *Store) pruneDefaults(o PruneOptions) PruneOptions {
@@ -409,7 +422,10 @@ func (s *Store) updatePruned(ctx context.Context, tx *sql.Tx, batch []pruneRow, 
 // rewritePruned prunes the batch on SQLite by deleting and inserting again
 // the job and result rows (see the comment at the top for why), every
 // column copied as it was except payload, pruned_at and text. SELECT *
-// carries whatever columns a later migration adds. Foreign keys are
+// carries whatever columns a later migration adds. (Every Inkwell column is
+// declared INTEGER or TEXT, which the driver reads back as the value it
+// stored; a column declared DATE, DATETIME or TIMESTAMP would come back as a
+// time.Time and be written again in the driver's layout: keep times TEXT.) Foreign keys are
 // deferred to the commit, when every row is back; the triggers that keep
 // job_counts see one delete and one insert of the same row, which cancel.
 func (s *Store) rewritePruned(ctx context.Context, tx *sql.Tx, batch []pruneRow, prunedAt any) error {
@@ -530,6 +546,7 @@ func (s *Store) vacuumSteps(ctx context.Context, opts PruneOptions, rep *PruneRe
 			return err
 		}, "", "")
 		held := time.Since(t0)
+		rep.noteHeld(held)
 		if err != nil {
 			rep.VacuumInterrupted = true
 			return fmt.Errorf("prune: incremental vacuum: %w", err)
