@@ -53,6 +53,9 @@ type Store struct {
 	// clockInDB: the clock is the database's own (PostgreSQL, no NowFunc):
 	// a statement may read it itself, without a round trip before it.
 	clockInDB bool
+	// tokenUse holds API tokens' last_used_at marks until they are
+	// written in a batch (tokens.go).
+	tokenUse tokenUses
 }
 
 // Open opens the database named by dsn (a SQLite file path or a
@@ -99,6 +102,7 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) close() error {
+	s.closeTokenUse()
 	if s.accepts != nil {
 		s.accepts.close()
 	}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+func init() {
+	register("accounts", "add and list the accounts that pay for jobs (add, list)", runAccounts)
+}
+
+const accountsHelp = `
+Accounts pay for jobs (DESIGN.md §10). Every API token belongs to one
+account, and with tokens in use the token's account pays for the jobs it
+submits. The account 'default' always exists.
+
+  inkwell accounts add NAME [--budget AMOUNT] [--rpm N]
+  inkwell accounts list
+
+Run 'inkwell accounts add --help' for its flags. Budgets and rpm are
+stored but NOT enforced yet: a later change will reserve against the
+budget at accept and limit each account's requests per minute.`
+
+// runAccounts dispatches to add or list.
+func runAccounts(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "add":
+			return runAccountsAdd(ctx, args[1:], stdout, stderr)
+		case "list":
+			return runAccountsList(ctx, args[1:], stdout, stderr)
+		}
+	}
+	return subcommandMissing("accounts", "add NAME [--budget AMOUNT] [--rpm N] | list", accountsHelp, "add, list", args, stdout, stderr)
+}
+
+// subcommandMissing answers a command that needs a subcommand and got
+// none (or an unknown one): --help prints the usage, anything else is a
+// mistake (exit 2).
+func subcommandMissing(name, synopsis, help, subs string, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags(name, synopsis, help, stdout, stderr)
+	dbFlag(fs) // listed in the help: every subcommand takes it
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintf(stderr, "inkwell %s: give a subcommand: %s\n", name, subs)
+	} else {
+		fmt.Fprintf(stderr, "inkwell %s: unknown subcommand %q: want %s\n", name, fs.Arg(0), subs)
+	}
+	return 2
+}
+
+const accountsAddHelp = `
+Add creates an account. AMOUNT is in currency units with at most six
+decimals (12.50); it is stored in micros (12500000). Without --budget the
+account has no budget; --rpm 0 (the default) means no limit.
+
+Budgets and rpm are stored but NOT enforced yet (a later change).
+
+The database is created and migrated if needed, so that accounts and
+tokens can be set up before the first 'inkwell serve'. Bad input writes
+nothing (exit 2); a name already taken is refused (exit 1).`
+
+func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("accounts add", "NAME [--budget AMOUNT] [--rpm N] [--db PATH]", accountsAddHelp, stdout, stderr)
+	db := dbFlag(fs)
+	budget := fs.String("budget", "", "the account's budget in currency units, e.g. 12.50 (empty: no budget; not enforced yet)")
+	rpm := fs.Int("rpm", 0, "requests per minute the account may send (0: no limit; not enforced yet)")
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "inkwell accounts add: give exactly one account NAME (got %d arguments)\n", fs.NArg())
+		return 2
+	}
+	a := store.Account{Name: fs.Arg(0), RPM: *rpm}
+	if err := store.ValidateAccountName(a.Name); err != nil {
+		fmt.Fprintf(stderr, "inkwell accounts add: %s\n", inkwell.ErrorMessage(err))
+		return 2
+	}
+	if *rpm < 0 {
+		fmt.Fprintf(stderr, "inkwell accounts add: --rpm must be 0 (no limit) or more, not %d\n", *rpm)
+		return 2
+	}
+	if *budget != "" {
+		micros, err := parseAmount(*budget)
+		if err != nil {
+			fmt.Fprintf(stderr, "inkwell accounts add: --budget: %v\n", err)
+			return 2
+		}
+		a.BudgetMicros = &micros
+	}
+	st, err := store.Open(ctx, *db, store.Options{})
+	if err != nil {
+		return fail(stderr, "accounts add", err)
+	}
+	defer st.Close()
+	a, err = st.CreateAccount(ctx, a)
+	if err != nil {
+		return fail(stderr, "accounts add", err)
+	}
+	fmt.Fprintf(stdout, "account %s added (budget %s, rpm %s; budgets and rpm are not enforced yet)\n", a.Name, budgetText(a.BudgetMicros), rpmText(a.RPM))
+	fmt.Fprintf(stdout, "give it a token: inkwell tokens create --account %s --role client\n", a.Name)
+	return 0
+}
+
+const accountsListHelp = `
+List prints every account: its budget, what is reserved and spent
+(in currency units), its rpm and when it was created. Budgets and rpm
+are stored but not enforced yet.`
+
+func runAccountsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("accounts list", "[--db PATH]", accountsListHelp, stdout, stderr)
+	db := dbFlag(fs)
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "inkwell accounts list: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	st, err := openAccountsDB(ctx, *db)
+	if err != nil {
+		return fail(stderr, "accounts list", err)
+	}
+	defer st.Close()
+	all, err := st.Accounts(ctx)
+	if err != nil {
+		return fail(stderr, "accounts list", err)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tBUDGET\tRESERVED\tSPENT\tRPM\tCREATED")
+	for _, a := range all {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, budgetText(a.BudgetMicros), formatAmount(a.ReservedMicros), formatAmount(a.SpentMicros),
+			rpmText(a.RPM), a.CreatedAt.Format(time.RFC3339))
+	}
+	return exitOf(tw.Flush())
+}
+
+func exitOf(err error) int {
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// openAccountsDB opens an existing database whose schema has accounts and
+// tokens (migration 7).
+func openAccountsDB(ctx context.Context, dsn string) (*store.Store, error) {
+	st, err := openExisting(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if v, err := st.SchemaVersion(ctx); err != nil || v < 7 {
+		st.Close()
+		shown := store.RedactDSN(dsn)
+		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s is at schema version %d and has no accounts or tokens yet: run 'inkwell migrate --db %s'", shown, v, shown)
+	}
+	return st, nil
+}
+
+// parseAmount reads a currency amount (12, 12.5, 12.50, 0.000001) into
+// micros. No sign, no exponent, at most six decimals.
+func parseAmount(s string) (int64, error) {
+	whole, frac, _ := strings.Cut(s, ".")
+	bad := fmt.Errorf("%q is not an amount like 12.50 (digits, at most six decimals, not negative)", s)
+	if whole == "" || len(frac) > 6 || strings.HasSuffix(s, ".") {
+		return 0, bad
+	}
+	for _, part := range []string{whole, frac} {
+		for _, c := range part {
+			if c < '0' || c > '9' {
+				return 0, bad
+			}
+		}
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w > (1<<63-1)/1_000_000-1 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	f := int64(0)
+	if frac != "" {
+		f, _ = strconv.ParseInt(frac+strings.Repeat("0", 6-len(frac)), 10, 64)
+	}
+	return w*1_000_000 + f, nil
+}
+
+// formatAmount writes micros in currency units with at least two decimals.
+func formatAmount(micros int64) string {
+	s := fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000)
+	for strings.HasSuffix(s, "0") && len(s)-strings.IndexByte(s, '.') > 3 {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func budgetText(micros *int64) string {
+	if micros == nil {
+		return "none"
+	}
+	return formatAmount(*micros)
+}
+
+func rpmText(rpm int) string {
+	if rpm == 0 {
+		return "unlimited"
+	}
+	return strconv.Itoa(rpm)
+}

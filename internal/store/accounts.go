@@ -1,0 +1,114 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Accounts (DESIGN.md §10): who pays. This file stores and lists them.
+// Budgets and per-account rpm are stored here but NOT enforced yet: a
+// later change reserves against budget_micros at accept and limits new
+// requests by rpm (issue 12, items 5 and 6).
+
+// Account is one row of accounts.
+type Account struct {
+	Name           string    `json:"name"`
+	BudgetMicros   *int64    `json:"budget_micros,omitempty"` // nil: no budget
+	ReservedMicros int64     `json:"reserved_micros"`
+	SpentMicros    int64     `json:"spent_micros"`
+	RPM            int       `json:"rpm"` // 0: no limit
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// accountRE is the account name rule the API applies to a body's account.
+var accountRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]*$`)
+
+// ValidateAccountName refuses a name the API would refuse in a body.
+func ValidateAccountName(name string) error {
+	if len(name) > inkwell.MaxAccountBytes || !accountRE.MatchString(name) {
+		return inkwell.Errorf(inkwell.EINVALID, "account name %q: 1-%d letters, digits, '.', '_', '@' or '-', starting with a letter or digit", name, inkwell.MaxAccountBytes)
+	}
+	return nil
+}
+
+// CreateAccount stores a new account. A name already taken is ECONFLICT
+// and changes nothing; bad input is EINVALID and writes nothing.
+func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
+	if err := ValidateAccountName(a.Name); err != nil {
+		return Account{}, err
+	}
+	if a.BudgetMicros != nil && *a.BudgetMicros < 0 {
+		return Account{}, inkwell.Errorf(inkwell.EINVALID, "budget must not be negative")
+	}
+	if a.RPM < 0 {
+		return Account{}, inkwell.Errorf(inkwell.EINVALID, "rpm must not be negative (0: no limit)")
+	}
+	const insert = `INSERT INTO accounts (name, budget_micros, rpm, created_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (name) DO NOTHING`
+	var budget sql.NullInt64
+	if a.BudgetMicros != nil {
+		budget = sql.NullInt64{Int64: *a.BudgetMicros, Valid: true}
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		n, err := s.exec(ctx, tx, insert, a.Name, budget, a.RPM, s.nowTS())
+		if err != nil {
+			return fmt.Errorf("create account: %w", err)
+		}
+		if n == 0 {
+			return inkwell.Errorf(inkwell.ECONFLICT, "account %q already exists", a.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return Account{}, err
+	}
+	return s.Account(ctx, a.Name)
+}
+
+const accountColumns = `name, budget_micros, reserved_micros, spent_micros, rpm, created_at`
+
+func scanAccount(row rowScanner) (Account, error) {
+	var a Account
+	var budget sql.NullInt64
+	var created nullTime
+	if err := row.Scan(&a.Name, &budget, &a.ReservedMicros, &a.SpentMicros, &a.RPM, &created); err != nil {
+		return a, err
+	}
+	if budget.Valid {
+		a.BudgetMicros = &budget.Int64
+	}
+	a.CreatedAt = created.Time
+	return a, nil
+}
+
+// Account returns one account (ENOTFOUND when there is none).
+func (s *Store) Account(ctx context.Context, name string) (Account, error) {
+	a, err := scanAccount(s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+accountColumns+` FROM accounts WHERE name = $1`), name))
+	if err != nil {
+		return a, s.classify(notFound(err, "account %q", name))
+	}
+	return a, nil
+}
+
+// Accounts lists every account by name.
+func (s *Store) Accounts(ctx context.Context) ([]Account, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+accountColumns+` FROM accounts ORDER BY name`)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("list accounts: %w", err))
+	}
+	defer rows.Close()
+	var out []Account
+	for rows.Next() {
+		a, err := scanAccount(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list accounts: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, s.classify(rows.Err())
+}
