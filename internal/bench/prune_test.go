@@ -220,3 +220,42 @@ func (l *acceptLoad) stop() {
 	close(l.quit)
 	l.wg.Wait()
 }
+
+// BenchmarkPruneFileSize100k: the file's size alone, with no accepts
+// around (their rows would count in it): 100,000 done jobs, pruned; then
+// 100,000 more, pruned in their turn. synchronous=FULL, no rest between
+// batches, the WAL checkpointed before each measure.
+//
+//	go test -run xxx -bench PruneFileSize100k -benchtime 1x ./internal/bench
+func BenchmarkPruneFileSize100k(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		ctx := context.Background()
+		path := filepath.Join(b.TempDir(), "bench.db")
+		st := mustStore(b, path)
+		sizes := []float64{}
+		measure := func() {
+			mustExec(b, st, `PRAGMA wal_checkpoint(TRUNCATE)`)
+			sizes = append(sizes, float64(fileBytes(b, path))/1e6)
+		}
+		cut := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+		fillPrunable(b, st, 1, prune100kJobs, 250, 350, "2026-01-01T00:00:00.000000Z")
+		measure()
+		rep, err := st.Prune(ctx, cut, store.PruneOptions{Pause: -1})
+		if err != nil || rep.Pruned != prune100kJobs {
+			b.Fatalf("prune: %+v %v", rep, err)
+		}
+		measure()
+		fillPrunable(b, st, prune100kJobs+1, prune100kJobs, 250, 350, "2026-01-02T00:00:00.000000Z")
+		measure()
+		rep2, err := st.Prune(ctx, cut, store.PruneOptions{Pause: -1})
+		if err != nil || rep2.Pruned != prune100kJobs {
+			b.Fatalf("second prune: %+v %v", rep2, err)
+		}
+		measure()
+		b.ReportMetric(sizes[0], "MB-100k")
+		b.ReportMetric(sizes[1], "MB-pruned")
+		b.ReportMetric(sizes[3], "MB-200k-pruned")
+		b.Logf("100,000 jobs (prompt 250 B, text 350 B): %.1f MB; pruned (%.1f s, %d pages vacuumed): %.1f MB; +100,000 jobs: %.1f MB; pruned (%d pages vacuumed): %.1f MB",
+			sizes[0], rep.Elapsed.Seconds(), rep.PagesVacuumed, sizes[1], sizes[2], rep2.PagesVacuumed, sizes[3])
+	}
+}
