@@ -239,8 +239,8 @@ func readAllRows(b *testing.B, db *sql.DB, q string, want int) {
 // third before the call, classified as migration 0005 does; or, in the
 // job-life shape, twelve kinds in turn), the rest done with attempt, result
 // and charge. The job-life shape adds the back-off, the second
-// worker_restarted attempt of half the restarted jobs (possible poison
-// jobs) and the pruned half of the done jobs (see viewShape).
+// worker_restarted attempt of one in five restarted jobs (possible
+// poison jobs) and the pruned half of the done jobs (see viewShape).
 // Then lane local registers (its heartbeat dated a day ahead, so it stays
 // alive however long the benchmark runs) and, with a backlog, claims one.
 func fillViews(b *testing.B, st *store.Store, shape viewShape) {
@@ -293,13 +293,13 @@ func fillViews(b *testing.B, st *store.Store, shape viewShape) {
 		 FROM (SELECT i, st, t, ` + waiting + ` AS w FROM (SELECT i, ` + status + ` AS st, ` + at + ` AS t FROM (` + series + `) s) x) y`,
 		`INSERT INTO job_attempts (job_id, attempt_number, status, error, error_class, lane, started_at, finished_at)
 		 SELECT id, 1, status, error, error_class, lane, started_at, finished_at FROM jobs WHERE status <> 'queued'`,
-		// A rescheduled job's failed attempt, and the second restart of half
-		// the worker_restarted jobs.
+		// A rescheduled job's failed attempt, and the second restart of one
+		// in five worker_restarted jobs (possible poison jobs).
 		`INSERT INTO job_attempts (job_id, attempt_number, status, error, error_class, lane, started_at, finished_at)
 		 SELECT id, 1, 'failed', error, error_class, 'local', created_at, created_at FROM jobs WHERE status = 'queued' AND not_before IS NOT NULL`,
 		`INSERT INTO job_attempts (job_id, attempt_number, status, error, error_class, lane, started_at, finished_at)
 		 SELECT id, 2, 'failed', error, error_class, lane, started_at, finished_at FROM jobs
-		 WHERE status = 'failed' AND error_class = 'worker_restarted' AND id % 2 = 0`,
+		 WHERE status = 'failed' AND error_class = 'worker_restarted' AND (id / ` + fmt.Sprint(every) + `) % 5 = 0`,
 		`INSERT INTO results (job_id, attempt_id, text, created_at)
 		 SELECT job_id, id, 'ink', finished_at FROM job_attempts WHERE status = 'done'`,
 		`INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at)

@@ -648,6 +648,45 @@ func TestStore_Overview(t *testing.T) {
 			f.wantCountsKept("after a cancelled job's retry")
 		})
 	})
+	t.Run("ManyPoisonJobs", func(t *testing.T) {
+		t.Parallel()
+		runOverview(t, func(f *ovFixture) {
+			// 101 jobs whose last two attempts both ended worker_restarted,
+			// and one restarted once: counted up to 100, then "more than".
+			series := `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 102) SELECT i FROM c`
+			if f.s.Dialect() == "postgres" {
+				series = `SELECT i FROM generate_series(1, 102) AS i`
+			}
+			for _, q := range []string{
+				`INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, error, error_class, lane, created_at, started_at, finished_at)
+				 SELECT i, 'p' || i, 'h', '{}', 'failed', 'worker restarted', 'worker_restarted', 'east', ` + f.dbTime(0) + `, ` + f.dbTime(0) + `, ` + f.dbTime(0) + `
+				 FROM (` + series + `) s`,
+				`INSERT INTO job_attempts (job_id, attempt_number, status, error, error_class, lane, started_at, finished_at)
+				 SELECT id, 1, 'failed', 'worker restarted', 'worker_restarted', 'east', started_at, finished_at FROM jobs`,
+				`INSERT INTO job_attempts (job_id, attempt_number, status, error, error_class, lane, started_at, finished_at)
+				 SELECT id, 2, 'failed', 'worker restarted', 'worker_restarted', 'east', started_at, finished_at FROM jobs WHERE id > 1`,
+			} {
+				if _, err := f.s.WriteDB().ExecContext(f.ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			got := f.overview()["failed"].NextAction
+			if !strings.Contains(got, "; 102 worker_restarted: ") || !strings.Contains(got, "; more than 100 possible poison jobs (the last two attempts ended worker_restarted)") {
+				t.Errorf("failed = %q, want 102 worker_restarted and more than 100 possible poison jobs", got)
+			}
+			wantAction(t, "restarted once", f.board()[1].NextAction, "inspect the error, then inkwell retry 1 (the worker died during the attempt, "+
+				"so the provider may already have billed it; the retry reuses the job's provider key, so the provider answers from its record)")
+			wantActionPrefix(t, "restarted twice", f.board()[2].NextAction, "possible poison job: ")
+			// Down to two: counted.
+			if _, err := f.s.WriteDB().ExecContext(f.ctx, `UPDATE jobs SET pruned_at = finished_at WHERE id > 3`); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.overview()["failed"].NextAction; !strings.Contains(got, "; 2 possible poison jobs (") {
+				t.Errorf("failed = %q, want 2 possible poison jobs", got)
+			}
+			f.wantCountsKept("with many poison jobs")
+		})
+	})
 	t.Run("QueuedWaitingForBackOff", func(t *testing.T) {
 		t.Parallel()
 		runOverview(t, func(f *ovFixture) {

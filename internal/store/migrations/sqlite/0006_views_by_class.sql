@@ -60,6 +60,10 @@ DROP TRIGGER job_counts_jobs_delete;
 CREATE INDEX jobs_failed_open ON jobs (error_class, id) WHERE status = 'failed' AND pruned_at IS NULL;
 -- The failed jobs job_board lists first (retention's pruned ones last), by id.
 CREATE INDEX jobs_failed_unpruned ON jobs (id) WHERE status = 'failed' AND pruned_at IS NULL;
+-- Attempts after the first that ended worker_restarted: the only place a
+-- possible poison job (its last two attempts both ended worker_restarted)
+-- can be, so job_overview counts them without walking every restarted job.
+CREATE INDEX job_attempts_restarted_again ON job_attempts (job_id) WHERE error_class = 'worker_restarted' AND attempt_number >= 2;
 
 -- Back-fill: the jobs' kinds are counted again from the rows (the kinds
 -- of results and charges do not change). The kind of a jobs row is this
@@ -426,14 +430,19 @@ first_failed AS (
         SELECT MIN(id) FROM jobs WHERE status = 'failed' AND pruned_at IS NULL AND error_class IS NULL)
 ),
 -- Possible poison jobs: failed worker_restarted (not pruned) whose last
--- two attempts both ended worker_restarted; read only when there are any
--- worker_restarted jobs, by the range of jobs_failed_open.
-poison AS (
-    SELECT COUNT(*) AS n FROM jobs j
-    WHERE j.status = 'failed' AND j.pruned_at IS NULL AND j.error_class = 'worker_restarted' AND j.gave_up_after IS NULL
-      AND (SELECT COUNT(*) FROM job_attempts a
-           WHERE a.job_id = j.id AND a.error_class = 'worker_restarted'
-             AND a.attempt_number >= (SELECT MAX(m.attempt_number) FROM job_attempts m WHERE m.job_id = j.id) - 1) = 2
+-- two attempts both ended worker_restarted, found from the attempts after
+-- a first that ended worker_restarted (job_attempts_restarted_again), read
+-- once, and counted up to 101 ("more than 100": job_board lists them).
+poison AS MATERIALIZED (
+    SELECT COUNT(*) AS n FROM (
+        SELECT 1 FROM (SELECT DISTINCT a.job_id FROM job_attempts a
+                       WHERE a.error_class = 'worker_restarted' AND a.attempt_number >= 2) c
+        JOIN jobs j ON j.id = c.job_id
+        WHERE j.status = 'failed' AND j.pruned_at IS NULL AND j.error_class = 'worker_restarted' AND j.gave_up_after IS NULL
+          AND (SELECT COUNT(*) FROM job_attempts a
+               WHERE a.job_id = j.id AND a.error_class = 'worker_restarted'
+                 AND a.attempt_number >= (SELECT MAX(m.attempt_number) FROM job_attempts m WHERE m.job_id = j.id) - 1) = 2
+        LIMIT 101) x
 ),
 running_lanes AS (
     SELECT j.lane, COUNT(*) AS n, COALESCE(ll.alive, 0) AS alive, ll.state, ll.heartbeat_age, ll.pid, ll.host,
@@ -535,7 +544,9 @@ SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
                       '; ' || k.f_restarted || ' worker_restarted: the worker died during the attempt, so the provider may already have billed them; '
                       || 'the retry reuses the job''s provider key, so the provider answers from its record'
                       || CASE WHEN (SELECT n FROM poison) > 0 THEN
-                             '; ' || (SELECT n FROM poison) || ' possible poison job' || CASE WHEN (SELECT n FROM poison) > 1 THEN 's' ELSE '' END
+                             '; ' || CASE WHEN (SELECT n FROM poison) > 100 THEN 'more than 100 possible poison jobs'
+                                          WHEN (SELECT n FROM poison) > 1 THEN (SELECT n FROM poison) || ' possible poison jobs'
+                                          ELSE '1 possible poison job' END
                              || ' (the last two attempts ended worker_restarted): it may be what kills the worker; inspect it before a retry'
                          ELSE '' END
                   ELSE '' END
