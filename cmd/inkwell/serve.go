@@ -49,13 +49,14 @@ type serveConfig struct {
 	provider                    providerFlags
 	log                         logFlags
 	life                        jobLifeFlags
+	auth                        *string
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("serve", "[flags]", serveHelp, stdout, stderr)
 	cfg := serveConfig{
 		db:          dbFlag(fs),
-		addr:        fs.String("addr", "127.0.0.1:8080", "HTTP listen address (loopback by default: there is no authentication yet)"),
+		addr:        fs.String("addr", "127.0.0.1:8080", "HTTP listen address (loopback by default; beyond loopback an API token must exist, see --auth)"),
 		lane:        fs.String("lane", "local", "worker lane name; one process per lane"),
 		synchronous: fs.String("synchronous", "FULL", "SQLite synchronous mode: FULL (every commit survives a power cut) or NORMAL (faster; a power cut may lose the last commits, a process crash loses nothing)"),
 		grace:       fs.Duration("grace", 30*time.Second, "on shutdown, how long a running provider call may take to finish"),
@@ -66,6 +67,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		provider:    addProviderFlags(fs),
 		log:         addLogFlags(fs),
 		life:        addJobLifeFlags(fs),
+		auth:        fs.String("auth", "auto", authFlagHelp),
 	}
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -132,6 +134,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		Grace: *cfg.grace, Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Rescue: *cfg.rescue, Concurrency: *cfg.concurrency,
 		Provider: prov, ProviderName: *cfg.provider.kind, Limiter: lim, Registry: reg, Logger: log,
 		Retry: cfg.life.policy(*cfg.provider.kind), Retention: *cfg.life.retention, MaxQueued: *cfg.life.maxQueued,
+		Auth: *cfg.auth,
 	})
 	if err != nil {
 		return err
@@ -154,6 +157,7 @@ type MainConfig struct {
 	Retry                          worker.RetryPolicy   // automatic retry (zero: none)
 	Retention                      time.Duration        // prune finished jobs older than this (0: keep everything)
 	MaxQueued                      int                  // admission: refuse new jobs past this many queued (0: no limit)
+	Auth                           string               // --auth: auto (""), required or off (serve_auth.go)
 }
 
 // Main is one `inkwell serve`: the store, the lane, the HTTP API and the
@@ -183,8 +187,15 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	m := &Main{cfg: cfg, log: cfg.Logger}
-	var err error
+	auth, err := checkAuthMode(cfg.Auth, cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
 	if m.st, err = store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: m.log}); err != nil {
+		return nil, err
+	}
+	if err := checkAuthTokens(ctx, m.st, auth, cfg.Addr, cfg.DB, m.log); err != nil {
+		m.Close()
 		return nil, err
 	}
 	m.metrics = api.NewMetrics(cfg.Registry, m.st)
@@ -198,7 +209,7 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 		Help: "Provider answers the lane holds and has not stored yet because the database is busy, locked or full; they are retried until stored.",
 	}, func() float64 { return float64(m.lane.AnswersWaiting()) }))
 	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, OnCancelled: m.lane.CancelAttempt, Metrics: m.metrics, Gatherer: cfg.Registry,
-		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued})
+		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued, Auth: auth})
 	if err := m.lane.Lock(ctx); err != nil {
 		m.Close()
 		return nil, err
@@ -226,7 +237,7 @@ func (m *Main) Run(ctx context.Context) error {
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(m.ln) }()
 	m.log.Info("http listening", "addr", m.Addr(), "db", store.RedactDSN(m.cfg.DB), "lane", m.cfg.Lane, "provider", m.cfg.ProviderName,
-		"concurrency", max(1, m.cfg.Concurrency))
+		"concurrency", max(1, m.cfg.Concurrency), "auth", authModeName(m.cfg.Auth))
 
 	rep, err := m.lane.Open(ctx)
 	if err != nil {

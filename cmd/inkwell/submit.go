@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -25,7 +26,10 @@ and the key. Without --key it makes a new one; to re-send the same request
 safely (after a timeout, say), run submit again with the printed --key: the
 server answers with the same job and never makes a second one.
 
-With --wait it polls the job until it is done or failed and prints the text.`
+With --wait it polls the job until it is done or failed and prints the text.
+
+Environment: INKWELL_TOKEN, an API token (ink_...) sent as
+'Authorization: Bearer' when the server requires tokens (docs/security.md).`
 
 func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("submit", "--prompt TEXT [flags]", submitHelp, stdout, stderr)
@@ -100,6 +104,9 @@ func postJSON(ctx context.Context, url, key string, body []byte, out any) (int, 
 var submitClient = &http.Client{Timeout: 30 * time.Second}
 
 func doJSON(req *http.Request, out any) (int, error) {
+	if tok := os.Getenv("INKWELL_TOKEN"); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	resp, err := submitClient.Do(req)
 	if err != nil {
 		return 0, err

@@ -11,17 +11,18 @@ import (
 
 // statusOf maps each error code to its HTTP status.
 var statusOf = map[string]int{
-	inkwell.EINVALID:     http.StatusBadRequest,
-	inkwell.ETOOLARGE:    http.StatusRequestEntityTooLarge,
-	inkwell.ENOTFOUND:    http.StatusNotFound,
-	inkwell.EMETHOD:      http.StatusMethodNotAllowed,
-	inkwell.EFORBIDDEN:   http.StatusForbidden,
-	inkwell.ECONFLICT:    http.StatusConflict,
-	inkwell.EKEYREUSED:   http.StatusUnprocessableEntity,
-	inkwell.EUNAVAILABLE: http.StatusServiceUnavailable,
-	inkwell.ELANEHELD:    http.StatusServiceUnavailable,
-	inkwell.ETOOMANY:     http.StatusTooManyRequests,
-	inkwell.EINTERNAL:    http.StatusInternalServerError,
+	inkwell.EINVALID:         http.StatusBadRequest,
+	inkwell.ETOOLARGE:        http.StatusRequestEntityTooLarge,
+	inkwell.ENOTFOUND:        http.StatusNotFound,
+	inkwell.EMETHOD:          http.StatusMethodNotAllowed,
+	inkwell.EFORBIDDEN:       http.StatusForbidden,
+	inkwell.EUNAUTHENTICATED: http.StatusUnauthorized,
+	inkwell.ECONFLICT:        http.StatusConflict,
+	inkwell.EKEYREUSED:       http.StatusUnprocessableEntity,
+	inkwell.EUNAVAILABLE:     http.StatusServiceUnavailable,
+	inkwell.ELANEHELD:        http.StatusServiceUnavailable,
+	inkwell.ETOOMANY:         http.StatusTooManyRequests,
+	inkwell.EINTERNAL:        http.StatusInternalServerError,
 }
 
 // writeError is the one place an error becomes an HTTP answer: the code
@@ -39,6 +40,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The client went away while waiting: nothing to log as a failure.
 		s.log.DebugContext(r.Context(), "client gone before its answer", "method", r.Method, "path", r.URL.Path)
 		return
+	case status == http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="inkwell"`)
 	case status == http.StatusTooManyRequests:
 		// Admission refused a new job: the queue drains at the lanes'
 		// pace, so come back in a few seconds, with the same key.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
 )
 
 // handleAccept is POST /v1/jobs: 201 for a new job, 200 with the existing
@@ -18,6 +19,13 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 	}
 	p.MaxQueued = s.cfg.MaxQueued
 	job, created, err := s.cfg.Store.Accept(r.Context(), p)
+	if tok := principalOf(r.Context()); inkwell.ErrorCode(err) == inkwell.EKEYREUSED && tok != nil && tok.Role != store.RoleOperator ||
+		err == nil && !ownedBy(tok, job) {
+		// Keys are unique across accounts until they become unique per
+		// account (issue 12): a client learns that its key is taken, never
+		// which job, whose, or anything of it.
+		err = inkwell.Errorf(inkwell.EKEYREUSED, "idempotency key %q was already used for a different request: send a new key", p.IdempotencyKey)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -47,6 +55,9 @@ func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := s.cfg.Store.Show(r.Context(), id)
+	if err == nil && !ownedBy(principalOf(r.Context()), d.Job) {
+		err = inkwell.Errorf(inkwell.ENOTFOUND, "job %d not found", id) // as for a job that does not exist
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -1,16 +1,17 @@
 package api
 
-// routes registers every endpoint of DESIGN.md §4 in one place.
+// routes registers every endpoint of DESIGN.md §4 in one place, each with
+// who may call it when tokens are in force (auth.go; docs/security.md).
 func (s *Server) routes() {
-	s.mux.HandleFunc("POST /v1/jobs", s.handleAccept)
-	s.mux.HandleFunc("GET /v1/jobs/{id}", s.handleShow)
-	s.mux.HandleFunc("POST /v1/jobs/{id}/retry", s.handleRetry)
-	s.mux.HandleFunc("POST /v1/jobs/{id}/cancel", s.handleCancel)
-	s.mux.HandleFunc("GET /healthz", s.handleHealth)
-	s.mux.HandleFunc("GET /readyz", s.handleReady)
-	s.mux.HandleFunc("GET /v1/overview", s.handleOverview)
-	s.mux.Handle("GET /metrics", s.metricsHandler())
-	s.mux.HandleFunc("GET /{$}", s.handleDashboard)
-	s.mux.HandleFunc("GET /jobs/{id}", s.handleJobPage)
-	s.mux.Handle("GET /static/", staticHandler())
+	s.mux.HandleFunc("POST /v1/jobs", s.guard(client, s.handleAccept))
+	s.mux.HandleFunc("GET /v1/jobs/{id}", s.guard(client, s.handleShow))
+	s.mux.HandleFunc("POST /v1/jobs/{id}/retry", s.guard(operator, s.handleRetry))
+	s.mux.HandleFunc("POST /v1/jobs/{id}/cancel", s.guard(operator, s.handleCancel))
+	s.mux.HandleFunc("GET /healthz", s.guard(public, s.handleHealth))
+	s.mux.HandleFunc("GET /readyz", s.guard(public, s.handleReady))
+	s.mux.HandleFunc("GET /v1/overview", s.guard(operator, s.handleOverview))
+	s.mux.HandleFunc("GET /metrics", s.guard(operator, s.metricsHandler().ServeHTTP))
+	s.mux.HandleFunc("GET /{$}", s.guard(operator, s.handleDashboard))
+	s.mux.HandleFunc("GET /jobs/{id}", s.guard(operator, s.handleJobPage))
+	s.mux.HandleFunc("GET /static/", s.guard(public, staticHandler().ServeHTTP))
 }

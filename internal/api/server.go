@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
@@ -47,6 +48,15 @@ type Config struct {
 	// jobs a new request gets 429 and writes nothing; a re-send of a job
 	// already stored is still answered. 0: no limit.
 	MaxQueued int
+	// Auth is serve --auth (auth.go): "" or AuthAuto requires a token on
+	// every route but /healthz, /readyz and /static/ as soon as one token
+	// exists; AuthRequired always; AuthOff never (serve allows it on
+	// loopback only). Tokens defaults to Store when it can verify tokens.
+	Auth   AuthMode
+	Tokens tokenStore
+	// AuthRecheck is how long auto mode trusts "no token exists" before
+	// reading again (default 2s; once a token exists it never reads again).
+	AuthRecheck time.Duration
 }
 
 // Server is Inkwell's HTTP handler.
@@ -56,6 +66,7 @@ type Server struct {
 	mux   *http.ServeMux
 	ready atomic.Bool
 	pages pages
+	auth  *authGate
 }
 
 // New returns a Server; it is not ready (GET /readyz answers 503) until
@@ -75,7 +86,21 @@ func New(cfg Config) *Server {
 	if cfg.Gatherer == nil {
 		panic("api.New: Metrics without a Gatherer to serve them")
 	}
-	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages()}
+	mode, err := ParseAuthMode(string(cfg.Auth))
+	if err != nil {
+		panic("api.New: " + err.Error())
+	}
+	if cfg.Tokens == nil {
+		cfg.Tokens, _ = cfg.Store.(tokenStore)
+	}
+	if cfg.Tokens == nil && mode != AuthOff {
+		panic("api.New: --auth " + string(mode) + " needs a Store that verifies tokens (or Config.Tokens)")
+	}
+	if cfg.AuthRecheck <= 0 {
+		cfg.AuthRecheck = authRecheckDefault
+	}
+	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages(),
+		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}}
 	s.routes()
 	return s
 }
@@ -125,7 +150,9 @@ func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 
 // crossSite reports whether a browser sent r on behalf of another site's
 // page. Retry and accept spend money, and the server has no login yet, so
-// a page the operator happens to visit must not be able to POST here.
+// a page the operator happens to visit must not be able to POST here
+// (with tokens in force a page has no token to send either: browsers do
+// not add an Authorization header on their own).
 // Clients that are not browsers send neither header and pass.
 func crossSite(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {

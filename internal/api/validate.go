@@ -36,7 +36,9 @@ func parseAccept(w http.ResponseWriter, r *http.Request) (store.AcceptParams, er
 	if err != nil {
 		return store.AcceptParams{}, err
 	}
-	req.Account = decideAccount(r, req)
+	if req.Account, err = decideAccount(r, req); err != nil {
+		return store.AcceptParams{}, err
+	}
 	if err := validateRequest(&req); err != nil {
 		return store.AcceptParams{}, err
 	}
@@ -93,14 +95,23 @@ func jsonProblem(err error) string {
 	return err.Error()
 }
 
-// decideAccount is the one place that decides who pays. For now it is the
-// body's account (validated below); API tokens bound to accounts will
-// replace this without touching anything else.
-func decideAccount(_ *http.Request, req inkwell.Request) string {
-	if req.Account == "" {
-		return inkwell.DefaultAccount
+// decideAccount is the one place that decides who pays. With tokens in
+// force it is the token's account: a body account naming another one is
+// refused (403), whatever the token's role. Without (no token exists yet,
+// or --auth off, both on loopback only) it is the body's account
+// (validated below), default when absent.
+func decideAccount(r *http.Request, req inkwell.Request) (string, error) {
+	if tok := principalOf(r.Context()); tok != nil {
+		if req.Account != "" && req.Account != tok.Account {
+			return "", inkwell.Errorf(inkwell.EFORBIDDEN, "the body names account %q, but token %s acts for account %q: a token submits for its own account only (leave account out, or name %q)",
+				req.Account, tok.ID, tok.Account, tok.Account)
+		}
+		return tok.Account, nil
 	}
-	return req.Account
+	if req.Account == "" {
+		return inkwell.DefaultAccount, nil
+	}
+	return req.Account, nil
 }
 
 func validateRequest(req *inkwell.Request) error {

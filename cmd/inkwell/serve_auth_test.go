@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/provider"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+)
+
+// serve --auth (DESIGN.md §10): beyond loopback with no token, serve
+// refuses to start and says how to create one; --auth off is refused
+// beyond loopback; once a token exists it starts; on loopback with no
+// token the README's tour still needs none.
+
+func authMainConfig(db, addr, auth string) MainConfig {
+	return MainConfig{DB: db, Addr: addr, Lane: "local", Grace: 5 * time.Second, Heartbeat: 100 * time.Millisecond,
+		Poll: time.Second, Rescue: time.Second, Provider: provider.NewSim(0), ProviderName: "sim", Auth: auth}
+}
+
+func TestServe_AuthStartRefusals(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	for _, c := range []struct{ addr, auth, want string }{
+		{"0.0.0.0:0", "", "inkwell tokens create --account default --role operator"},
+		{"0.0.0.0:0", "auto", "inkwell tokens create --account default --role operator"},
+		{"0.0.0.0:0", "required", "inkwell tokens create --account default --role operator"},
+		{":0", "auto", "beyond loopback"},
+		{"0.0.0.0:0", "off", "--auth off is allowed on loopback only"},
+		{"127.0.0.1:0", "sometimes", "--auth must be auto, required or off"},
+	} {
+		m, err := OpenMain(t.Context(), authMainConfig(db, c.addr, c.auth))
+		if err == nil {
+			m.Close()
+			t.Errorf("--addr %s --auth %q with no token: started", c.addr, c.auth)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--addr %s --auth %q: %v; want it to say %q", c.addr, c.auth, err, c.want)
+		}
+	}
+	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
+	if exist, _ := st.TokensExist(t.Context()); exist {
+		t.Fatal("a refused start wrote a token")
+	}
+	if _, _, err := st.CreateToken(t.Context(), inkwell.DefaultAccount, store.RoleOperator); err != nil {
+		t.Fatal(err)
+	}
+	m, err := OpenMain(t.Context(), authMainConfig(db, "0.0.0.0:0", ""))
+	if err != nil {
+		t.Fatalf("beyond loopback with a token: %v", err)
+	}
+	m.Close()
+	if m, err := OpenMain(t.Context(), authMainConfig(db, "0.0.0.0:0", "off")); err == nil {
+		m.Close()
+		t.Error("--auth off beyond loopback started once a token exists")
+	}
+}
+
+// TestServe_AuthRefusalFromTheCommand: the words reach the operator.
+func TestServe_AuthRefusalFromTheCommand(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	code, _, stderr := runCLI(t, "serve", "--db", db, "--addr", "0.0.0.0:0")
+	if code != 1 || !strings.Contains(stderr, "inkwell tokens create --account default --role operator") {
+		t.Errorf("serve --addr 0.0.0.0:0 with no token = %d\n%s\nwant 1 and how to create a token", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "serve", "--db", db, "--auth", "maybe")
+	if code != 1 || !strings.Contains(stderr, "--auth must be auto, required or off") {
+		t.Errorf("serve --auth maybe = %d\n%s", code, stderr)
+	}
+}
+
+// TestServe_AuthInProcess: a Main on loopback serves without a token
+// until one exists (the README tour), then requires it.
+func TestServe_AuthInProcess(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	m, err := OpenMain(t.Context(), authMainConfig(db, "127.0.0.1:0", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	url := "http://" + m.Addr()
+	storetest.WaitFor(t, waitLimit, "ready", func() bool {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	submit(t, url, "tour", `{"prompt":"a haiku about ink"}`) // no token exists: 201
+	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
+	_, text, err := st.CreateToken(t.Context(), inkwell.DefaultAccount, store.RoleClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.WaitFor(t, waitLimit, "tokens in force", func() bool {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/jobs", strings.NewReader(`{"prompt":"x"}`))
+		req.Header.Set("Idempotency-Key", "no-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusUnauthorized
+	})
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/jobs", strings.NewReader(`{"prompt":"with a token"}`))
+	req.Header.Set("Idempotency-Key", "with-token")
+	req.Header.Set("Authorization", "Bearer "+text)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("with the token: %d, want 201", resp.StatusCode)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}

@@ -1,0 +1,240 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+// Authentication and authorization (DESIGN.md §10, docs/security.md).
+//
+// Who may do what, with tokens in force:
+//
+//	route                          anonymous  client              operator
+//	GET  /healthz, /readyz         yes        yes                 yes
+//	GET  /static/...               yes        yes                 yes   (the binary's own files, no data)
+//	POST /v1/jobs                  401        own account         own account
+//	GET  /v1/jobs/{id}             401        own account's jobs  every job
+//	POST /v1/jobs/{id}/retry       401        403                 yes
+//	POST /v1/jobs/{id}/cancel      401        403                 yes
+//	GET  /v1/overview, /metrics    401        403                 yes
+//	GET  /, /jobs/{id} (dashboard) 401        403                 yes
+//
+// A client asking for another account's job gets 404, as for a job that
+// does not exist. A body account other than the token's is 403: the
+// token's account pays (decideAccount). Without tokens in force
+// (--auth off, or auto before any token exists) every request is
+// anonymous and allowed, as before tokens existed: serve then listens on
+// loopback only.
+
+// AuthMode is serve --auth.
+type AuthMode string
+
+const (
+	// AuthAuto requires tokens as soon as one exists (the default).
+	AuthAuto AuthMode = "auto"
+	// AuthRequired always requires a token.
+	AuthRequired AuthMode = "required"
+	// AuthOff never asks for one; serve allows it on loopback only.
+	AuthOff AuthMode = "off"
+)
+
+// ParseAuthMode reads serve --auth ("" is auto).
+func ParseAuthMode(s string) (AuthMode, error) {
+	switch m := AuthMode(s); m {
+	case "":
+		return AuthAuto, nil
+	case AuthAuto, AuthRequired, AuthOff:
+		return m, nil
+	}
+	return "", inkwell.Errorf(inkwell.EINVALID, "--auth must be auto, required or off, not %q", s)
+}
+
+// authRecheckDefault is how long auto mode trusts "no token exists" before
+// it reads api_tokens again. Once a token exists, auto never reads again:
+// tokens are never deleted (a revoked one keeps its row).
+const authRecheckDefault = 2 * time.Second
+
+// tokenStore is what authentication needs of the store.
+type tokenStore interface {
+	VerifyToken(ctx context.Context, presented string) (store.Token, error)
+	TokensExist(ctx context.Context) (bool, error)
+	TokenUsed(id string)
+}
+
+// access is what a route asks of its caller.
+type access int
+
+const (
+	public   access = iota // anyone
+	client                 // any valid token (a client sees its own account only)
+	operator               // an operator token
+)
+
+// authGate decides whether tokens are in force.
+type authGate struct {
+	mode    AuthMode
+	tokens  tokenStore
+	recheck time.Duration
+	exist   atomic.Bool  // auto: a token exists (never goes back to false)
+	checked atomic.Int64 // auto: when "no token" was last read (UnixNano; 0: never)
+	mu      sync.Mutex   // one reader of api_tokens at a time
+}
+
+// inForce reports whether this request needs a token. An error (the
+// database could not say) refuses the request rather than guess. In auto
+// mode the answer "no token" is trusted for recheck without a read or a
+// lock, so a server without tokens pays two atomic loads per request.
+func (g *authGate) inForce(ctx context.Context) (bool, error) {
+	switch g.mode {
+	case AuthOff:
+		return false, nil
+	case AuthRequired:
+		return true, nil
+	}
+	if g.exist.Load() {
+		return true, nil
+	}
+	if g.fresh() {
+		return false, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.exist.Load() {
+		return true, nil
+	}
+	if g.fresh() {
+		return false, nil // another request read it while this one waited
+	}
+	exist, err := g.tokens.TokensExist(ctx)
+	if err != nil {
+		return false, fmt.Errorf("auth: are tokens in force: %w", err)
+	}
+	g.exist.Store(exist)
+	g.checked.Store(time.Now().UnixNano())
+	return exist, nil
+}
+
+// fresh reports whether "no token" was read less than recheck ago.
+func (g *authGate) fresh() bool {
+	at := g.checked.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < g.recheck
+}
+
+type principalKey struct{}
+
+// principalOf is the verified token of the request, or nil when tokens
+// are not in force (an anonymous request, allowed).
+func principalOf(ctx context.Context) *store.Token {
+	t, _ := ctx.Value(principalKey{}).(*store.Token)
+	return t
+}
+
+// guard wraps a route's handler with its access rule. A refusal writes
+// nothing and records no token use; an allowed request that succeeds
+// marks its token used (batched, see store.TokenUsed).
+func (s *Server) guard(level access, h http.HandlerFunc) http.HandlerFunc {
+	if level == public {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, err := s.authenticate(r, level)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if tok == nil {
+			h(w, r)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h(rec, r.WithContext(context.WithValue(r.Context(), principalKey{}, tok)))
+		if rec.status < 400 {
+			s.auth.tokens.TokenUsed(tok.ID)
+		}
+	}
+}
+
+// authenticate returns the request's verified token (nil when tokens are
+// not in force), or the refusal: 401 without a valid token, 403 for a
+// role below level.
+func (s *Server) authenticate(r *http.Request, level access) (*store.Token, error) {
+	inForce, err := s.auth.inForce(r.Context())
+	if err != nil || !inForce {
+		return nil, err
+	}
+	presented, err := bearer(r)
+	if err != nil {
+		s.log.InfoContext(r.Context(), "request refused: no valid token", "method", r.Method, "path", r.URL.Path, "reason", inkwell.ErrorMessage(err))
+		return nil, err
+	}
+	tok, err := s.auth.tokens.VerifyToken(r.Context(), presented)
+	if err != nil {
+		if inkwell.ErrorCode(err) == inkwell.EUNAUTHENTICATED {
+			s.log.InfoContext(r.Context(), "request refused: token not valid", "method", r.Method, "path", r.URL.Path)
+		}
+		return nil, err
+	}
+	if level == operator && tok.Role != store.RoleOperator {
+		s.log.InfoContext(r.Context(), "request refused: operator route, client token", "method", r.Method, "path", r.URL.Path, "token_id", tok.ID, "account", tok.Account)
+		return nil, inkwell.Errorf(inkwell.EFORBIDDEN, "%s %s needs an operator token; token %s is a %s token of account %q", r.Method, r.URL.Path, tok.ID, tok.Role, tok.Account)
+	}
+	return &tok, nil
+}
+
+// bearer reads the one Authorization: Bearer header.
+func bearer(r *http.Request) (string, error) {
+	vals := r.Header.Values("Authorization")
+	switch {
+	case len(vals) == 0:
+		return "", inkwell.Errorf(inkwell.EUNAUTHENTICATED, "this server requires an API token: send Authorization: Bearer ink_<id>_<secret> (an operator creates one with 'inkwell tokens create --account NAME')")
+	case len(vals) > 1:
+		return "", inkwell.Errorf(inkwell.EUNAUTHENTICATED, "send one Authorization header, not %d", len(vals))
+	}
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(vals[0]), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return "", inkwell.Errorf(inkwell.EUNAUTHENTICATED, "the Authorization header must be 'Bearer ink_<id>_<secret>'")
+	}
+	return strings.TrimSpace(tok), nil
+}
+
+// ownedBy reports whether tok may see job: no token (tokens not in
+// force), an operator, or a client of the job's account.
+func ownedBy(tok *store.Token, job inkwell.Job) bool {
+	return tok == nil || tok.Role == store.RoleOperator || jobAccount(job) == tok.Account
+}
+
+// jobAccount is the account a job's payload names (a legacy job's payload
+// names none: the default account).
+func jobAccount(job inkwell.Job) string {
+	var p struct {
+		Account string `json:"account"`
+	}
+	_ = json.Unmarshal(job.Payload, &p)
+	if p.Account == "" {
+		return inkwell.DefaultAccount
+	}
+	return p.Account
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(status int) {
+	s.status = status
+	s.ResponseWriter.WriteHeader(status)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
