@@ -539,6 +539,8 @@ func (p *play) awaitClients(ctx context.Context, sv *child) error {
 	}
 	what := "every job is done"
 	if slices.ContainsFunc(p.clients, func(c *client) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		return slices.ContainsFunc(c.items, func(it item) bool { return it.cancel != cancelNever })
 	}) {
 		what = "every job is done, or cancelled as the client asked"
