@@ -233,8 +233,22 @@ func TestSecurity_EveryRoute(t *testing.T) {
 			}
 			se.assertUnchanged(before)
 		}
+		// Another account's client token on acme's job: its own submits
+		// pass, acme's job is 404, operator routes 403; nothing written by
+		// a refusal.
+		method, path, header, body := se.request(pattern, se.acmeJob, fmt.Sprintf("globex-%d", i))
+		want := map[string]int{"public": http.StatusOK, "operator": http.StatusForbidden, "client": http.StatusNotFound}[level]
+		if pattern == "POST /v1/jobs" {
+			want = http.StatusCreated
+		}
+		before := se.snapshot()
+		if r := se.req(method, path, "Bearer "+se.globex, header, body); r.status != want {
+			t.Errorf("%s with another account's client token = %d %s, want %d", pattern, r.status, r.body, want)
+		} else if want >= 400 {
+			se.assertUnchanged(before)
+		}
 		// The same request with an operator token is allowed.
-		method, path, header, body := se.request(pattern, se.acmeJob, fmt.Sprintf("op-%d", i))
+		method, path, header, body = se.request(pattern, se.acmeJob, fmt.Sprintf("op-%d", i))
 		if r := se.req(method, path, "Bearer "+se.operator, header, body); r.status == http.StatusUnauthorized || r.status == http.StatusForbidden {
 			t.Errorf("%s with the operator token = %d %s", pattern, r.status, r.body)
 		}
@@ -447,6 +461,25 @@ func (se *secEnv) assertNoSecretLogged() {
 	for _, s := range se.secrets {
 		if strings.Contains(logs, s) {
 			se.t.Errorf("a token secret is in the log:\n%s", logs)
+		}
+	}
+}
+
+// TestSecurity_CrossSiteWithToken: a browser POST on behalf of another
+// site's page is refused whatever the token (a form post carries none,
+// but a proxy that adds one must not make it pass), and writes nothing.
+func TestSecurity_CrossSiteWithToken(t *testing.T) {
+	t.Parallel()
+	se := setupSecurity(t, api.AuthAuto)
+	for i, h := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Origin": "http://evil.example"}} {
+		for _, path := range []string{"/v1/jobs", fmt.Sprintf("/v1/jobs/%d/retry", se.failedJob), fmt.Sprintf("/v1/jobs/%d/cancel", se.acmeJob)} {
+			h["Idempotency-Key"] = fmt.Sprint("xsite-", i)
+			before := se.snapshot()
+			r := se.req(http.MethodPost, path, "Bearer "+se.operator, h, []byte(`{"prompt":"from another site"}`))
+			if r.status != http.StatusForbidden || r.errorBody(t).Code != inkwell.EFORBIDDEN {
+				t.Errorf("cross-site POST %s with %v = %d %s, want 403", path, h, r.status, r.body)
+			}
+			se.assertUnchanged(before)
 		}
 	}
 }
