@@ -27,7 +27,7 @@ const (
 	InvBilledText        = "6 the stored text is the text the provider billed for"
 	InvRecoveryRun       = "7 each recovery run wrote one row whose counts equal the rows it changed"
 	InvIntegrity         = "8 the database passes its own integrity checks"
-	InvAllDone           = "9 every job is done in the end"
+	InvAllDone           = "9 every job is done in the end, but one its client cancelled"
 )
 
 // Violation is one broken invariant: where it was seen, on which job, and
