@@ -51,14 +51,7 @@ func benchDrain(b *testing.B, latency time.Duration, slots int) {
 	stop()
 	<-done
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
-	// One claim's attempts share their started_at, one outcome group's
-	// their finished_at: how many jobs each durable commit carried.
-	var claims, groups float64
-	if err := st.DB().QueryRowContext(ctx, `SELECT COUNT(DISTINCT started_at), COUNT(DISTINCT finished_at) FROM job_attempts`).Scan(&claims, &groups); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(b.N)/claims, "jobs/claim")
-	b.ReportMetric(float64(b.N)/groups, "jobs/outcome-commit")
+	reportCommits(b, st)
 }
 
 // BenchmarkAcceptToClaimInFlight is BenchmarkAcceptToClaim with 64 calls
