@@ -133,7 +133,8 @@ FROM (
         -- the rest once per statement (see job_board).
         (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1 OFFSET 999) AS counted_to,
         (SELECT COUNT(*) FROM jobs WHERE status = 'queued' AND not_before > statement_timestamp()) AS waiting,
-        (SELECT MIN(not_before) FROM jobs WHERE status = 'queued' AND not_before > statement_timestamp()) AS next_at
+        (SELECT not_before FROM jobs WHERE status = 'queued' AND not_before > statement_timestamp()
+         ORDER BY not_before LIMIT 1) AS next_at
     FROM (SELECT 1) one
     -- A job that waited out a back-off has been claimable since its
     -- not_before, not since it went back to queued (GREATEST skips NULL).
@@ -336,11 +337,16 @@ counted AS (
 ),
 first_failed AS (
     SELECT MIN(id) AS id FROM (
-        SELECT (SELECT MIN(j.id) FROM jobs j WHERE j.status = 'failed' AND j.pruned_at IS NULL AND j.error_class = c.cls) AS id
+        -- ORDER BY error_class, id: jobs_failed_open's own order, so that a
+        -- planner never walks jobs_failed_unpruned by id filtering on the
+        -- class instead (it did, for IS NULL: every failed job read).
+        SELECT (SELECT j.id FROM jobs j WHERE j.status = 'failed' AND j.pruned_at IS NULL AND j.error_class = c.cls
+                ORDER BY j.error_class, j.id LIMIT 1) AS id
         FROM unnest(ARRAY['not_sent', 'rate_limited', 'provider_error', 'rejected', 'malformed', 'unstorable',
                           'timeout', 'shutdown', 'worker_restarted', 'legacy']) AS c(cls)
         UNION ALL
-        SELECT MIN(id) FROM jobs WHERE status = 'failed' AND pruned_at IS NULL AND error_class IS NULL) x
+        SELECT * FROM (SELECT id FROM jobs WHERE status = 'failed' AND pruned_at IS NULL AND error_class IS NULL
+                       ORDER BY error_class, id LIMIT 1) n) x
 ),
 poison AS MATERIALIZED (
     SELECT COUNT(*) AS n FROM (
