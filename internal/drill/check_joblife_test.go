@@ -18,7 +18,7 @@ func (w *world) mustFail(class inkwell.ErrorClass, retryAt *time.Time, gaveUp in
 	st := w.open()
 	defer st.Close()
 	ctx := context.Background()
-	c, err := st.Claim(ctx, "drill")
+	c, err := claimAs(st, "drill")
 	if err != nil || c == nil {
 		w.t.Fatalf("claim: %v %v", c, err)
 	}
@@ -79,7 +79,7 @@ func TestCheck_JobLifeHealthyWorlds(t *testing.T) {
 	w.mustExec(`UPDATE jobs SET not_before = '2000-01-01T00:00:00.000000Z' WHERE id = 2`)
 	st = w.open()
 	for range 2 {
-		c, err := st.Claim(context.Background(), "drill")
+		c, err := claimAs(st, "drill")
 		if err != nil || c == nil {
 			t.Fatalf("claim: %v %v", c, err)
 		}
@@ -150,7 +150,7 @@ func TestCheck_JobLifeBrokenWorlds(t *testing.T) {
 				w.mustExec(`UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, finished_at = NULL WHERE id = 2`)
 				st := w.open()
 				defer st.Close()
-				c, err := st.Claim(context.Background(), "drill")
+				c, err := claimAs(st, "drill")
 				if err != nil || c == nil {
 					w.t.Fatalf("claim: %v %v", c, err)
 				}
@@ -173,7 +173,7 @@ func TestCheck_JobLifeBrokenWorlds(t *testing.T) {
 				w.mustExec(`UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, finished_at = NULL WHERE id = 2`)
 				st := w.open()
 				defer st.Close()
-				c, err := st.Claim(context.Background(), "drill")
+				c, err := claimAs(st, "drill")
 				if err != nil || c == nil {
 					w.t.Fatalf("claim: %v %v", c, err)
 				}

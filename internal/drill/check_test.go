@@ -65,7 +65,7 @@ func (w *world) mustRun(key string, complete bool) int64 {
 	id := w.mustAccept(key)
 	st := w.open()
 	defer st.Close()
-	c, err := st.Claim(context.Background(), "drill")
+	c, err := claimAs(st, "drill")
 	if err != nil || c == nil {
 		w.t.Fatalf("claim: %v %v", c, err)
 	}
@@ -351,4 +351,21 @@ func TestCheck_IntegrityProblemsAreViolations(t *testing.T) {
 	// foreign-key check sees it.
 	w.mustExec(`UPDATE results SET attempt_id = 999 WHERE job_id = 1`)
 	wantViolation(t, Check(w.evidence(w.mustSnap(KindFinal, "final"))), 0, InvIntegrity)
+}
+
+// claimAs claims at most one job for lane (nil when nothing is queued) as
+// a lane that then dies: under the lane's lock, taken for the claim and
+// let go after, so the attempt stays running as a dead lane leaves it.
+func claimAs(st *store.Store, lane string) (*store.Claimed, error) {
+	ctx := context.Background()
+	l, err := st.LockLane(ctx, lane)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Release()
+	cs, err := st.ClaimUpTo(ctx, l, 1)
+	if err != nil || len(cs) == 0 {
+		return nil, err
+	}
+	return cs[0], nil
 }

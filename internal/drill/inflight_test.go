@@ -134,7 +134,7 @@ func playFamily(t *testing.T, point string, br familyBreaks) (*Timeline, []Viola
 		if i >= claims {
 			continue
 		}
-		c, err := st.Claim(ctx, "drill")
+		c, err := claimAs(st, "drill")
 		if err != nil || c == nil {
 			t.Fatalf("claim: %v %v", c, err)
 		}
@@ -192,7 +192,7 @@ func (w *world) mustDrain() {
 		}
 	}
 	for {
-		c, err := st.Claim(ctx, "drill")
+		c, err := claimAs(st, "drill")
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -295,7 +295,7 @@ func TestCheckInFlight_BrokenDatabases(t *testing.T) {
 		{"TriggerClaimedWithNoSlotFree", crashpoint.AcceptAfterCommit, familyBreaks{beforeCrash: func(w *world) {
 			st := w.open()
 			defer st.Close()
-			if c, err := st.Claim(context.Background(), "drill"); err != nil || c == nil {
+			if c, err := claimAs(st, "drill"); err != nil || c == nil {
 				w.t.Fatalf("claim: %v %v", c, err)
 			}
 		}}, []want{{0, InvInFlight}, {9, InvPointState}}},
