@@ -32,21 +32,6 @@ func (p *pgLock) fence() string {
 		uint32(laneLockNS), uint32(p.key), p.backendPID, p.backendStart.UTC().Format(time.RFC3339Nano))
 }
 
-// claimFence is Claim's fence for lane. On PostgreSQL a claim needs this
-// process to hold lane's lock (LockLane): without it the claim is refused,
-// never run unfenced.
-func (s *Store) claimFence(lane string) (string, error) {
-	if s.dialect.lockKind != lockAdvisory {
-		return "", nil
-	}
-	v, ok := s.fences.Load(lane)
-	if !ok {
-		return "", inkwell.Errorf(inkwell.ELANEHELD, "lane %s: this process holds no lock on the lane; "+
-			"on PostgreSQL a claim commits only under the lane's lock (LockLane)", lane)
-	}
-	return v.(*pgLock).fence(), nil
-}
-
 // lockFence is the fence of a write made under l: recovery, rescue and
 // registration. A released lock has none and is refused.
 func (s *Store) lockFence(l *LaneLock) (string, error) {

@@ -73,7 +73,6 @@ type pgLock struct {
 	backendStart time.Time
 	keeper       bool // a keeper proves the lock every lockCheckEvery
 
-	fences   *sync.Map     // the store's claim fences, while this lock is one of them
 	lostCh   chan struct{} // closed when the lock is no longer proven held
 	lostOnce sync.Once
 	lostErr  error
@@ -89,9 +88,6 @@ func (s *Store) lockLanePostgres(ctx context.Context, lane string) (*LaneLock, e
 		return nil, err
 	}
 	l.Self.Since = s.now().UTC()
-	p := l.hold.(*pgLock)
-	p.fences = &s.fences
-	s.fences.Store(lane, p)
 	return l, nil
 }
 
@@ -292,9 +288,6 @@ func (p *pgLock) check(*LaneLock) error {
 // release stops the keeper, unlocks, and closes the session (closing it
 // alone would release the lock; the unlock makes it immediate).
 func (p *pgLock) release(*LaneLock) error {
-	if p.fences != nil {
-		p.fences.CompareAndDelete(p.lane, p)
-	}
 	close(p.stop)
 	p.kept.Wait()
 	p.markLost(inkwell.Errorf(inkwell.ELANEHELD, "lane %s: lock was released", p.lane))

@@ -44,9 +44,6 @@ type Store struct {
 	outcomes  *outcomeBatcher
 	stmts     stmtCache
 	path      string // SQLite file path; empty on PostgreSQL
-	// fences maps a lane to the *pgLock this process holds for it on
-	// PostgreSQL: the claim's guard (see claimFence in postgres_lock.go).
-	fences sync.Map
 	// gate orders this process's writers where the dialect has one
 	// writer at a time (SQLite): outcomes first. Nil on PostgreSQL.
 	gate *writeGate

@@ -102,46 +102,6 @@ type Claimed struct {
 	Attempt inkwell.Attempt
 }
 
-// Claim moves the oldest queued job to running and opens its next attempt
-// (attempt_number = highest so far + 1), in one transaction. It returns
-// nil, nil when no job is queued.
-func (s *Store) Claim(ctx context.Context, lane string) (*Claimed, error) {
-	fence, err := s.claimFence(lane) // PostgreSQL: the lane's lock, in the claim's own statement
-	if err != nil {
-		return nil, err
-	}
-	// The inner SELECT reads the jobs_queued partial index only.
-	claimJob := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, ` + clearOnClaim + `
-		WHERE id = (SELECT id FROM jobs WHERE status = 'queued' AND ` + readyAt("$2") + ` ORDER BY id LIMIT 1` + s.dialect.claimLock + `)
-		  AND status = 'queued'` + fence + `
-		RETURNING ` + jobColumns
-	const openAttempt = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
-		SELECT $1, COALESCE(MAX(attempt_number), 0) + 1, 'running', $2, $3 FROM job_attempts WHERE job_id = $1
-		RETURNING id, attempt_number`
-	var c *Claimed
-	now := s.now()
-	err = s.inTxHooks(ctx, func(tx *sql.Tx) error {
-		job, err := scanJob(s.txQueryRow(ctx, tx, claimJob, lane, s.ts(now)))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("claim job: %w", err)
-		}
-		a := inkwell.Attempt{JobID: job.ID, Status: inkwell.StatusRunning, Lane: lane, StartedAt: &now}
-		if err := s.txQueryRow(ctx, tx, openAttempt, job.ID, lane, s.ts(now)).Scan(&a.ID, &a.AttemptNumber); err != nil {
-			return fmt.Errorf("claim job %d: open attempt: %w", job.ID, err)
-		}
-		c = &Claimed{Job: job, Attempt: a}
-		return nil
-	}, "", "")
-	if err != nil || c == nil {
-		return nil, err
-	}
-	hit(crashpoint.ClaimAfterCommit)
-	return c, nil
-}
-
 // ClaimUpTo moves up to n of the oldest queued jobs to running and opens
 // the next attempt of each, in one transaction (one durable commit for a
 // lane with n free slots). It runs only under l, the lane's lock, which it
