@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
@@ -323,7 +324,7 @@ func TestCLI_RecoverDryRunThenReal(t *testing.T) {
 	}
 	for i, want := range []int64{1, 0} {
 		code, stdout, stderr = runCLI(t, "recover", "--db", db, "--json")
-		var rep store.RecoveryReport
+		var rep api.RecoveryReport
 		if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil {
 			t.Fatalf("recover %d: exit %d, stdout %q, stderr %q (%v)", i+1, code, stdout, stderr, err)
 		}

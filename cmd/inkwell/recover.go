@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/store"
 )
@@ -55,7 +56,7 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
+		_ = enc.Encode(api.RecoveryReportOf(rep))
 		return 0
 	}
 	printRecovery(stdout, rep)

@@ -30,14 +30,14 @@ type Evidence struct {
 
 // RecoveryReport is what one recovery run did (or, dry, would do).
 type RecoveryReport struct {
-	RunID              int64    `json:"run_id,omitempty"`
-	Lane               string   `json:"lane"`
-	DryRun             bool     `json:"dry_run"`
-	AttemptsClosed     int64    `json:"attempts_closed"`
-	AttemptsBackfilled int64    `json:"attempts_backfilled"`
-	JobsFailed         int64    `json:"jobs_failed"`
-	Anomalies          []string `json:"anomalies,omitempty"`
-	Evidence           Evidence `json:"evidence"`
+	RunID              int64
+	Lane               string
+	DryRun             bool
+	AttemptsClosed     int64
+	AttemptsBackfilled int64
+	JobsFailed         int64
+	Anomalies          []string
+	Evidence           Evidence
 }
 
 // errDryRun rolls a dry run's transaction back after it has counted.

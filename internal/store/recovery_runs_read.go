@@ -58,10 +58,10 @@ func (s *Store) LastRecoveryRun(ctx context.Context) (*RecoveryRun, error) {
 
 // RecoveredAttempt is an attempt a recovery run closed (or back-filled).
 type RecoveredAttempt struct {
-	JobID         int64  `json:"job_id"`
-	AttemptID     int64  `json:"attempt_id"`
-	AttemptNumber int    `json:"attempt_number"`
-	Lane          string `json:"lane,omitempty"`
+	JobID         int64
+	AttemptID     int64
+	AttemptNumber int
+	Lane          string
 }
 
 // RecoveredAttempts returns the attempts recovery run runID closed or
