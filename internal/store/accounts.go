@@ -17,12 +17,12 @@ import (
 
 // Account is one row of accounts.
 type Account struct {
-	Name           string    `json:"name"`
-	BudgetMicros   *int64    `json:"budget_micros,omitempty"` // nil: no budget
-	ReservedMicros int64     `json:"reserved_micros"`
-	SpentMicros    int64     `json:"spent_micros"`
-	RPM            int       `json:"rpm"` // 0: no limit
-	CreatedAt      time.Time `json:"created_at"`
+	Name           string
+	BudgetMicros   *int64 // nil: no budget
+	ReservedMicros int64
+	SpentMicros    int64
+	RPM            int // 0: no limit
+	CreatedAt      time.Time
 }
 
 // accountRE is the account name rule the API applies to a body's account.

@@ -39,12 +39,12 @@ const (
 
 // Token is one row of api_tokens, without its secret's hash.
 type Token struct {
-	ID         string     `json:"id"`
-	Account    string     `json:"account"`
-	Role       string     `json:"role"`
-	CreatedAt  time.Time  `json:"created_at"`
-	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
-	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	ID         string
+	Account    string
+	Role       string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
 }
 
 // ValidRole reports whether role is one a token may have.
