@@ -93,8 +93,8 @@ func TestDashboard_E2E(t *testing.T) {
 		t.Fatalf("after clicking Cancel on queued job %d, the page never listed it as failed: %v", cancelled, err)
 	}
 	row, err := chromedp.Run(ctx, chromedp.Text(fmt.Sprintf("#failed-%d", cancelled)))
-	if err != nil || !strings.Contains(row, "cancelled") || !strings.Contains(row, "nothing to do: cancelled before it ran") {
-		t.Errorf("failed row of job %d = %q, %v; want class cancelled, cancelled before it ran", cancelled, row, err)
+	if err != nil || !strings.Contains(row, "cancelled") || !strings.Contains(row, "nothing to do: cancelled before any call that could bill it") {
+		t.Errorf("failed row of job %d = %q, %v; want class cancelled, cancelled before any call that could bill it", cancelled, row, err)
 	}
 	if job, err := sc.st.Job(t.Context(), cancelled); err != nil || job.Status != inkwell.StatusFailed || job.ErrorClass != inkwell.ClassCancelled {
 		t.Errorf("job %d after Cancel = %q (%q), %v; want failed, cancelled, in the database", cancelled, job.Status, job.ErrorClass, err)
@@ -113,7 +113,7 @@ func TestDashboard_E2E(t *testing.T) {
 		t.Fatalf("after clicking Cancel on running job %d, the page never listed it as failed: %v", sc.liveRunning, err)
 	}
 	row, err = chromedp.Run(ctx, chromedp.Text(fmt.Sprintf("#failed-%d", sc.liveRunning)))
-	if err != nil || !strings.Contains(row, "cancelled while its provider call was in flight, so the provider may have billed it") {
+	if err != nil || !strings.Contains(row, "cancelled after a call that may have billed it") {
 		t.Errorf("failed row of job %d = %q, %v; want it cancelled in flight, maybe billed", sc.liveRunning, row, err)
 	}
 	saveShot(t, ctx, "dashboard-after-cancel.png", "")

@@ -464,7 +464,7 @@ func TestDashboard_JobLifeStates(t *testing.T) {
 		fmt.Sprintf(`data-cancel="%d" data-status="queued"`, waiting),
 		fmt.Sprintf("gave up after 5 attempts (the last provider_error): automatic retry stopped; check the provider (its status, limits and API key), then inkwell retry %d", gaveUp),
 		fmt.Sprintf(`<span class="action act-bad">possible poison job: it may be what kills the worker; inspect it before a retry (its last two attempts both ended worker_restarted: inkwell show %d)</span>`, poison),
-		fmt.Sprintf("nothing to do: cancelled while its provider call was in flight, so the provider may have billed it (inkwell retry %d", inFlight),
+		fmt.Sprintf("nothing to do: cancelled after a call that may have billed it (inkwell retry %d", inFlight),
 		`<span class="pill c-cancelled">cancelled</span>`,
 		"1 possible poison job (the last two attempts ended worker_restarted)",
 		fmt.Sprintf(`id="failed-%d"`, pruned), "nothing to do: pruned by retention at ",

@@ -398,3 +398,50 @@ func TestStore_ClaimUpToNeverMoreThanN(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_CancelledJobSaysWhetherACallMayHaveBilled: the board's words
+// for a cancelled job rest on every attempt, not on whether it was running
+// at the cancel: a job whose earlier attempt timed out (put back by
+// automatic retry with honoured keys) and was then cancelled while it
+// waited may have been billed, and the board says so; one whose attempts
+// only ever billed nothing (a 5xx) says it could not have been.
+func TestStore_CancelledJobSaysWhetherACallMayHaveBilled(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		l := mustLockLane(t, s, "local")
+		action := func(id int64) string {
+			rows, err := s.Board(t.Context(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r.ID == id {
+					return r.NextAction
+				}
+			}
+			t.Fatalf("job %d not on the board", id)
+			return ""
+		}
+		for _, tc := range []struct {
+			class inkwell.ErrorClass
+			want  string
+		}{
+			{inkwell.ClassTimeout, "nothing to do: cancelled after a call that may have billed it"},
+			{inkwell.ClassProviderError, "nothing to do: cancelled before any call that could bill it"},
+		} {
+			job := mustAccept(t, s, acceptParams(string(tc.class), "p"))
+			c := claimOne(t, s, l)
+			retryAt := s.Now().Add(time.Hour)
+			if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: job.ID, AttemptID: c.Attempt.ID, Error: "x", Class: tc.class,
+				RetryAt: &retryAt, ProviderHonoursKeys: true}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Cancel(t.Context(), job.ID, "cli"); err != nil {
+				t.Fatal(err)
+			}
+			if got := action(job.ID); !strings.HasPrefix(got, tc.want) {
+				t.Errorf("cancelled while waiting out a %s: %q, want %q…", tc.class, got, tc.want)
+			}
+		}
+	})
+}

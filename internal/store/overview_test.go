@@ -442,12 +442,12 @@ func TestStore_Overview(t *testing.T) {
 			}
 			wantAction(t, "failed", ov["failed"].NextAction, fmt.Sprintf("inspect the error, then inkwell retry %d "+
 				"(the worker died during the attempt, so the provider may already have billed it; "+
-				"the retry reuses the job's provider key, so the provider answers from its record); "+
+				"a provider that honours keys answers the retry from its record, one that ignores them (openai) may bill twice: check its usage first); "+
 				"1 worker_restarted: the worker died during the attempt, so the provider may already have billed them; "+
-				"the retry reuses the job's provider key, so the provider answers from its record", c.Job.ID))
+				"a provider that honours keys answers a retry from its record, one that ignores them (openai) may bill twice: check its usage first", c.Job.ID))
 			wantAction(t, "board", f.board()[c.Job.ID].NextAction, fmt.Sprintf("inspect the error, then inkwell retry %d "+
 				"(the worker died during the attempt, so the provider may already have billed it; "+
-				"the retry reuses the job's provider key, so the provider answers from its record)", c.Job.ID))
+				"a provider that honours keys answers the retry from its record, one that ignores them (openai) may bill twice: check its usage first)", c.Job.ID))
 			f.wantCountsKept("after recovery")
 
 			run, err := f.s.LastRecoveryRun(f.ctx)
@@ -589,12 +589,12 @@ func TestStore_Overview(t *testing.T) {
 				"; 1 timeout: no answer came in time, the provider may have billed the call; with a provider that ignores keys (openai) a retry may bill twice, so check its usage first"+
 				"; 1 shutdown: a stop cut the call short, the provider may have billed it; with a provider that ignores keys (openai) a retry may bill twice, so check its usage first"+
 				"; 2 worker_restarted: the worker died during the attempt, so the provider may already have billed them; "+
-				"the retry reuses the job's provider key, so the provider answers from its record"+
+				"a provider that honours keys answers a retry from its record, one that ignores them (openai) may bill twice: check its usage first"+
 				"; 1 possible poison job (the last two attempts ended worker_restarted): it may be what kills the worker; inspect it before a retry"+
 				"; 1 gave up after automatic retries: the provider kept failing; check it (its status, limits and API key), then retry"+
 				"; 1 legacy (failed before failures had classes, the words do not tell): inspect the error, then retry"+
 				"; 1 cancelled while the provider call was in flight: the provider may have billed them; nothing to do"+
-				"; 1 cancelled before they ran: nothing to do"+
+				"; 1 cancelled while queued: nothing to do (job_board says of each whether an earlier call may have billed it)"+
 				"; 1 pruned by retention: their prompt is gone, nothing to retry")
 			f.wantCountsKept("after a failure of each class")
 
@@ -639,7 +639,7 @@ func TestStore_Overview(t *testing.T) {
 			f.wantCountsKept("after cancels and a prune")
 			wantAction(t, "failed (cancelled and pruned only)", f.overview()["failed"].NextAction, "nothing to retry"+
 				"; 1 cancelled while the provider call was in flight: the provider may have billed them; nothing to do"+
-				"; 1 cancelled before they ran: nothing to do"+
+				"; 1 cancelled while queued: nothing to do (job_board says of each whether an earlier call may have billed it)"+
 				"; 1 pruned by retention: their prompt is gone, nothing to retry")
 			// A retry of a cancelled job clears its class: it counts as queued.
 			if _, err := f.s.RetryIfFailed(f.ctx, queued.ID); err != nil {
@@ -675,7 +675,7 @@ func TestStore_Overview(t *testing.T) {
 				t.Errorf("failed = %q, want 102 worker_restarted and more than 100 possible poison jobs", got)
 			}
 			wantAction(t, "restarted once", f.board()[1].NextAction, "inspect the error, then inkwell retry 1 (the worker died during the attempt, "+
-				"so the provider may already have billed it; the retry reuses the job's provider key, so the provider answers from its record)")
+				"so the provider may already have billed it; a provider that honours keys answers the retry from its record, one that ignores them (openai) may bill twice: check its usage first)")
 			wantActionPrefix(t, "restarted twice", f.board()[2].NextAction, "possible poison job: ")
 			// Down to two: counted.
 			if _, err := f.s.WriteDB().ExecContext(f.ctx, `UPDATE jobs SET pruned_at = finished_at WHERE id > 3`); err != nil {
@@ -877,15 +877,15 @@ func failedCases(j map[string]int64) []failedCase {
 		{name: "timeout", class: "timeout", action: usage("no answer came in time", j["timeout"])},
 		{name: "shutdown", class: "shutdown", action: usage("a stop cut the call short", j["shutdown"])},
 		{name: "worker_restarted", class: "worker_restarted", action: fmt.Sprintf("inspect the error, then inkwell retry %d (the worker died during the attempt, "+
-			"so the provider may already have billed it; the retry reuses the job's provider key, so the provider answers from its record)", j["worker_restarted"])},
+			"so the provider may already have billed it; a provider that honours keys answers the retry from its record, one that ignores them (openai) may bill twice: check its usage first)", j["worker_restarted"])},
 		{name: "legacy", class: "legacy", action: fmt.Sprintf("inspect the error, then inkwell retry %d", j["legacy"])},
 		{name: "gave_up", class: "provider_error", action: fmt.Sprintf("gave up after 5 attempts (the last provider_error): automatic retry stopped; "+
 			"check the provider (its status, limits and API key), then inkwell retry %d", j["gave_up"])},
 		{name: "poison", class: "worker_restarted", action: fmt.Sprintf("possible poison job: it may be what kills the worker; inspect it before a retry "+
 			"(its last two attempts both ended worker_restarted: inkwell show %d)", j["poison"])},
-		{name: "cancelled_running", class: "cancelled", action: fmt.Sprintf("nothing to do: cancelled while its provider call was in flight, "+
-			"so the provider may have billed it (inkwell retry %d runs it again under the job's provider key)", j["cancelled_running"])},
-		{name: "cancelled_queued", class: "cancelled", action: fmt.Sprintf("nothing to do: cancelled before it ran, nothing reached the provider "+
+		{name: "cancelled_running", class: "cancelled", action: fmt.Sprintf("nothing to do: cancelled after a call that may have billed it "+
+			"(inkwell retry %d runs it again under the job's provider key: a provider that ignores keys (openai) may bill twice)", j["cancelled_running"])},
+		{name: "cancelled_queued", class: "cancelled", action: fmt.Sprintf("nothing to do: cancelled before any call that could bill it "+
 			"(inkwell retry %d runs it after all)", j["cancelled_queued"])},
 		{name: "pruned", class: "provider_error", prefix: true, action: "nothing to do: pruned by retention at 20"},
 	}

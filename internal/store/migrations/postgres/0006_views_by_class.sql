@@ -166,11 +166,16 @@ SELECT j.id,
                'gave up after ' || j.gave_up_after || ' attempts (the last ' || COALESCE(j.error_class, 'legacy')
                || '): automatic retry stopped; check the provider (its status, limits and API key), then inkwell retry ' || j.id
            WHEN j.error_class = 'cancelled' THEN
-               CASE WHEN (SELECT a.error_class FROM job_attempts a WHERE a.job_id = j.id AND a.attempt_number = (SELECT MAX(m.attempt_number) FROM job_attempts m WHERE m.job_id = j.id)) = 'cancelled' THEN
-                   'nothing to do: cancelled while its provider call was in flight, so the provider may have billed it'
-                   || ' (inkwell retry ' || j.id || ' runs it again under the job''s provider key)'
+               -- May a call of this job have billed? Any attempt whose class is not
+               -- one that bills nothing (not_sent, rate_limited, provider_error): the
+               -- cancelled call in flight, an earlier timeout put back by automatic
+               -- retry, a worker restart before a manual retry.
+               CASE WHEN EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = j.id
+                                 AND a.error_class NOT IN ('not_sent', 'rate_limited', 'provider_error')) THEN
+                   'nothing to do: cancelled after a call that may have billed it'
+                   || ' (inkwell retry ' || j.id || ' runs it again under the job''s provider key: a provider that ignores keys (openai) may bill twice)'
                ELSE
-                   'nothing to do: cancelled before it ran, nothing reached the provider (inkwell retry ' || j.id || ' runs it after all)'
+                   'nothing to do: cancelled before any call that could bill it (inkwell retry ' || j.id || ' runs it after all)'
                END
            WHEN j.error_class = 'worker_restarted'
                 AND (SELECT COUNT(*) FROM job_attempts a
@@ -179,7 +184,7 @@ SELECT j.id,
                || ' (its last two attempts both ended worker_restarted: inkwell show ' || j.id || ')'
            WHEN j.error_class = 'worker_restarted' THEN
                'inspect the error, then inkwell retry ' || j.id
-               || ' (the worker died during the attempt, so the provider may already have billed it; the retry reuses the job''s provider key, so the provider answers from its record)'
+               || ' (the worker died during the attempt, so the provider may already have billed it; a provider that honours keys answers the retry from its record, one that ignores them (openai) may bill twice: check its usage first)'
            WHEN j.error_class IN ('not_sent', 'rate_limited', 'provider_error') THEN
                'safe to retry: inkwell retry ' || j.id || ' ('
                || CASE j.error_class WHEN 'not_sent' THEN 'nothing reached the provider'
@@ -447,7 +452,7 @@ SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
                || CASE WHEN k.f_shutdown > 0 THEN '; ' || k.f_shutdown || ' shutdown: a stop cut the call short, the provider may have billed it; with a provider that ignores keys (openai) a retry may bill twice, so check its usage first' ELSE '' END
                || CASE WHEN k.f_restarted > 0 THEN
                       '; ' || k.f_restarted || ' worker_restarted: the worker died during the attempt, so the provider may already have billed them; '
-                      || 'the retry reuses the job''s provider key, so the provider answers from its record'
+                      || 'a provider that honours keys answers a retry from its record, one that ignores them (openai) may bill twice: check its usage first'
                       || CASE WHEN (SELECT n FROM poison) > 0 THEN
                              '; ' || CASE WHEN (SELECT n FROM poison) > 100 THEN 'more than 100 possible poison jobs'
                                           WHEN (SELECT n FROM poison) > 1 THEN (SELECT n FROM poison) || ' possible poison jobs'
@@ -458,7 +463,7 @@ SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
                || CASE WHEN k.f_gave_up > 0 THEN '; ' || k.f_gave_up || ' gave up after automatic retries: the provider kept failing; check it (its status, limits and API key), then retry' ELSE '' END
                || CASE WHEN k.f_legacy > 0 THEN '; ' || k.f_legacy || ' legacy (failed before failures had classes, the words do not tell): inspect the error, then retry' ELSE '' END
                || CASE WHEN k.f_cancelled_running > 0 THEN '; ' || k.f_cancelled_running || ' cancelled while the provider call was in flight: the provider may have billed them; nothing to do' ELSE '' END
-               || CASE WHEN k.f_cancelled > 0 THEN '; ' || k.f_cancelled || ' cancelled before they ran: nothing to do' ELSE '' END
+               || CASE WHEN k.f_cancelled > 0 THEN '; ' || k.f_cancelled || ' cancelled while queued: nothing to do (job_board says of each whether an earlier call may have billed it)' ELSE '' END
                || CASE WHEN k.f_pruned > 0 THEN '; ' || k.f_pruned || ' pruned by retention: their prompt is gone, nothing to retry' ELSE '' END
        END AS next_action
 FROM counted c
