@@ -138,6 +138,16 @@ func principalOf(ctx context.Context) *store.Token {
 	return t
 }
 
+// actor names who asked for a request, for the words a transition stores
+// ("cancelled by …"): the token's id (never its secret) when the request
+// carried one, else "api".
+func actor(r *http.Request) string {
+	if t := principalOf(r.Context()); t != nil {
+		return "token " + t.ID
+	}
+	return "api"
+}
+
 // guard wraps a route's handler with its access rule. A refusal writes
 // nothing and records no token use; an allowed request that succeeds
 // marks its token used (batched, see store.TokenUsed).

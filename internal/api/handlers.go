@@ -119,7 +119,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.cfg.Store.Cancel(r.Context(), id, "api")
+	c, err := s.cfg.Store.Cancel(r.Context(), id, actor(r))
 	if inkwell.ErrorCode(err) == inkwell.ECONFLICT && c.Job.ID == id {
 		s.writeCancelRefused(w, r, c.Job, err)
 		return

@@ -446,6 +446,20 @@ type Cancelled struct {
 // ECONFLICT and the returned Job says what it is: a completion that
 // committed first wins. ENOTFOUND for no such job.
 func (s *Store) Cancel(ctx context.Context, jobID int64, by string) (Cancelled, error) {
+	// The job's status is read, then written under a guard on that status:
+	// on PostgreSQL a claim or a reschedule may commit in between, and the
+	// guard then matches nothing. The job is still cancellable: try again
+	// on what it is now. A completion that won ends it (conflict, done).
+	for try := 1; ; try++ {
+		out, err := s.cancelOnce(ctx, jobID, by)
+		if inkwell.ErrorCode(err) != inkwell.ECONFLICT || try == 3 ||
+			(out.Job.Status != inkwell.StatusQueued && out.Job.Status != inkwell.StatusRunning) {
+			return out, err
+		}
+	}
+}
+
+func (s *Store) cancelOnce(ctx context.Context, jobID int64, by string) (Cancelled, error) {
 	const cancelAttempt = `UPDATE job_attempts SET status = 'failed', error = $1, error_class = 'cancelled', finished_at = $2
 		WHERE job_id = $3 AND status = 'running'
 		RETURNING id`
