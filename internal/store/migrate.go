@@ -59,6 +59,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if newest := migs[len(migs)-1].version; maxVersion(applied) > newest {
 			return inkwell.Errorf(inkwell.EINVALID, "database schema is at version %d, newer than this inkwell knows (%d): run a newer inkwell", maxVersion(applied), newest)
 		}
+		if pending(migs, applied) {
+			// Another process may have applied them while this one waited
+			// for the migration lock: only pending work is refused.
+			if err := s.refuseUnderLiveLanes(ctx, tx); err != nil {
+				return err
+			}
+		}
 		if legacy {
 			if err := s.renameLegacy(ctx, tx); err != nil {
 				return err
@@ -82,6 +89,44 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// pending reports whether some migration of migs is not applied yet.
+func pending(migs []migration, applied map[int]bool) bool {
+	for _, m := range migs {
+		if !applied[m.version] {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseUnderLiveLanes refuses to migrate a PostgreSQL database while a
+// lane holds its lock on it: that lane runs the Inkwell the schema is being
+// changed under. Migration 0005, for one, changes the provider key of every
+// job from then on: a lane of the older Inkwell would call the provider
+// under the old key, and a retry by a newer lane under the new one, which a
+// provider that honours keys would bill again. Stop every lane, migrate,
+// start the new ones. (A SQLite file has one lane, whose serve migrates it
+// at start, before it takes the lock.)
+func (s *Store) refuseUnderLiveLanes(ctx context.Context, tx *sql.Tx) error {
+	if s.dialect.lockKind != lockAdvisory {
+		return nil
+	}
+	const q = `SELECT COALESCE(string_agg(DISTINCT pid::text, ', '), '') FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 2
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND classid = ($1::int8 & 4294967295)::oid AND pid <> pg_backend_pid()`
+	var pids string
+	if err := tx.QueryRowContext(ctx, q, laneLockNS).Scan(&pids); err != nil {
+		return fmt.Errorf("migrate: look for live lanes: %w", err)
+	}
+	if pids != "" {
+		return inkwell.Errorf(inkwell.ELANEHELD, "migrate: lanes are running on this database (lock sessions of backend pid %s; "+
+			"see SELECT * FROM lane_liveness): stop every inkwell serve of the older version, then migrate (or start the new one) again; "+
+			"nothing was changed", pids)
+	}
+	return nil
 }
 
 // schemaCurrent reports, from a read alone, whether every migration this

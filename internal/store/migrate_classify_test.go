@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/inkwell/inkwell"
@@ -127,5 +128,36 @@ func execEach(t *testing.T, db *sql.DB, stmts ...string) {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%.200s: %v", q, err)
 		}
+	}
+}
+
+// TestMigrate_RefusedWhileALaneRuns: on PostgreSQL a pending migration is
+// not applied while another process's lane holds its lock on the database
+// (an older Inkwell would run on under a schema, and provider keys, changed
+// beneath it); the refusal names the lock sessions and changes nothing.
+func TestMigrate_RefusedWhileALaneRuns(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	running := storetest.MustOpen(t, dsn, store.Options{})
+	l, err := running.LockLane(t.Context(), "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	var top int
+	if err := running.DB().QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&top); err != nil {
+		t.Fatal(err)
+	}
+	// The database as an older Inkwell left it: the newest migration not
+	// recorded (its tables exist, so applying it would fail anyway: the
+	// refusal must come first).
+	execEach(t, running.DB(), fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, top))
+	_, err = store.Open(t.Context(), dsn, store.Options{})
+	if inkwell.ErrorCode(err) != inkwell.ELANEHELD || !strings.Contains(err.Error(), "lanes are running on this database") {
+		t.Fatalf("migrate under a live lane: %v, want %s naming the running lanes", err, inkwell.ELANEHELD)
+	}
+	var n int
+	if err := running.DB().QueryRow(`SELECT COUNT(*) FROM schema_migrations WHERE version = $1`, top).Scan(&n); err != nil || n != 0 {
+		t.Errorf("refused migration recorded version %d (%d rows, %v)", top, n, err)
 	}
 }
