@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -65,23 +64,7 @@ func (e *cancelEnv) hooked() []int64 {
 
 func (e *cancelEnv) do(method, path string, header map[string]string, body string) reply {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(e.t.Context(), method, e.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+	return (&env{t: e.t, srv: e.srv}).do(method, path, header, []byte(body))
 }
 
 func (e *cancelEnv) cancel(id int64) reply {

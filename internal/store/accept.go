@@ -112,8 +112,9 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 	results := make([]acceptRes, len(live))
 	now := b.s.nowTS()
 	err := b.s.inTxHooks(ctx, func(tx *sql.Tx) error {
+		var adm admission
 		for i, r := range live {
-			job, created, err := b.s.acceptOne(ctx, tx, r.p, now)
+			job, created, err := b.s.acceptOne(ctx, tx, r.p, now, &adm)
 			if code := inkwell.ErrorCode(err); err != nil && code != inkwell.EKEYREUSED && code != inkwell.ETOOMANY {
 				return err // the database failed: the whole group fails
 			}

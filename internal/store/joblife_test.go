@@ -445,3 +445,25 @@ func TestStore_CancelledJobSaysWhetherACallMayHaveBilled(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_AdmissionCountsWithinAGroup: admission reads the queue's length
+// once per accept group and counts the group's own inserts, so a group
+// that arrives with one place left stores one job and refuses the rest.
+func TestStore_AdmissionCountsWithinAGroup(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		limited := func(key string) store.AcceptParams {
+			p := acceptParams(key, "p")
+			p.MaxQueued = 3
+			return p
+		}
+		acceptBatch(t, s, limited("a"), limited("b"))
+		res := acceptBatch(t, s, limited("c"), limited("d"), limited("a"))
+		if !res[0].Created || inkwell.ErrorCode(res[1].Err) != inkwell.ETOOMANY || res[2].Err != nil || res[2].Created {
+			t.Errorf("group with one place left: %+v; want c stored, d refused, a answered as a re-send", res)
+		}
+		if n := countRows(t, s, "jobs"); n != 3 {
+			t.Errorf("jobs = %d, want 3", n)
+		}
+	})
+}

@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,25 +52,25 @@ func TestMigrate_ClassifiesStoredFailures(t *testing.T) {
 			t.Fatalf("migrations 1-4 of %s: %v %v", b.Name, files, err)
 		}
 		slices.Sort(files)
-		execEach(t, db, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
+		mustExecAll(t, db, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
 		for i, f := range files {
 			sqlText, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			execEach(t, db, string(sqlText),
+			mustExecAll(t, db, string(sqlText),
 				fmt.Sprintf(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (%d, 'm', '2026-11-30T00:00:00.000000Z')`, i+1))
 		}
 		const at = `'2026-11-30T00:00:00.000000Z'`
 		for i, e := range errorsAndClasses {
 			id := i + 1
-			execEach(t, db,
+			mustExecAll(t, db,
 				fmt.Sprintf(`INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at)
 					VALUES (%d, 'k%d', 'h', '{"prompt":"p"}', 'failed', %s, 'local', %s, %s, %s)`, id, id, quote(e.text), at, at, at),
 				fmt.Sprintf(`INSERT INTO job_attempts (job_id, attempt_number, status, error, lane, started_at, finished_at)
 					VALUES (%d, 1, 'failed', %s, 'local', %s, %s)`, id, quote(e.text), at, at))
 		}
-		execEach(t, db, fmt.Sprintf(`INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, created_at)
+		mustExecAll(t, db, fmt.Sprintf(`INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, created_at)
 			VALUES (%d, 'queued', 'h', '{"prompt":"p"}', 'queued', %s)`, len(errorsAndClasses)+1, at))
 		if err := old.Close(); err != nil {
 			t.Fatal(err)
@@ -121,16 +120,6 @@ func quote(s string) string {
 	return out + "'"
 }
 
-// execEach runs each statement (or script) on db, failing the test at the first error.
-func execEach(t *testing.T, db *sql.DB, stmts ...string) {
-	t.Helper()
-	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%.200s: %v", q, err)
-		}
-	}
-}
-
 // TestMigrate_RefusedWhileALaneRuns: on PostgreSQL a pending migration is
 // not applied while another process's lane holds its lock on the database
 // (an older Inkwell would run on under a schema, and provider keys, changed
@@ -151,7 +140,7 @@ func TestMigrate_RefusedWhileALaneRuns(t *testing.T) {
 	// The database as an older Inkwell left it: the newest migration not
 	// recorded (its tables exist, so applying it would fail anyway: the
 	// refusal must come first).
-	execEach(t, running.DB(), fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, top))
+	mustExecAll(t, running.DB(), fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, top))
 	_, err = store.Open(t.Context(), dsn, store.Options{})
 	if inkwell.ErrorCode(err) != inkwell.ELANEHELD || !strings.Contains(err.Error(), "lanes are running on this database") {
 		t.Fatalf("migrate under a live lane: %v, want %s naming the running lanes", err, inkwell.ELANEHELD)

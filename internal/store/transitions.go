@@ -42,11 +42,10 @@ func (s *Store) Accept(ctx context.Context, p AcceptParams) (job inkwell.Job, cr
 
 // acceptOne runs inside a group-commit transaction. A duplicate key, even
 // one inserted earlier in the same batch, falls through to the lookup.
-func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now any) (inkwell.Job, bool, error) {
-	if p.MaxQueued > 0 {
-		if job, full, err := s.admit(ctx, tx, p); full || err != nil {
-			return job, false, err
-		}
+// adm is the group's admission count (see admit).
+func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now any, adm *admission) (inkwell.Job, bool, error) {
+	if err := s.admit(ctx, tx, p, adm); err != nil {
+		return inkwell.Job{}, false, err
 	}
 	const insert = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
 		VALUES ($1, $2, $3, 'queued', $4)
@@ -54,6 +53,7 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 		RETURNING ` + jobColumns
 	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.IdempotencyKey, p.RequestHash, string(p.Payload), now))
 	if err == nil {
+		adm.queued++
 		return job, true, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
@@ -70,30 +70,39 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	return job, false, nil
 }
 
-// admit is admission for one new request when the queue may be full: it
-// reads the queued count (job_counts, kept in the same transaction by
-// triggers, so earlier members of this group count). full is true when the
-// request is answered without an insert: a re-send of a stored key (job
-// set, err nil, or EKEYREUSED), or a refusal (ETOOMANY).
-func (s *Store) admit(ctx context.Context, tx *sql.Tx, p AcceptParams) (job inkwell.Job, full bool, err error) {
-	var queued int64
-	if err := s.txQueryRow(ctx, tx, `SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE kind = 'queued'`).Scan(&queued); err != nil {
-		return job, true, fmt.Errorf("accept: count queued jobs: %w", err)
+// admission is one accept group's view of the queue's length: read once,
+// at the group's first member with a limit, from job_counts (exact, kept by
+// triggers in the same transaction), then counted up by the jobs the group
+// inserts. One read per group, not per request.
+type admission struct {
+	queued int64
+	read   bool
+}
+
+// admit is admission for one request (p.MaxQueued > 0): when the queue is
+// full, a key not stored yet is refused (ETOOMANY) and nothing is written;
+// a stored key goes on to the usual re-send answer (or EKEYREUSED).
+func (s *Store) admit(ctx context.Context, tx *sql.Tx, p AcceptParams, adm *admission) error {
+	if p.MaxQueued <= 0 {
+		return nil
 	}
-	if queued < int64(p.MaxQueued) {
-		return job, false, nil
+	if !adm.read {
+		if err := s.txQueryRow(ctx, tx, `SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE kind = 'queued'`).Scan(&adm.queued); err != nil {
+			return fmt.Errorf("accept: count queued jobs: %w", err)
+		}
+		adm.read = true
 	}
-	job, err = s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
-	switch {
-	case inkwell.ErrorCode(err) == inkwell.ENOTFOUND:
-		return job, true, inkwell.Errorf(inkwell.ETOOMANY, "the queue is full (%d jobs queued, the limit is %d): nothing was stored; send the same request again later", queued, p.MaxQueued)
-	case err != nil:
-		return job, true, fmt.Errorf("accept: load existing: %w", err)
-	case job.RequestHash != p.RequestHash:
-		return inkwell.Job{}, true, inkwell.Errorf(inkwell.EKEYREUSED,
-			"idempotency key %q was already used for a different request (job %d)", p.IdempotencyKey, job.ID)
+	if adm.queued < int64(p.MaxQueued) {
+		return nil
 	}
-	return job, true, nil
+	_, err := s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
+	if inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
+		return inkwell.Errorf(inkwell.ETOOMANY, "the queue is full (%d jobs queued, the limit is %d): nothing was stored; send the same request again later", adm.queued, p.MaxQueued)
+	}
+	if err != nil {
+		return fmt.Errorf("accept: load existing: %w", err)
+	}
+	return nil // a re-send: answered as always
 }
 
 // Claimed is a job a lane has just claimed, with its new running attempt.

@@ -676,11 +676,7 @@ func claimAs(t *testing.T, s *store.Store, lane string) (*store.Claimed, error) 
 		defer fresh.Release()
 		l = fresh
 	}
-	cs, err := s.ClaimUpTo(t.Context(), l.(*store.LaneLock), 1)
-	if err != nil || len(cs) == 0 {
-		return nil, err
-	}
-	return cs[0], nil
+	return claimUnder(t, s, l.(*store.LaneLock))
 }
 
 // heldLocks are the lane locks the running tests hold (mustLockLane), by

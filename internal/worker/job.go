@@ -179,14 +179,18 @@ type failure struct {
 // spend money twice (reschedule).
 func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64) error {
 	msg := storableError(f.msg)
-	// The back-off is measured on the store's clock, the one the claim
-	// compares not_before with (on PostgreSQL the database's, whatever
-	// this host's clock says).
-	now := l.store.Now()
-	d := l.cfg.Retry.decide(f.class, j.Attempt.AttemptNumber, f.retryAfter, now)
+	d := l.cfg.Retry.decide(f.class, j.Attempt.AttemptNumber, f.retryAfter)
+	var retryAt *time.Time
+	if d.wait > 0 {
+		// The back-off is measured on the store's clock, the one the claim
+		// compares not_before with (on PostgreSQL the database's, whatever
+		// this host's clock says); read only when there is one.
+		at := l.store.Now().Add(d.wait)
+		retryAt = &at
+	}
 	err := l.record(ctx, j, false, func(wctx context.Context) error {
 		return l.store.FailIfRunning(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg, Class: f.class,
-			RetryAt: d.retryAt, ProviderHonoursKeys: l.cfg.Retry.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter})
+			RetryAt: retryAt, ProviderHonoursKeys: l.cfg.Retry.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter})
 	})
 	wctx := context.WithoutCancel(ctx)
 	if inkwell.ErrorCode(err) == inkwell.ECONFLICT {
@@ -199,11 +203,11 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 		return fmt.Errorf("%w: %w", errUnrecorded, err)
 	}
 	switch {
-	case d.retryAt != nil:
+	case retryAt != nil:
 		j.log.WarnContext(wctx, "attempt failed; job queued again for an automatic retry", "error", msg, "error_class", f.class,
-			"not_before", d.retryAt.UTC().Format(time.RFC3339Nano), "max_attempts", l.cfg.Retry.MaxAttempts)
+			"not_before", retryAt.UTC().Format(time.RFC3339Nano), "max_attempts", l.cfg.Retry.MaxAttempts)
 		l.observe(OutcomeRescheduled, secs, j.Job)
-		l.kickIn(d.retryAt.Sub(now))
+		l.kickIn(d.wait)
 		return nil
 	case d.gaveUpAfter > 0:
 		j.log.WarnContext(wctx, "job failed: automatic retry gave up", "error", msg, "error_class", f.class, "attempts", d.gaveUpAfter)

@@ -30,23 +30,23 @@ type RetryPolicy struct {
 
 // retryDecision is what becomes of a failed attempt's job.
 type retryDecision struct {
-	retryAt     *time.Time // back to queued, not before this
-	gaveUpAfter int        // failed: automatic retry gave up after this many attempts
+	wait        time.Duration // > 0: back to queued, not claimed for this long
+	gaveUpAfter int           // failed: automatic retry gave up after this many attempts
 }
 
-// decide applies the policy to attempt number n that failed with class c.
+// decide applies the policy to attempt number n that failed with class c:
+// how long the job waits before it may run again, or that retry gave up.
 // A 429's Retry-After (retryAfter > 0) wins over the back-off. Startup
 // recovery and rescue never come here: they close attempts as
 // worker_restarted and never re-queue.
-func (p RetryPolicy) decide(c inkwell.ErrorClass, n int, retryAfter time.Duration, now time.Time) retryDecision {
+func (p RetryPolicy) decide(c inkwell.ErrorClass, n int, retryAfter time.Duration) retryDecision {
 	if p.MaxAttempts < 2 || !c.RetrySafe(p.ProviderHonoursKeys) {
 		return retryDecision{}
 	}
 	if n >= p.MaxAttempts {
 		return retryDecision{gaveUpAfter: n}
 	}
-	at := now.Add(p.backoff(n, retryAfter))
-	return retryDecision{retryAt: &at}
+	return retryDecision{wait: p.backoff(n, retryAfter)}
 }
 
 // backoff is the wait after attempt n: Base·2^(n-1) capped at Cap, of

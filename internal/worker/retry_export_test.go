@@ -10,8 +10,12 @@ import (
 // Decide is RetryPolicy.decide for the tests: the back-off's end (nil: no
 // reschedule) and the attempts after which retry gave up (0: it did not).
 func Decide(p RetryPolicy, c inkwell.ErrorClass, n int, retryAfter time.Duration, now time.Time) (*time.Time, int) {
-	d := p.decide(c, n, retryAfter, now)
-	return d.retryAt, d.gaveUpAfter
+	d := p.decide(c, n, retryAfter)
+	if d.wait == 0 {
+		return nil, d.gaveUpAfter
+	}
+	at := now.Add(d.wait)
+	return &at, d.gaveUpAfter
 }
 
 // Classify is classify for the tests.
