@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
-	"github.com/inkwell/inkwell/internal/worker"
 )
 
 // Fair claims (docs/scaling.md#fair-claims-across-accounts): the claim
@@ -72,27 +70,9 @@ func BenchmarkDrainAccounts(b *testing.B) {
 	for _, accounts := range []int{1, 100} {
 		for _, slots := range []int{1, 16} {
 			b.Run(fmt.Sprintf("accounts=%d/slots=%d", accounts, slots), func(b *testing.B) {
-				ctx := context.Background()
 				st := mustStore(b, filepath.Join(b.TempDir(), "bench.db"))
 				queueAccounts(b, st, b.N, accounts)
-				obs := newCounter(b.N)
-				lane := worker.New(st, worker.Config{Provider: provider.NewSim(0), Poll: time.Millisecond, Concurrency: slots, Observer: obs})
-				if _, err := lane.Open(ctx); err != nil {
-					b.Fatal(err)
-				}
-				defer lane.Close()
-				runCtx, stop := context.WithCancel(ctx)
-				runtime.GC()
-				b.ResetTimer()
-				start := time.Now()
-				done := make(chan error, 1)
-				go func() { done <- lane.Run(runCtx) }()
-				obs.wait(b)
-				elapsed := time.Since(start)
-				b.StopTimer()
-				stop()
-				<-done
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+				drainQueued(b, st, 0, slots)
 			})
 		}
 	}
