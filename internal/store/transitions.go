@@ -111,12 +111,15 @@ type Claimed struct {
 	Attempt inkwell.Attempt
 }
 
-// ClaimUpTo moves up to n of the oldest queued jobs to running and opens
-// the next attempt of each, in one transaction (one durable commit for a
-// lane with n free slots). It runs only under l, the lane's lock, which it
-// checks first and, on PostgreSQL, carries as a fence inside the claim's
-// own statement: a lock lost before the commit claims nothing (ELANEHELD).
-// It returns the claims in id order, none when nothing is queued.
+// ClaimUpTo moves up to n queued jobs to running and opens the next
+// attempt of each, in one transaction (one durable commit for a lane with
+// n free slots). It takes them round robin across the accounts with ready
+// queued jobs, oldest first within each account, in the lane's turn
+// (claim_fair.go); never a job before its not_before. It runs only under
+// l, the lane's lock, which it checks first and, on PostgreSQL, carries as
+// a fence inside the claim's own statement: a lock lost before the commit
+// claims nothing (ELANEHELD). It returns the claims in id order, none when
+// nothing is queued.
 func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, error) {
 	if n < 1 {
 		return nil, nil
@@ -128,24 +131,40 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	from := l.cursor.get()
+	var claimed []*Claimed
+	var accounts []string
 	if s.dialect.claimStatement {
-		return s.claimUpToStatement(ctx, l.Lane, fence, n)
+		claimed, accounts, err = s.claimUpToStatement(ctx, l.Lane, fence, n, from)
+	} else {
+		claimed, accounts, err = s.claimUpToTx(ctx, l.Lane, fence, n, from)
 	}
-	// The inner SELECT reads the jobs_queued partial index only.
-	claimJobs := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, ` + clearOnClaim + `
-		WHERE id IN (SELECT id FROM jobs WHERE status = 'queued' AND ` + readyAt("$2") + ` ORDER BY id LIMIT $3` + s.dialect.claimLock + `)
-		  AND status = 'queued'` + fence + `
-		RETURNING ` + jobColumns
+	if err != nil || len(claimed) == 0 {
+		return nil, err
+	}
+	l.cursor.advance(from, accounts)
+	hit(crashpoint.ClaimAfterCommit)
+	return claimed, nil
+}
+
+// claimUpToTx is ClaimUpTo in a transaction (SQLite): the UPDATE whose
+// subquery picks the jobs (reading the jobs_queued_account index only),
+// then one INSERT per job for its attempt. It returns the claims and the
+// account of each.
+func (s *Store) claimUpToTx(ctx context.Context, lane, fence string, n int, from string) ([]*Claimed, []string, error) {
+	claimJobs := s.claimTxSQL(fence)
 	now := s.now()
 	var claimed []*Claimed
-	err = s.inTxHooks(ctx, func(tx *sql.Tx) error {
+	var accounts []string
+	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
 		claimed = claimed[:0]
-		jobs, err := s.claimJobs(ctx, tx, claimJobs, l.Lane, s.ts(now), n)
+		jobs, accts, err := s.claimJobs(ctx, tx, claimJobs, lane, s.ts(now), n, from)
 		if err != nil {
 			return err
 		}
+		accounts = accts
 		for _, job := range jobs {
-			a, err := s.openAttempt(ctx, tx, job, l.Lane, now)
+			a, err := s.openAttempt(ctx, tx, job, lane, now)
 			if err != nil {
 				return err
 			}
@@ -153,11 +172,19 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 		}
 		return nil
 	}, "", "")
-	if err != nil || len(claimed) == 0 {
-		return nil, err
+	if err != nil {
+		return nil, nil, err
 	}
-	hit(crashpoint.ClaimAfterCommit)
-	return claimed, nil
+	return claimed, accounts, nil
+}
+
+// claimTxSQL is claimUpToTx's UPDATE: $1 lane, $2 now, $3 n, $4 the
+// lane's cursor.
+func (s *Store) claimTxSQL(fence string) string {
+	return `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, ` + clearOnClaim + `
+		WHERE id IN (WITH RECURSIVE ` + s.fairPick("$2") + ` SELECT id FROM walk WHERE id IS NOT NULL LIMIT $3)
+		  AND status = 'queued'` + fence + `
+		RETURNING ` + jobColumns + `, ` + s.dialect.claimAccount
 }
 
 // claimUpToStatement is ClaimUpTo in one statement (PostgreSQL): the
@@ -168,16 +195,49 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 // transaction form costs a clock read, BEGIN, the UPDATE, one INSERT per
 // job and COMMIT. Every row gets one time: the database's clock, read once
 // by the statement itself (the store's clock when a test injects one).
-func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n int) ([]*Claimed, error) {
-	// picked reads the jobs_queued partial index only. It is a
-	// MATERIALIZED CTE, run once: as "WHERE id IN (SELECT … LIMIT n FOR
-	// UPDATE SKIP LOCKED)" PostgreSQL may rescan the subquery per row of a
-	// nested-loop semi-join, and each rescan skips the rows this statement
-	// has just updated and picks the next: n = 1 claimed two jobs.
-	claim := `WITH now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
+func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n int, from string) ([]*Claimed, []string, error) {
+	var at any // nil: the statement reads the database's clock
+	if !s.clockInDB {
+		at = s.ts(s.now())
+	}
+	rows, err := s.db.QueryContext(ctx, s.claimStatementSQL(fence), lane, at, n, from)
+	if err != nil {
+		return nil, nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+	}
+	defer rows.Close()
+	var claimed []*Claimed
+	var accounts []string
+	for rows.Next() {
+		var a inkwell.Attempt
+		var acct string
+		job, err := scanJob(withExtra{rows, []any{&a.ID, &a.AttemptNumber, &acct}})
+		if err != nil {
+			return nil, nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+		}
+		started := *job.StartedAt
+		a.JobID, a.Status, a.Lane, a.StartedAt = job.ID, inkwell.StatusRunning, lane, &started
+		claimed = append(claimed, &Claimed{Job: job, Attempt: a})
+		accounts = append(accounts, acct)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+	}
+	return claimed, accounts, nil
+}
+
+// claimStatementSQL is claimUpToStatement's statement: $1 lane, $2 the
+// store's time (NULL: the database's clock), $3 n, $4 the lane's cursor.
+func (s *Store) claimStatementSQL(fence string) string {
+	// picked reads the jobs_queued_account partial index only, and locks
+	// each job as its walk takes it (claim_fair.go). It is a MATERIALIZED
+	// CTE, run once: as "WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP
+	// LOCKED)" PostgreSQL may rescan the subquery per row of a nested-loop
+	// semi-join, and each rescan skips the rows this statement has just
+	// updated and picks the next: n = 1 claimed two jobs.
+	return `WITH RECURSIVE now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
+	` + s.fairPick("(SELECT t FROM now)") + `,
 	picked AS MATERIALIZED (
-		SELECT id AS picked_id FROM jobs WHERE status = 'queued' AND ` + readyAt("(SELECT t FROM now)") + `
-		ORDER BY id LIMIT $3` + s.dialect.claimLock + `
+		SELECT id AS picked_id, acct FROM walk WHERE id IS NOT NULL LIMIT $3
 	),
 	job AS (
 		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), ` + clearOnClaim + `
@@ -190,35 +250,8 @@ func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n in
 		FROM job
 		RETURNING job_id, id, attempt_number
 	)
-	SELECT job.*, attempt.id, attempt.attempt_number FROM job JOIN attempt ON attempt.job_id = job.id ORDER BY job.id`
-	var at any // nil: the statement reads the database's clock
-	if !s.clockInDB {
-		at = s.ts(s.now())
-	}
-	rows, err := s.db.QueryContext(ctx, claim, lane, at, n)
-	if err != nil {
-		return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
-	}
-	defer rows.Close()
-	var claimed []*Claimed
-	for rows.Next() {
-		var a inkwell.Attempt
-		job, err := scanJob(withExtra{rows, []any{&a.ID, &a.AttemptNumber}})
-		if err != nil {
-			return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
-		}
-		started := *job.StartedAt
-		a.JobID, a.Status, a.Lane, a.StartedAt = job.ID, inkwell.StatusRunning, lane, &started
-		claimed = append(claimed, &Claimed{Job: job, Attempt: a})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
-	}
-	if len(claimed) == 0 {
-		return nil, nil
-	}
-	hit(crashpoint.ClaimAfterCommit)
-	return claimed, nil
+	SELECT job.*, attempt.id, attempt.attempt_number, picked.acct
+	FROM job JOIN attempt ON attempt.job_id = job.id JOIN picked ON picked.picked_id = job.id ORDER BY job.id`
 }
 
 // clearOnClaim is what a claim clears: the last failure a rescheduled job
@@ -246,26 +279,36 @@ type withExtra struct {
 
 func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
 
-// claimJobs runs the claim's UPDATE and returns its jobs in id order.
-func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, error) {
+// claimJobs runs the claim's UPDATE, whose rows are a job and its
+// account, and returns the jobs in id order and the accounts in the same
+// order.
+func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, []string, error) {
 	rows, err := s.txQuery(ctx, tx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer rows.Close()
-	var jobs []inkwell.Job
+	type row struct {
+		job  inkwell.Job
+		acct string
+	}
+	var got []row
 	for rows.Next() {
-		job, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("claim jobs: %w", err)
+		var r row
+		if r.job, err = scanJob(withExtra{rows, []any{&r.acct}}); err != nil {
+			return nil, nil, fmt.Errorf("claim jobs: %w", err)
 		}
-		jobs = append(jobs, job)
+		got = append(got, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	slices.SortFunc(jobs, func(a, b inkwell.Job) int { return cmp.Compare(a.ID, b.ID) })
-	return jobs, nil
+	slices.SortFunc(got, func(a, b row) int { return cmp.Compare(a.job.ID, b.job.ID) })
+	jobs, accounts := make([]inkwell.Job, len(got)), make([]string, len(got))
+	for i, r := range got {
+		jobs[i], accounts[i] = r.job, r.acct
+	}
+	return jobs, accounts, nil
 }
 
 // openAttempt opens job's next attempt (highest number so far + 1), running.
