@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -20,15 +21,19 @@ func dbPath(t *testing.T) string { return filepath.Join(t.TempDir(), "inkwell.db
 
 func TestClient_SubmitWaitGet(t *testing.T) {
 	t.Parallel()
-	srv := startServe(t, dbPath(t), "127.0.0.1:0", nil, "--sim-latency", "200ms")
-	c := client.New(srv.URL)
+	srv := startServe(t, dbPath(t), "127.0.0.1:0", nil, "--sim-latency", "500ms")
+	c := client.New(srv.URL, client.WithPollWait(time.Minute))
 	ctx := t.Context()
 	req := inkwell.Request{Prompt: "a haiku about ink"}
 	sub, err := c.Submit(ctx, req)
 	if err != nil || !sub.Created || sub.Job.ID == 0 || !strings.HasPrefix(sub.Key, "ik-") {
 		t.Fatalf("Submit = %+v, %v; want a new job under a generated key", sub, err)
 	}
-	d, err := c.Wait(ctx, sub.Job.ID)
+	// The lane's completion wakes the long-poll: a wait that ran out
+	// would answer after its full minute, past this context.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	d, err := c.Wait(wctx, sub.Job.ID)
 	if err != nil || d.Job.Status != inkwell.StatusDone || d.Result == nil || d.Result.Text == "" {
 		t.Fatalf("Wait = %+v, %v; want the job done with its text", d.Job, err)
 	}
@@ -229,4 +234,35 @@ func TestClient_Token(t *testing.T) {
 	if err != nil || d.Charge == nil || d.Charge.Account != "acme" {
 		t.Fatalf("Wait = %+v, %v; want done, charged to acme", d, err)
 	}
+}
+
+// TestClient_WaitWokenByAnotherProcess: a job ended by another process
+// (`inkwell cancel` on the command line) wakes the server's long-poll:
+// through data_version on SQLite, LISTEN/NOTIFY on PostgreSQL.
+func TestClient_WaitWokenByAnotherProcess(t *testing.T) {
+	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+		srv := startServe(t, b.DSN, "127.0.0.1:0", nil, "--sim-latency", "1h", "--lane", "lane-"+b.Name)
+		c := client.New(srv.URL, client.WithPollWait(time.Minute))
+		sub, err := c.Submit(t.Context(), inkwell.Request{Prompt: "cancelled elsewhere"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		storetest.WaitFor(t, limit, "job running", func() bool {
+			d, err := c.Get(t.Context(), sub.Job.ID)
+			return err == nil && d.Job.Status == inkwell.StatusRunning
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // below the minute a wait that runs out takes
+		defer cancel()
+		got := make(chan error, 1)
+		var d inkwell.JobDetail
+		go func() {
+			var err error
+			d, err = c.Wait(ctx, sub.Job.ID)
+			got <- err
+		}()
+		runInkwell(t, "cancel", "--db", b.DSN, fmt.Sprint(sub.Job.ID))
+		if err := <-got; err != nil || d.Job.Status != inkwell.StatusFailed || d.Job.ErrorClass != inkwell.ClassCancelled {
+			t.Fatalf("Wait = %+v, %v; want failed, cancelled, woken by the other process's cancel", d.Job, err)
+		}
+	})
 }
