@@ -210,6 +210,10 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 		Name: "inkwell_answers_waiting",
 		Help: "Provider answers the lane holds and has not stored yet because the database is busy, locked or full; they are retried until stored.",
 	}, func() float64 { return float64(m.lane.AnswersWaiting()) }))
+	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "inkwell_long_polls_waiting",
+		Help: "Requests waiting in GET /v1/jobs/{id}?wait= for their job to end.",
+	}, func() float64 { return float64(m.waits.Waiters()) }))
 	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, OnCancelled: m.lane.CancelAttempt, Metrics: m.metrics, Gatherer: cfg.Registry,
 		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued, Auth: auth, Waits: m.waits})
 	if err := m.lane.Lock(ctx); err != nil {

@@ -9,13 +9,17 @@
 // that runs out, never a wrong answer. It imports nothing of Inkwell's.
 package jobwait
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Hub wakes the waiters of a job. The zero value is not usable; use New.
 type Hub struct {
-	mu     sync.Mutex
-	waits  map[int64]*wait
-	closed bool
+	mu      sync.Mutex
+	waits   map[int64]*wait
+	closed  bool
+	waiters atomic.Int64 // subscribed, not yet released
 }
 
 // wait is one job's waiters: ch is closed to wake them all; n counts
@@ -48,11 +52,13 @@ func (h *Hub) Subscribe(id int64) (woken <-chan struct{}, release func()) {
 		h.waits[id] = w
 	}
 	w.n++
+	h.waiters.Add(1)
 	var once sync.Once
 	return w.ch, func() { once.Do(func() { h.release(id, w) }) }
 }
 
 func (h *Hub) release(id int64, w *wait) {
+	h.waiters.Add(-1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w.n--
@@ -116,3 +122,7 @@ func (h *Hub) Len() int {
 	defer h.mu.Unlock()
 	return len(h.waits)
 }
+
+// Waiters is the number of waiters subscribed now (a job may have many):
+// serve's gauge inkwell_long_polls_waiting.
+func (h *Hub) Waiters() int64 { return h.waiters.Load() }

@@ -32,9 +32,12 @@ func TestHub(t *testing.T) {
 		if got := h.IDs(); len(got) != 1 || got[0] != 2 {
 			t.Errorf("IDs = %v, want [2]", got)
 		}
+		if n := h.Waiters(); n != 1 {
+			t.Errorf("Waiters = %d with one left, want 1", n)
+		}
 		rb()
-		if h.Len() != 0 {
-			t.Errorf("Len = %d after every waiter left, want 0", h.Len())
+		if h.Len() != 0 || h.Waiters() != 0 {
+			t.Errorf("Len = %d, Waiters = %d after every waiter left, want 0, 0", h.Len(), h.Waiters())
 		}
 	})
 	t.Run("ReleaseFreesTheEntry", func(t *testing.T) {
