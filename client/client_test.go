@@ -109,10 +109,7 @@ func TestClient_WaitResumesAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.WaitFor(t, limit, "job running", func() bool {
-		d, err := c.Get(ctx, sub.Job.ID)
-		return err == nil && d.Job.Status == inkwell.StatusRunning
-	})
+	waitRunning(t, c, sub.Job.ID)
 	type waited struct {
 		d   inkwell.JobDetail
 		err error
@@ -189,10 +186,7 @@ func TestClient_TooManyHonoursRetryAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.WaitFor(t, limit, "first job running", func() bool {
-		d, err := c.Get(ctx, running.Job.ID)
-		return err == nil && d.Job.Status == inkwell.StatusRunning
-	})
+	waitRunning(t, c, running.Job.ID)
 	queued, err := c.Submit(ctx, inkwell.Request{Prompt: "queued"})
 	if err != nil {
 		t.Fatal(err)
@@ -247,10 +241,7 @@ func TestClient_WaitWokenByAnotherProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		storetest.WaitFor(t, limit, "job running", func() bool {
-			d, err := c.Get(t.Context(), sub.Job.ID)
-			return err == nil && d.Job.Status == inkwell.StatusRunning
-		})
+		waitRunning(t, c, sub.Job.ID)
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // below the minute a wait that runs out takes
 		defer cancel()
 		got := make(chan error, 1)
@@ -264,5 +255,14 @@ func TestClient_WaitWokenByAnotherProcess(t *testing.T) {
 		if err := <-got; err != nil || d.Job.Status != inkwell.StatusFailed || d.Job.ErrorClass != inkwell.ClassCancelled {
 			t.Fatalf("Wait = %+v, %v; want failed, cancelled, woken by the other process's cancel", d.Job, err)
 		}
+	})
+}
+
+// waitRunning waits until the job's call is in flight.
+func waitRunning(t *testing.T, c *client.Client, id int64) {
+	t.Helper()
+	storetest.WaitFor(t, limit, "job running", func() bool {
+		d, err := c.Get(t.Context(), id)
+		return err == nil && d.Job.Status == inkwell.StatusRunning
 	})
 }

@@ -53,7 +53,14 @@ func (s *Server) showWaiting(w http.ResponseWriter, r *http.Request, id int64, w
 	if wait <= 0 {
 		return s.showOwned(r.Context(), id)
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + waitWriteMargin))
+	// The server's ReadTimeout and WriteTimeout are shorter than a wait.
+	// Past the read deadline, net/http's watch for a client that hangs up
+	// fails and cancels the request's context as if it had: push both
+	// deadlines past the wait (the next request on the connection gets
+	// the server's own again).
+	rc, until := http.NewResponseController(w), time.Now().Add(wait+waitWriteMargin)
+	_ = rc.SetReadDeadline(until)
+	_ = rc.SetWriteDeadline(until)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {

@@ -119,3 +119,22 @@ func TestShow_WaitBadValueIsRefused(t *testing.T) {
 		t.Errorf("hub holds %d jobs after refusals, want 0", n)
 	}
 }
+
+// TestShow_WaitOutlivesTheServersTimeouts: serve's http.Server has read
+// and write timeouts shorter than a long wait; the long-poll pushes them
+// back, so its context is not cancelled when they pass and it answers
+// with the job when the wait runs out.
+func TestShow_WaitOutlivesTheServersTimeouts(t *testing.T) {
+	t.Parallel()
+	e, _ := setupWaits(t)
+	e.srv.Close()
+	e.srv = httptest.NewUnstartedServer(e.api)
+	e.srv.Config.ReadTimeout, e.srv.Config.WriteTimeout = 100*time.Millisecond, 100*time.Millisecond
+	e.srv.Start()
+	t.Cleanup(e.srv.Close)
+	id := e.post("wait-long", `{"prompt":"longer than the timeouts"}`).detail(t).Job.ID
+	r := <-e.waitGet(t.Context(), id, "1s")
+	if r.status != http.StatusOK || r.detail(t).Job.Status != inkwell.StatusQueued {
+		t.Fatalf("long-poll past the server's timeouts answered %d %q, want 200 with the job queued", r.status, r.body)
+	}
+}
