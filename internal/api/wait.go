@@ -53,14 +53,12 @@ func (s *Server) showWaiting(w http.ResponseWriter, r *http.Request, id int64, w
 	if wait <= 0 {
 		return s.showOwned(r.Context(), id)
 	}
-	// The server's ReadTimeout and WriteTimeout are shorter than a wait.
-	// Past the read deadline, net/http's watch for a client that hangs up
-	// fails and cancels the request's context as if it had: push both
-	// deadlines past the wait (the next request on the connection gets
-	// the server's own again).
-	rc, until := http.NewResponseController(w), time.Now().Add(wait+waitWriteMargin)
-	_ = rc.SetReadDeadline(until)
-	_ = rc.SetWriteDeadline(until)
+	// serve's WriteTimeout is shorter than a long wait: push the write
+	// deadline past it (the next request on the connection gets the
+	// server's own again). The read deadline needs nothing: net/http
+	// clears it while the handler runs and watches for a client that
+	// hangs up.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + waitWriteMargin))
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {

@@ -121,9 +121,9 @@ func TestShow_WaitBadValueIsRefused(t *testing.T) {
 }
 
 // TestShow_WaitOutlivesTheServersTimeouts: serve's http.Server has read
-// and write timeouts shorter than a long wait; the long-poll pushes them
-// back, so its context is not cancelled when they pass and it answers
-// with the job when the wait runs out.
+// and write timeouts shorter than a long wait; the long-poll still answers
+// with the job when the wait runs out (its write deadline pushed back; a
+// read deadline that passed does not end it).
 func TestShow_WaitOutlivesTheServersTimeouts(t *testing.T) {
 	t.Parallel()
 	e, _ := setupWaits(t)
