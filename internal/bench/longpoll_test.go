@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/client"
 )
 
 // BenchmarkServeLongPolls: a real `inkwell serve` (SQLite) with 10,000
@@ -58,32 +60,32 @@ func BenchmarkServeLongPolls(b *testing.B) {
 	}
 }
 
-// longPollAll starts one long-poll per job 1..n, each on its own
-// connection; the WaitGroup is done when every one has its answer.
+// longPollAll starts one client per job 1..n, each waiting with the Go
+// client's Wait (long-polls of 60 s, asked again when one runs out or its
+// connection is cut), each on its own connection; the WaitGroup is done
+// when every one has seen its job end.
 func longPollAll(b *testing.B, url string, n int) *sync.WaitGroup {
 	tr := &http.Transport{MaxIdleConnsPerHost: n}
 	b.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: tr}
+	c := client.New(url, client.WithHTTPClient(&http.Client{Transport: tr}), client.WithPollWait(time.Minute))
 	var wg sync.WaitGroup
 	for id := 1; id <= n; id++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := hc.Get(fmt.Sprintf("%s/v1/jobs/%d?wait=60s", url, id))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			defer resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				b.Errorf("long-poll job %d: %d", id, resp.StatusCode)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			if d, err := c.Wait(ctx, int64(id)); err != nil || d.Job.Status != inkwell.StatusFailed {
+				b.Errorf("wait for job %d: %s, %v", id, d.Job.Status, err)
 			}
 		}()
 	}
 	return &wg
 }
 
-// waitGauge waits until serve's /metrics shows gauge at want.
+// waitGauge waits until serve's /metrics shows gauge at want (a client
+// asking again after its poll ran out is away for a moment: the next look
+// sees it back).
 func waitGauge(b *testing.B, url, gauge string, want int) {
 	b.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
