@@ -64,7 +64,7 @@ func (s *Server) showWaiting(w http.ResponseWriter, r *http.Request, id int64, w
 	for {
 		woken, release := s.cfg.Waits.Subscribe(id)
 		d, err := s.showOwned(r.Context(), id)
-		if err != nil || ended(d.Job.Status) {
+		if err != nil || ended(d.Job.Status) || s.cfg.Waits.Closed() { // closed: the server is stopping
 			release()
 			return d, err
 		}

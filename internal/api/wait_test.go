@@ -127,14 +127,30 @@ func TestShow_WaitBadValueIsRefused(t *testing.T) {
 func TestShow_WaitOutlivesTheServersTimeouts(t *testing.T) {
 	t.Parallel()
 	e, _ := setupWaits(t)
+	id := e.post("wait-long", `{"prompt":"longer than the timeouts"}`).detail(t).Job.ID
 	e.srv.Close()
 	e.srv = httptest.NewUnstartedServer(e.api)
-	e.srv.Config.ReadTimeout, e.srv.Config.WriteTimeout = 100*time.Millisecond, 100*time.Millisecond
+	e.srv.Config.ReadTimeout, e.srv.Config.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
 	e.srv.Start()
 	t.Cleanup(e.srv.Close)
-	id := e.post("wait-long", `{"prompt":"longer than the timeouts"}`).detail(t).Job.ID
-	r := <-e.waitGet(t.Context(), id, "1s")
+	r := <-e.waitGet(t.Context(), id, "3s")
 	if r.status != http.StatusOK || r.detail(t).Job.Status != inkwell.StatusQueued {
 		t.Fatalf("long-poll past the server's timeouts answered %d %q, want 200 with the job queued", r.status, r.body)
+	}
+}
+
+// TestShow_WaitAnswersAtShutdown: the hub closed (serve is stopping)
+// answers every waiting request at once with the job as it is.
+func TestShow_WaitAnswersAtShutdown(t *testing.T) {
+	t.Parallel()
+	e, hub := setupWaits(t)
+	id := e.post("wait-stop", `{"prompt":"still queued"}`).detail(t).Job.ID
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // far below the 60 s asked for
+	defer cancel()
+	got := e.waitGet(ctx, id, "60s")
+	storetest.WaitFor(t, 10*time.Second, "the long-poll waiting", func() bool { return hub.Len() == 1 })
+	hub.Close()
+	if r := <-got; r.status != http.StatusOK || r.detail(t).Job.Status != inkwell.StatusQueued {
+		t.Fatalf("long-poll at shutdown answered %d %s, want 200 with the job queued", r.status, r.body)
 	}
 }

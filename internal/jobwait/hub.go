@@ -104,6 +104,14 @@ func (h *Hub) Close() {
 	h.wakeAll()
 }
 
+// Closed reports whether Close was called: a woken waiter then answers
+// with what it has instead of waiting again.
+func (h *Hub) Closed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
 // IDs returns the ids with at least one waiter, in no order: the store's
 // SQLite watch reads only these jobs when the database changed.
 func (h *Hub) IDs() []int64 {
