@@ -47,17 +47,19 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// handleShow is GET /v1/jobs/{id}.
+// handleShow is GET /v1/jobs/{id}; with ?wait=30s a long-poll (wait.go).
 func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	d, err := s.cfg.Store.Show(r.Context(), id)
-	if err == nil && !ownedBy(principalOf(r.Context()), d.Job) {
-		err = inkwell.Errorf(inkwell.ENOTFOUND, "job %d not found", id) // as for a job that does not exist
+	wait, err := waitParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	d, err := s.showWaiting(w, r, id, wait)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -128,6 +130,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.cfg.Waits.Wake(id) // committed: its long-polls answer now
 	switch {
 	case c.Attempt != 0:
 		s.log.InfoContext(r.Context(), "job cancelled while running; aborting its provider call", "job_id", id, "attempt_id", c.Attempt)

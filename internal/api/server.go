@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/jobwait"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -54,6 +55,10 @@ type Config struct {
 	// loopback only). Tokens defaults to Store when it can verify tokens.
 	Auth   AuthMode
 	Tokens tokenStore
+	// Waits is the hub long-polls wait on (GET /v1/jobs/{id}?wait=): a
+	// cancel here wakes it; serve wakes it from the lane and the store's
+	// watch too. nil: a hub of the server's own.
+	Waits *jobwait.Hub
 	// AuthRecheck is how long auto mode trusts "no token exists" before
 	// reading again (default 2s; once a token exists it never reads again).
 	AuthRecheck time.Duration
@@ -95,6 +100,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Tokens == nil && mode != AuthOff {
 		panic("api.New: --auth " + string(mode) + " needs a Store that verifies tokens (or Config.Tokens)")
+	}
+	if cfg.Waits == nil {
+		cfg.Waits = jobwait.New()
 	}
 	if cfg.AuthRecheck <= 0 {
 		cfg.AuthRecheck = authRecheckDefault

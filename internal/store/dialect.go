@@ -65,6 +65,9 @@ type dialect struct {
 	// that processes started together migrate one after another. SQLite
 	// needs none: BEGIN IMMEDIATE already serializes them.
 	migrateLock string
+	// notify: a job's end is announced with pg_notify in its transaction
+	// (ended.go); without it, WatchEnded reads data_version (SQLite).
+	notify bool
 }
 
 // laneLockKind names a kind of lane lock.

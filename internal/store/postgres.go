@@ -38,6 +38,7 @@ var postgresDialect = dialect{
 	lockKind:    lockAdvisory,
 	lockLane:    (*Store).lockLanePostgres,
 	rescue:      true,
+	notify:      true,
 	snapshot:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 	integrity:   postgresIntegrity,
 

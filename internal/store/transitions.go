@@ -545,6 +545,9 @@ func (s *Store) cancelOnce(ctx context.Context, jobID int64, by string) (Cancell
 		if err := s.execOne(ctx, tx, cancelJob, msg, s.ts(now), jobID, cur.Status); err != nil {
 			return fmt.Errorf("cancel job %d: %w", jobID, err)
 		}
+		if err := s.notifyEnded(ctx, tx, []int64{jobID}); err != nil {
+			return err
+		}
 		out.Job, err = s.jobTx(ctx, tx, jobID)
 		return err
 	}, "", crashpoint.CancelAfterCommit)
