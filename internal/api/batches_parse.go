@@ -56,7 +56,7 @@ func parseBatch(w http.ResponseWriter, r *http.Request) (store.BatchParams, erro
 	seen := map[string]int{} // custom_id -> line
 	first := 0               // the line that set p.Account
 	sc := bufio.NewScanner(http.MaxBytesReader(w, r.Body, MaxBatchBytes))
-	sc.Buffer(make([]byte, 0, 64<<10), MaxBatchLineBytes)
+	sc.Buffer(make([]byte, 0, 16<<10), MaxBatchLineBytes) // grows up to the limit, never past it
 	n := 0
 	for sc.Scan() {
 		n++
