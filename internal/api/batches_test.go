@@ -266,3 +266,69 @@ func TestBatch_AtTheLineLimit(t *testing.T) {
 		t.Fatalf("%d lines: %d %.300s, want 201 with every line queued", api.MaxBatchLines, r.status, r.body)
 	}
 }
+
+func (se *secEnv) submitBatch(token, key, body string, want int) api.BatchResponse {
+	se.t.Helper()
+	r := se.req(http.MethodPost, "/v1/batches", "Bearer "+token, map[string]string{"Idempotency-Key": key, "Content-Type": "application/jsonl"}, []byte(body))
+	if r.status != want {
+		se.t.Fatalf("POST /v1/batches %s = %d %s, want %d", key, r.status, r.body, want)
+	}
+	if want >= 400 {
+		return api.BatchResponse{}
+	}
+	return r.batch(se.t)
+}
+
+// TestBatch_ClientScope: with tokens in force the token's account pays for
+// every line and owns the batch; another account's client token cannot
+// see it (404, as for no such batch); a line naming another account is
+// 403 naming the line; the same batch key under two accounts is two
+// batches.
+func TestBatch_ClientScope(t *testing.T) {
+	t.Parallel()
+	se := setupSecurity(t, api.AuthAuto)
+	path := fmt.Sprintf("/v1/batches/%d", se.acmeBatch)
+	if r := se.req(http.MethodGet, path, "Bearer "+se.acme, nil, nil); r.status != http.StatusOK || r.batch(t).Account != "acme" {
+		t.Errorf("acme reads its batch: %d %s, want 200 of account acme", r.status, r.body)
+	}
+	for _, p := range []string{path, path + "/output"} {
+		r := se.req(http.MethodGet, p, "Bearer "+se.globex, nil, nil)
+		if e := assertError(t, r, http.StatusNotFound, inkwell.ENOTFOUND); !strings.Contains(e.Message, "not found") {
+			t.Errorf("globex reads acme's %s: %q, want worded as no such batch", p, e.Message)
+		}
+		if r := se.req(http.MethodGet, p, "Bearer "+se.operator, nil, nil); r.status != http.StatusOK {
+			t.Errorf("operator reads %s: %d %s, want 200", p, r.status, r.body)
+		}
+	}
+	var accounts []string
+	rows, err := se.st.DB().Query(`SELECT DISTINCT payload FROM jobs WHERE batch_id = ?`, se.acmeBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		accounts = append(accounts, p)
+	}
+	rows.Close()
+	for _, p := range accounts {
+		if !strings.Contains(p, `"account":"acme"`) {
+			t.Errorf("a job of acme's batch has payload %s, want account acme", p)
+		}
+	}
+
+	before := se.snapshot()
+	body := batchBody(1) + batchLine("other", `{"prompt":"p","account":"globex"}`) + "\n"
+	r := se.req(http.MethodPost, "/v1/batches", "Bearer "+se.acme, map[string]string{"Idempotency-Key": "mixed", "Content-Type": "application/jsonl"}, []byte(body))
+	if e := assertError(t, r, http.StatusForbidden, inkwell.EFORBIDDEN); !strings.HasPrefix(e.Message, "line 2: body:") {
+		t.Errorf("line naming another account: %q, want it to name line 2", e.Message)
+	}
+	se.assertUnchanged(before)
+
+	g := se.submitBatch(se.globex, "acme-batch", batchBody(2), http.StatusCreated)
+	if g.ID == se.acmeBatch || g.Account != "globex" {
+		t.Errorf("globex under acme's batch key: batch %d of %s, want a new batch of globex", g.ID, g.Account)
+	}
+}
