@@ -7,6 +7,8 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/inkwell/inkwell"
@@ -132,8 +134,8 @@ func checkBatchTarget(in batchInputLine) error {
 		return inkwell.Errorf(inkwell.EINVALID, "custom_id is required: a string naming the line, unique in the batch")
 	case len(*in.CustomID) > MaxCustomIDBytes:
 		return inkwell.Errorf(inkwell.EINVALID, "custom_id is %d bytes; at most %d", len(*in.CustomID), MaxCustomIDBytes)
-	case bytes.ContainsRune([]byte(*in.CustomID), 0):
-		return inkwell.Errorf(inkwell.EINVALID, "custom_id must not contain NUL")
+	case strings.ContainsFunc(*in.CustomID, unicode.IsControl):
+		return inkwell.Errorf(inkwell.EINVALID, "custom_id must not contain control characters (it becomes part of the job's key)")
 	case in.Method != http.MethodPost:
 		return inkwell.Errorf(inkwell.EINVALID, "method must be \"POST\", not %q", in.Method)
 	case in.URL != batchJobsURL:

@@ -152,6 +152,7 @@ func TestBatch_BadInputWritesNothing(t *testing.T) {
 		{"unknown field", "k", "application/jsonl", `{"custom_id":"a","method":"POST","url":"/v1/jobs","body":{"prompt":"p"},"x":1}`, 400, inkwell.EINVALID, []string{"line 1", `"x"`}},
 		{"no custom_id", "k", "application/jsonl", good + "\n" + `{"method":"POST","url":"/v1/jobs","body":{"prompt":"p"}}`, 400, inkwell.EINVALID, []string{"line 2", "custom_id"}},
 		{"long custom_id", "k", "application/jsonl", batchLine(strings.Repeat("c", api.MaxCustomIDBytes+1), `{"prompt":"p"}`), 400, inkwell.EINVALID, []string{"line 1", "custom_id"}},
+		{"control in custom_id", "k", "application/jsonl", batchLine("a\nb", `{"prompt":"p"}`), 400, inkwell.EINVALID, []string{"line 1", "custom_id", "control"}},
 		{"duplicate custom_id", "k", "application/jsonl", good + "\n" + batchLine("b", `{"prompt":"q"}`) + "\n\n" + good, 400, inkwell.EINVALID, []string{"line 4", "repeats line 1"}},
 		{"method", "k", "application/jsonl", `{"custom_id":"a","method":"GET","url":"/v1/jobs","body":{"prompt":"p"}}`, 400, inkwell.EINVALID, []string{"line 1", "method"}},
 		{"url", "k", "application/jsonl", `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"prompt":"p"}}`, 400, inkwell.EINVALID, []string{"line 1", "url"}},
