@@ -126,3 +126,35 @@ func TestStore_BatchNotFound(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_BatchJobsOfTheBatchAccount: every job of a batch names the
+// batch's account in its payload and, where jobs has an account column
+// (keys unique per account, migration 0008), in that column too: a batch
+// written without it would file acme's jobs under the default account.
+func TestStore_BatchJobsOfTheBatchAccount(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		p := batchParams("acme-batch", "x", "y")
+		p.Account = "acme"
+		for i := range p.Lines {
+			p.Lines[i].Payload, _ = json.Marshal(inkwell.Request{Prompt: "p " + p.Lines[i].CustomID, Account: "acme", MaxWords: 5})
+			p.Lines[i].RequestHash = inkwell.RequestHash(p.Lines[i].Payload)
+		}
+		p.RequestHash = store.BatchHash(p.Lines)
+		b := mustAcceptBatch(t, s, p)
+		rows := dumpOf(t, s.DB(), "jobs")["jobs"]
+		if len(rows) != 2 {
+			t.Fatalf("jobs = %d rows, want 2", len(rows))
+		}
+		for _, row := range rows {
+			for _, col := range row {
+				switch {
+				case strings.HasPrefix(col, "account=") && col != "account=acme",
+					strings.HasPrefix(col, "payload=") && !strings.Contains(col, `"account":"acme"`),
+					strings.HasPrefix(col, "batch_id=") && col != fmt.Sprintf("batch_id=%d", b.ID):
+					t.Errorf("a job of acme's batch %d has %s; want acme's, of batch %d (row %q)", b.ID, col, b.ID, row)
+				}
+			}
+		}
+	})
+}
