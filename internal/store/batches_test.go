@@ -64,7 +64,7 @@ func TestStore_BatchKeyHeld(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, s *store.Store) {
 		mustAcceptBatch(t, s, batchParams("first", "a"))
 		held := store.BatchJobKey(2, "b")
-		if _, err := s.WriteDB().Exec(`INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at) VALUES ('`+held+`', 'h', '{}', 'failed', '2026-01-01T00:00:00.000000Z')`); err != nil {
+		if _, err := s.WriteDB().Exec(`INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at) VALUES ('` + held + `', 'h', '{}', 'failed', '2026-01-01T00:00:00.000000Z')`); err != nil {
 			t.Fatal(err)
 		}
 		before := dumpOf(t, s.DB(), append(dumpTables, "batches")...)
