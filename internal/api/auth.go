@@ -25,6 +25,8 @@ import (
 //	GET  /v1/jobs/{id}             401        own account's jobs  every job
 //	POST /v1/jobs/{id}/retry       401        403                 yes
 //	POST /v1/jobs/{id}/cancel      401        403                 yes
+//	POST /v1/batches               401        own account         own account
+//	GET  /v1/batches/{id}[/output] 401        own account's       every batch
 //	GET  /v1/overview, /metrics    401        403                 yes
 //	GET  /, /jobs/{id} (dashboard) 401        403                 yes
 //

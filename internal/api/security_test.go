@@ -39,17 +39,20 @@ import (
 // tokens are in force. A route missing here fails the battery: a new
 // route must say who may call it.
 var routeAccess = map[string]string{
-	"POST /v1/jobs":             "client",
-	"GET /v1/jobs/{id}":         "client",
-	"POST /v1/jobs/{id}/retry":  "operator",
-	"POST /v1/jobs/{id}/cancel": "operator",
-	"GET /healthz":              "public",
-	"GET /readyz":               "public",
-	"GET /v1/overview":          "operator",
-	"GET /metrics":              "operator",
-	"GET /{$}":                  "operator",
-	"GET /jobs/{id}":            "operator",
-	"GET /static/":              "public",
+	"POST /v1/jobs":               "client",
+	"GET /v1/jobs/{id}":           "client",
+	"POST /v1/jobs/{id}/retry":    "operator",
+	"POST /v1/jobs/{id}/cancel":   "operator",
+	"POST /v1/batches":            "client",
+	"GET /v1/batches/{id}":        "client",
+	"GET /v1/batches/{id}/output": "client",
+	"GET /healthz":                "public",
+	"GET /readyz":                 "public",
+	"GET /v1/overview":            "operator",
+	"GET /metrics":                "operator",
+	"GET /{$}":                    "operator",
+	"GET /jobs/{id}":              "operator",
+	"GET /static/":                "public",
 }
 
 // registeredRoutes reads the patterns routes.go registers.
@@ -77,6 +80,7 @@ type secEnv struct {
 	logs                            *syncBuffer
 	operator, acme, globex, revoked string
 	acmeJob, globexJob, failedJob   int64
+	acmeBatch                       int64
 	secrets                         []string
 }
 
@@ -131,6 +135,7 @@ func setupSecurity(t *testing.T, mode api.AuthMode) *secEnv {
 	if _, err := e.st.Cancel(ctx, se.failedJob, "test"); err != nil {
 		t.Fatal(err)
 	}
+	se.acmeBatch = se.submitBatch(se.acme, "acme-batch", batchBody(2), http.StatusCreated).ID
 	return se
 }
 
@@ -186,6 +191,12 @@ func (se *secEnv) request(pattern string, id int64, key string) (method, path st
 	if pattern == "POST /v1/jobs" {
 		return method, path, map[string]string{"Idempotency-Key": key}, []byte(`{"prompt":"a poem"}`)
 	}
+	if strings.HasPrefix(pattern, "GET /v1/batches/") {
+		path = strings.ReplaceAll(pattern[len("GET "):], "{id}", fmt.Sprint(se.acmeBatch))
+	}
+	if pattern == "POST /v1/batches" {
+		return method, path, map[string]string{"Idempotency-Key": key, "Content-Type": "application/jsonl"}, []byte(batchBody(1))
+	}
 	return method, path, nil, nil
 }
 
@@ -238,7 +249,7 @@ func TestSecurity_EveryRoute(t *testing.T) {
 		// a refusal.
 		method, path, header, body := se.request(pattern, se.acmeJob, fmt.Sprintf("globex-%d", i))
 		want := map[string]int{"public": http.StatusOK, "operator": http.StatusForbidden, "client": http.StatusNotFound}[level]
-		if pattern == "POST /v1/jobs" {
+		if strings.HasPrefix(pattern, "POST /v1/") && level == "client" {
 			want = http.StatusCreated
 		}
 		before := se.snapshot()

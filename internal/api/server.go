@@ -23,6 +23,7 @@ type jobStore interface {
 	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
 	Cancel(ctx context.Context, id int64, by string) (store.Cancelled, error)
 	operatorStore // the dashboard's, /v1/overview's and /metrics' reads
+	batchStore    // POST /v1/batches and its reads (batches.go)
 }
 
 // Config configures a Server.
