@@ -14,6 +14,7 @@ import (
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/worker"
 	"github.com/prometheus/client_golang/prometheus"
@@ -209,7 +210,8 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 		Help: "Provider answers the lane holds and has not stored yet because the database is busy, locked or full; they are retried until stored.",
 	}, func() float64 { return float64(m.lane.AnswersWaiting()) }))
 	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, OnCancelled: m.lane.CancelAttempt, Metrics: m.metrics, Gatherer: cfg.Registry,
-		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued, Auth: auth})
+		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued, Auth: auth,
+		WorstCase: func(req inkwell.Request) int64 { return provider.WorstCaseMicros(cfg.Provider, req) }})
 	if err := m.lane.Lock(ctx); err != nil {
 		m.Close()
 		return nil, err

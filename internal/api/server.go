@@ -21,6 +21,7 @@ type jobStore interface {
 	Show(ctx context.Context, id int64) (inkwell.JobDetail, error)
 	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
 	Cancel(ctx context.Context, id int64, by string) (store.Cancelled, error)
+	Account(ctx context.Context, name string) (store.Account, error) // its rpm, for admission
 	operatorStore // the dashboard's, /v1/overview's and /metrics' reads
 }
 
@@ -57,6 +58,13 @@ type Config struct {
 	// AuthRecheck is how long auto mode trusts "no token exists" before
 	// reading again (default 2s; once a token exists it never reads again).
 	AuthRecheck time.Duration
+	// WorstCase is the most a request can cost (provider.WorstCaseMicros
+	// for the serve's provider): accept reserves it against the account's
+	// budget (DESIGN.md §10). nil reserves 0.
+	WorstCase func(inkwell.Request) int64
+	// RPMRecheck is how long an account's rpm is trusted before it is read
+	// again (default 5s).
+	RPMRecheck time.Duration
 }
 
 // Server is Inkwell's HTTP handler.
@@ -65,8 +73,9 @@ type Server struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	ready atomic.Bool
-	pages pages
-	auth  *authGate
+	pages  pages
+	auth   *authGate
+	limits *accountLimits
 }
 
 // New returns a Server; it is not ready (GET /readyz answers 503) until
@@ -100,7 +109,7 @@ func New(cfg Config) *Server {
 		cfg.AuthRecheck = authRecheckDefault
 	}
 	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages(),
-		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}}
+		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, limits: newAccountLimits(cfg.RPMRecheck)}
 	s.routes()
 	return s
 }
