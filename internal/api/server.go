@@ -22,7 +22,7 @@ type jobStore interface {
 	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
 	Cancel(ctx context.Context, id int64, by string) (store.Cancelled, error)
 	Account(ctx context.Context, name string) (store.Account, error) // its rpm, for admission
-	operatorStore // the dashboard's, /v1/overview's and /metrics' reads
+	operatorStore                                                    // the dashboard's, /v1/overview's and /metrics' reads
 }
 
 // Config configures a Server.
@@ -69,10 +69,10 @@ type Config struct {
 
 // Server is Inkwell's HTTP handler.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	mux   *http.ServeMux
-	ready atomic.Bool
+	cfg    Config
+	log    *slog.Logger
+	mux    *http.ServeMux
+	ready  atomic.Bool
 	pages  pages
 	auth   *authGate
 	limits *accountLimits

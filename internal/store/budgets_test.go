@@ -32,7 +32,6 @@ func withBudget(t *testing.T, s *store.Store, micros *int64) {
 	}
 }
 
-
 // budgetParams is an accept of key for acme, reserving cost.
 func budgetParams(key string, cost int64) store.AcceptParams {
 	payload, _ := json.Marshal(inkwell.Request{Prompt: "a poem for " + key, Account: budgetAccount, MaxWords: inkwell.DefaultMaxWords})
@@ -256,7 +255,7 @@ func TestBudget_ReleaseByClass(t *testing.T) {
 			if _, err := s.Cancel(t.Context(), queued.ID, "test"); err != nil {
 				t.Fatal(err)
 			}
-			wantReservation(t, s, queued.ID, store.ReservationReleased, 3_000) // never sent
+			wantReservation(t, s, queued.ID, store.ReservationReleased, 3_000)  // never sent
 			if _, err := s.Cancel(t.Context(), queued.ID, "test"); err != nil { // a re-sent cancel
 				t.Fatal(err)
 			}
