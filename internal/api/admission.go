@@ -79,11 +79,11 @@ type admission struct {
 // frees up. The refusal applies to a new key only: the store still
 // answers a re-send (store.AcceptParams.Refuse).
 func (s *Server) admit(ctx context.Context, account string) (admission, error) {
-	rpm, err := s.limits.rpmOf(ctx, s.cfg.Store, account)
+	rpm, err := s.rpm.rpmOf(ctx, s.cfg.Store, account)
 	if err != nil {
 		return admission{}, err
 	}
-	ticket, wait, ok := s.limits.window.Take(account, rpm)
+	ticket, wait, ok := s.rpm.window.Take(account, rpm)
 	if ok {
 		return admission{account: account, ticket: ticket}, nil
 	}
@@ -94,7 +94,7 @@ func (s *Server) admit(ctx context.Context, account string) (admission, error) {
 // admitted gives the place back when the request created no job.
 func (s *Server) admitted(a admission, created bool) {
 	if !created {
-		s.limits.window.GiveBack(a.account, a.ticket)
+		s.rpm.window.GiveBack(a.account, a.ticket)
 	}
 }
 

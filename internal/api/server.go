@@ -21,8 +21,9 @@ type jobStore interface {
 	Show(ctx context.Context, id int64) (inkwell.JobDetail, error)
 	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
 	Cancel(ctx context.Context, id int64, by string) (store.Cancelled, error)
-	Account(ctx context.Context, name string) (store.Account, error) // its rpm, for admission
-	operatorStore                                                    // the dashboard's, /v1/overview's and /metrics' reads
+	// Account is read for its rpm, at admission (admission.go).
+	Account(ctx context.Context, name string) (store.Account, error)
+	operatorStore // the dashboard's, /v1/overview's and /metrics' reads
 }
 
 // Config configures a Server.
@@ -69,13 +70,13 @@ type Config struct {
 
 // Server is Inkwell's HTTP handler.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	mux    *http.ServeMux
-	ready  atomic.Bool
-	pages  pages
-	auth   *authGate
-	limits *accountLimits
+	cfg   Config
+	log   *slog.Logger
+	mux   *http.ServeMux
+	ready atomic.Bool
+	pages pages
+	auth  *authGate
+	rpm   *accountLimits // per-account rpm at admission (admission.go)
 }
 
 // New returns a Server; it is not ready (GET /readyz answers 503) until
@@ -109,7 +110,7 @@ func New(cfg Config) *Server {
 		cfg.AuthRecheck = authRecheckDefault
 	}
 	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages(),
-		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, limits: newAccountLimits(cfg.RPMRecheck)}
+		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, rpm: newAccountLimits(cfg.RPMRecheck)}
 	s.routes()
 	return s
 }
