@@ -86,7 +86,7 @@ Release closes the open budget reservation of failed jobs whose provider
 call may have been billed (a timeout, a shutdown, a worker restart, a
 cancel while running, an answer Inkwell could not read or store): Inkwell
 keeps their reservation because it cannot know. Check with the provider
-first (the job's provider key is in 'inkwell show ID'); release when it
+first (its records for the job's idempotency key); release when it
 did not bill, or when you accept the risk. A later retry of the job
 reserves again.
 
