@@ -110,7 +110,16 @@ func (s *Store) unreserveTx(ctx context.Context, tx *sql.Tx, account string, mic
 	return nil
 }
 
-const reservationQuery = `SELECT reservation_micros, reservation_account, reservation_state FROM jobs WHERE id = $1`
+// reservationColumns are a job's reservation, as scanReservation reads them.
+const reservationColumns = `reservation_micros, reservation_account, reservation_state`
+
+const reservationQuery = `SELECT ` + reservationColumns + ` FROM jobs WHERE id = $1`
+
+// settleOnDone is the completion's part of its job UPDATE: an open
+// reservation becomes settled. A running job's reservation is open, or
+// none (or released, when a retry found no account row to reserve on), so
+// a job the completion returns as settled was open until this statement.
+const settleOnDone = `reservation_state = CASE WHEN reservation_state = 'open' THEN 'settled' ELSE reservation_state END`
 
 // reservationTx reads job's reservation.
 func (s *Store) reservationTx(ctx context.Context, tx *sql.Tx, jobID int64) (Reservation, error) {
@@ -149,18 +158,23 @@ func (s *Store) closeReservationTx(ctx context.Context, tx *sql.Tx, r Reservatio
 	return nil
 }
 
-// settleTx is the completion's part: the job's reservation becomes its
-// charge (reserved -= reservation, spent += amount).
-func (s *Store) settleTx(ctx context.Context, tx *sql.Tx, jobID int64, account string, amount int64) error {
-	r, err := s.reservationTx(ctx, tx, jobID)
-	if err != nil {
-		return err
+// settleTx is the rest of the completion's part, after its job UPDATE
+// settled r (settleOnDone): the reservation becomes the charge on the
+// account (reserved -= reservation, spent += amount), in one UPDATE when
+// both are the same account.
+func (s *Store) settleTx(ctx context.Context, tx *sql.Tx, r Reservation, account string, amount int64) error {
+	const settle = `UPDATE accounts SET reserved_micros = reserved_micros - $2, spent_micros = spent_micros + $3 WHERE name = $1`
+	if r.State == ReservationSettled && r.Account != account {
+		if _, err := s.txExec(ctx, tx, settle, r.Account, r.Micros, 0); err != nil {
+			return fmt.Errorf("complete job %d: settle on account %q: %w", r.JobID, r.Account, err)
+		}
+		r.Micros = 0
 	}
-	if err := s.closeReservationTx(ctx, tx, r, ReservationSettled); err != nil {
-		return err
+	if r.State != ReservationSettled {
+		r.Micros = 0
 	}
-	if _, err := s.txExec(ctx, tx, `UPDATE accounts SET spent_micros = spent_micros + $2 WHERE name = $1`, account, amount); err != nil {
-		return fmt.Errorf("complete job %d: spend on account %q: %w", jobID, account, err)
+	if _, err := s.txExec(ctx, tx, settle, account, r.Micros, amount); err != nil {
+		return fmt.Errorf("complete job %d: settle on account %q: %w", r.JobID, account, err)
 	}
 	return nil
 }

@@ -358,8 +358,11 @@ func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
 func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, now any) error {
 	const doneAttempt = `UPDATE job_attempts SET status = 'done', finished_at = $1
 		WHERE id = $2 AND job_id = $3 AND status = 'running'`
-	const doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1
-		WHERE id = $2 AND status = 'running'`
+	// The job's open budget reservation is settled in the same statement
+	// (budgets.go), which returns it.
+	const doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1, ` + settleOnDone + `
+		WHERE id = $2 AND status = 'running'
+		RETURNING ` + reservationColumns
 	const insertResult = `INSERT INTO results (job_id, attempt_id, text, created_at) VALUES ($1, $2, $3, $4)`
 	const insertCharge = `INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`
@@ -372,7 +375,11 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 		}
 		return fmt.Errorf("complete attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 	}
-	if err := s.execOne(ctx, tx, doneJob, now, p.JobID); err != nil {
+	r, err := scanReservation(s.txQueryRow(ctx, tx, doneJob, now, p.JobID), p.JobID)
+	if inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
+		err = inkwell.Errorf(inkwell.ECONFLICT, "row not in the expected state (0 rows matched)")
+	}
+	if err != nil {
 		return fmt.Errorf("complete job %d: %w", p.JobID, err)
 	}
 	if _, err := s.txExec(ctx, tx, insertResult, p.JobID, p.AttemptID, p.Text, now); err != nil {
@@ -381,7 +388,7 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 	if _, err := s.txExec(ctx, tx, insertCharge, p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now); err != nil {
 		return fmt.Errorf("complete job %d: charge: %w", p.JobID, s.uniqueAsConflict(err))
 	}
-	return s.settleTx(ctx, tx, p.JobID, p.Account, p.AmountMicros)
+	return s.settleTx(ctx, tx, r, p.Account, p.AmountMicros)
 }
 
 // FailParams names the attempt that failed, why, and what becomes of its
