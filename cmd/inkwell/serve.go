@@ -15,6 +15,7 @@ import (
 	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/jobwait"
+	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/worker"
 	"github.com/prometheus/client_golang/prometheus"
@@ -215,7 +216,8 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 		Help: "Requests waiting in GET /v1/jobs/{id}?wait= for their job to end.",
 	}, func() float64 { return float64(m.waits.Waiters()) }))
 	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, OnCancelled: m.lane.CancelAttempt, Metrics: m.metrics, Gatherer: cfg.Registry,
-		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued, Auth: auth, Waits: m.waits})
+		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued, Auth: auth, Waits: m.waits,
+		WorstCase: func(req inkwell.Request) int64 { return provider.WorstCaseMicros(cfg.Provider, req) }})
 	if err := m.lane.Lock(ctx); err != nil {
 		m.Close()
 		return nil, err

@@ -10,7 +10,8 @@ import (
 
 // handleAccept is POST /v1/jobs: 201 for a new job, 200 with the existing
 // job (whatever its status) for a re-send, 422 for a key reused with
-// another body, 400/413 for bad input. Every refusal writes nothing.
+// another body, 400/413 for bad input, 429 past --max-queued or the
+// account's rpm, 402 past its budget. Every refusal writes nothing.
 func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 	p, err := parseAccept(w, r)
 	if err != nil {
@@ -18,7 +19,21 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.MaxQueued = s.cfg.MaxQueued
+	if p.ReserveMicros, err = s.worstCase(p.Payload); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	adm, err := s.admit(r.Context(), p.Account)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p.Refuse = adm.refusal
 	job, created, err := s.cfg.Store.Accept(r.Context(), p)
+	s.admitted(adm, created)
+	if err != nil && err == adm.refusal {
+		setRetryAfter(w, adm.retryAfter)
+	}
 	if tok := principalOf(r.Context()); inkwell.ErrorCode(err) == inkwell.EKEYREUSED && tok != nil && tok.Role != store.RoleOperator ||
 		err == nil && !ownedBy(tok, job) {
 		// Keys are unique across accounts until they become unique per

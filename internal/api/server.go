@@ -22,6 +22,8 @@ type jobStore interface {
 	Show(ctx context.Context, id int64) (inkwell.JobDetail, error)
 	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
 	Cancel(ctx context.Context, id int64, by string) (store.Cancelled, error)
+	// Account is read for its rpm, at admission (admission.go).
+	Account(ctx context.Context, name string) (store.Account, error)
 	operatorStore // the dashboard's, /v1/overview's and /metrics' reads
 	batchStore    // POST /v1/batches and its reads (batches.go)
 }
@@ -63,6 +65,13 @@ type Config struct {
 	// AuthRecheck is how long auto mode trusts "no token exists" before
 	// reading again (default 2s; once a token exists it never reads again).
 	AuthRecheck time.Duration
+	// WorstCase is the most a request can cost (provider.WorstCaseMicros
+	// for the serve's provider): accept reserves it against the account's
+	// budget (DESIGN.md §10). nil reserves 0.
+	WorstCase func(inkwell.Request) int64
+	// RPMRecheck is how long an account's rpm is trusted before it is read
+	// again (default 5s).
+	RPMRecheck time.Duration
 }
 
 // Server is Inkwell's HTTP handler.
@@ -73,6 +82,7 @@ type Server struct {
 	ready atomic.Bool
 	pages pages
 	auth  *authGate
+	rpm   *accountLimits // per-account rpm at admission (admission.go)
 }
 
 // New returns a Server; it is not ready (GET /readyz answers 503) until
@@ -109,7 +119,7 @@ func New(cfg Config) *Server {
 		cfg.AuthRecheck = authRecheckDefault
 	}
 	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages(),
-		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}}
+		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, rpm: newAccountLimits(cfg.RPMRecheck)}
 	s.routes()
 	return s
 }

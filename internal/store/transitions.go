@@ -28,6 +28,17 @@ type AcceptParams struct {
 	// new key is refused (ETOOMANY) and nothing is written; a re-send of a
 	// stored key is answered as always. 0: no limit.
 	MaxQueued int
+	// Account is who pays (the API's decideAccount); ReserveMicros is the
+	// job's worst-case cost, reserved against the account's budget in the
+	// accept transaction (budgets.go). Past the budget a new key is
+	// refused (EBUDGET), writing nothing. No reservation is taken when
+	// Account is empty or has no accounts row.
+	Account       string
+	ReserveMicros int64
+	// Refuse, when set, refuses a new key with this error and writes
+	// nothing; a re-send of a stored key is answered as always (the API's
+	// per-account rpm limit).
+	Refuse error
 }
 
 // Accept stores a new queued job, or returns the job already stored under
@@ -42,16 +53,39 @@ func (s *Store) Accept(ctx context.Context, p AcceptParams) (job inkwell.Job, cr
 
 // acceptOne runs inside a group-commit transaction. A duplicate key, even
 // one inserted earlier in the same batch, falls through to the lookup.
-// adm is the group's admission count (see admit).
+// adm is the group's admission count (see admit). A request that may not
+// create a job (p.Refuse, a full queue, a budget) is still answered when
+// its key is stored: a re-send never counts against a limit and never
+// reserves twice.
 func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now any, adm *admission) (inkwell.Job, bool, error) {
-	if err := s.admit(ctx, tx, p, adm); err != nil {
-		return inkwell.Job{}, false, err
+	refusal := p.Refuse
+	if refusal == nil {
+		var err error
+		if refusal, err = s.admit(ctx, tx, p, adm); err != nil {
+			return inkwell.Job{}, false, err
+		}
 	}
-	const insert = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
-		VALUES ($1, $2, $3, 'queued', $4)
+	held := false
+	if refusal == nil {
+		var err error
+		if held, refusal, err = s.reserveTx(ctx, tx, p.Account, p.ReserveMicros); err != nil {
+			return inkwell.Job{}, false, err
+		}
+	}
+	if refusal != nil {
+		return s.acceptExisting(ctx, tx, p, refusal)
+	}
+	const insert = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at,
+			reservation_micros, reservation_account, reservation_state)
+		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7)
 		ON CONFLICT (idempotency_key) DO NOTHING
 		RETURNING ` + jobColumns
-	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.IdempotencyKey, p.RequestHash, string(p.Payload), now))
+	var micros int64
+	var account, state any
+	if held {
+		micros, account, state = p.ReserveMicros, p.Account, ReservationOpen
+	}
+	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.IdempotencyKey, p.RequestHash, string(p.Payload), now, micros, account, state))
 	if err == nil {
 		adm.queued++
 		return job, true, nil
@@ -59,7 +93,22 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	if !errors.Is(err, sql.ErrNoRows) {
 		return inkwell.Job{}, false, fmt.Errorf("accept: insert: %w", err)
 	}
-	job, err = s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
+	if held { // a re-send after all: its job holds its own reservation
+		if err := s.unreserveTx(ctx, tx, p.Account, p.ReserveMicros); err != nil {
+			return inkwell.Job{}, false, err
+		}
+	}
+	return s.acceptExisting(ctx, tx, p, nil)
+}
+
+// acceptExisting answers a re-send: the job stored under p's key, or
+// EKEYREUSED when it was stored for another body. With no job under the
+// key, a refused request gets its refusal (nothing was written).
+func (s *Store) acceptExisting(ctx context.Context, tx *sql.Tx, p AcceptParams, refusal error) (inkwell.Job, bool, error) {
+	job, err := s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
+	if refusal != nil && inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
+		return inkwell.Job{}, false, refusal
+	}
 	if err != nil {
 		return inkwell.Job{}, false, fmt.Errorf("accept: load existing: %w", err)
 	}
@@ -80,29 +129,22 @@ type admission struct {
 }
 
 // admit is admission for one request (p.MaxQueued > 0): when the queue is
-// full, a key not stored yet is refused (ETOOMANY) and nothing is written;
-// a stored key goes on to the usual re-send answer (or EKEYREUSED).
-func (s *Store) admit(ctx context.Context, tx *sql.Tx, p AcceptParams, adm *admission) error {
+// full it returns the refusal (ETOOMANY) for a new key; acceptOne answers
+// a stored key with the usual re-send answer (or EKEYREUSED).
+func (s *Store) admit(ctx context.Context, tx *sql.Tx, p AcceptParams, adm *admission) (refusal, err error) {
 	if p.MaxQueued <= 0 {
-		return nil
+		return nil, nil
 	}
 	if !adm.read {
 		if err := s.txQueryRow(ctx, tx, `SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE kind = 'queued'`).Scan(&adm.queued); err != nil {
-			return fmt.Errorf("accept: count queued jobs: %w", err)
+			return nil, fmt.Errorf("accept: count queued jobs: %w", err)
 		}
 		adm.read = true
 	}
 	if adm.queued < int64(p.MaxQueued) {
-		return nil
+		return nil, nil
 	}
-	_, err := s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
-	if inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
-		return inkwell.Errorf(inkwell.ETOOMANY, "the queue is full (%d jobs queued, the limit is %d): nothing was stored; send the same request again later", adm.queued, p.MaxQueued)
-	}
-	if err != nil {
-		return fmt.Errorf("accept: load existing: %w", err)
-	}
-	return nil // a re-send: answered as always
+	return inkwell.Errorf(inkwell.ETOOMANY, "the queue is full (%d jobs queued, the limit is %d): nothing was stored; send the same request again later", adm.queued, p.MaxQueued), nil
 }
 
 // Claimed is a job a lane has just claimed, with its new running attempt.
@@ -359,8 +401,11 @@ func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
 func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, now any) error {
 	const doneAttempt = `UPDATE job_attempts SET status = 'done', finished_at = $1
 		WHERE id = $2 AND job_id = $3 AND status = 'running'`
-	const doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1
-		WHERE id = $2 AND status = 'running'`
+	// The job's open budget reservation is settled in the same statement
+	// (budgets.go), which returns it.
+	const doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1, ` + settleOnDone + `
+		WHERE id = $2 AND status = 'running'
+		RETURNING ` + reservationColumns
 	const insertResult = `INSERT INTO results (job_id, attempt_id, text, created_at) VALUES ($1, $2, $3, $4)`
 	const insertCharge = `INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`
@@ -373,7 +418,11 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 		}
 		return fmt.Errorf("complete attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 	}
-	if err := s.execOne(ctx, tx, doneJob, now, p.JobID); err != nil {
+	r, err := scanReservation(s.txQueryRow(ctx, tx, doneJob, now, p.JobID), p.JobID)
+	if inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
+		err = inkwell.Errorf(inkwell.ECONFLICT, "row not in the expected state (0 rows matched)")
+	}
+	if err != nil {
 		return fmt.Errorf("complete job %d: %w", p.JobID, err)
 	}
 	if _, err := s.txExec(ctx, tx, insertResult, p.JobID, p.AttemptID, p.Text, now); err != nil {
@@ -382,7 +431,7 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 	if _, err := s.txExec(ctx, tx, insertCharge, p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now); err != nil {
 		return fmt.Errorf("complete job %d: charge: %w", p.JobID, s.uniqueAsConflict(err))
 	}
-	return nil
+	return s.settleTx(ctx, tx, r, p.Account, p.AmountMicros)
 }
 
 // FailParams names the attempt that failed, why, and what becomes of its
@@ -450,13 +499,15 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 	if err := s.execOne(ctx, tx, failJob, jobErr, string(p.Class), now, gaveUp, p.JobID); err != nil {
 		return fmt.Errorf("fail job %d: %w", p.JobID, err)
 	}
-	return nil
+	return s.releaseIfUnbilledTx(ctx, tx, p.JobID)
 }
 
 // RetryIfFailed moves a failed job back to queued, clearing its error,
 // class and times; its attempts are untouched, and the next claim opens a
 // new one. It returns ENOTFOUND for no such job and ECONFLICT when it is
-// not failed, or was pruned (its prompt is gone).
+// not failed, or was pruned (its prompt is gone). A job whose budget
+// reservation was released reserves it again, or is refused (EBUDGET);
+// nothing is written on any refusal.
 func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, error) {
 	const retry = `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
 			started_at = NULL, finished_at = NULL
@@ -472,6 +523,9 @@ func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, er
 		}
 		if cur.PrunedAt != nil {
 			return inkwell.Errorf(inkwell.ECONFLICT, "job %d was pruned by retention: its prompt is gone, so it cannot run again; submit it anew under a new key", jobID)
+		}
+		if err := s.reserveAgainTx(ctx, tx, jobID); err != nil {
+			return err
 		}
 		if err := s.execOne(ctx, tx, retry, jobID); err != nil {
 			return fmt.Errorf("retry job %d: %w", jobID, err)
@@ -546,6 +600,9 @@ func (s *Store) cancelOnce(ctx context.Context, jobID int64, by string) (Cancell
 			return fmt.Errorf("cancel job %d: %w", jobID, err)
 		}
 		if err := s.notifyEnded(ctx, tx, []int64{jobID}); err != nil {
+			return err
+		}
+		if err := s.releaseIfUnbilledTx(ctx, tx, jobID); err != nil {
 			return err
 		}
 		out.Job, err = s.jobTx(ctx, tx, jobID)
