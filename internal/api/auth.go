@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -138,14 +137,15 @@ func principalOf(ctx context.Context) *store.Token {
 	return t
 }
 
-// actor names who asked for a request, for the words a transition stores
-// ("cancelled by …"): the token's id (never its secret) when the request
-// carried one, else "api".
+// actor names who asked for a request, for audit_log and the words a
+// transition stores ("cancelled by …"): the token's id (never its secret)
+// when the request carried one (a bearer token, or the token a dashboard
+// session signed in with), else "api".
 func actor(r *http.Request) string {
 	if t := principalOf(r.Context()); t != nil {
-		return "token " + t.ID
+		return store.ActorToken(t.ID)
 	}
-	return "api"
+	return store.ActorAPI
 }
 
 // guard wraps a route's handler with its access rule. A refusal writes
@@ -222,17 +222,13 @@ func ownedBy(tok *store.Token, job inkwell.Job) bool {
 	return tok == nil || tok.Role == store.RoleOperator || jobAccount(job) == tok.Account
 }
 
-// jobAccount is the account a job's payload names (a legacy job's payload
-// names none: the default account).
+// jobAccount is the account that pays for job (jobs.account, copied from
+// the payload by migration 0008 for jobs stored before it).
 func jobAccount(job inkwell.Job) string {
-	var p struct {
-		Account string `json:"account"`
-	}
-	_ = json.Unmarshal(job.Payload, &p)
-	if p.Account == "" {
+	if job.Account == "" {
 		return inkwell.DefaultAccount
 	}
-	return p.Account
+	return job.Account
 }
 
 // statusRecorder remembers the status a handler wrote.

@@ -19,7 +19,7 @@ import (
 type jobStore interface {
 	Accept(ctx context.Context, p store.AcceptParams) (inkwell.Job, bool, error)
 	Show(ctx context.Context, id int64) (inkwell.JobDetail, error)
-	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
+	RetryIfFailed(ctx context.Context, id int64, by string) (inkwell.Job, error)
 	Cancel(ctx context.Context, id int64, by string) (store.Cancelled, error)
 	operatorStore // the dashboard's, /v1/overview's and /metrics' reads
 }

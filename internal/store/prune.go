@@ -69,6 +69,9 @@ type PruneOptions struct {
 	ProgressEvery time.Duration
 	// NoVacuum skips the incremental vacuum after the batches (SQLite).
 	NoVacuum bool
+	// By names who prunes, for audit_log (one row per job pruned, in the
+	// batch's transaction): ActorCLI, ActorRetention, ….
+	By string
 }
 
 // PruneProgress is how far a Prune has got.
@@ -169,7 +172,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 	for rep.Matched > 0 {
 		var got, done, failed int
 		var held time.Duration
-		got, done, failed, held, err = s.pruneBatch(ctx, before, n)
+		got, done, failed, held, err = s.pruneBatch(ctx, before, n, opts.By)
 		if err != nil {
 			break
 		}
@@ -315,7 +318,7 @@ type pruneRow struct {
 
 // pruneBatch prunes up to n jobs, oldest finished first, in one
 // transaction at low priority. held is how long it held the writer.
-func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int) (got, done, failed int, held time.Duration, err error) {
+func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by string) (got, done, failed int, held time.Duration, err error) {
 	// ORDER BY finished_at reads the index in order; PostgreSQL locks the
 	// rows it takes (a retry of one of them waits, then finds it pruned)
 	// and skips rows another writer holds.
@@ -352,6 +355,9 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int) (got, d
 			err = s.updatePruned(ctx, tx, batch, prunedAt)
 		}
 		if err != nil {
+			return err
+		}
+		if err := s.auditPruneTx(ctx, tx, prunedAt, by, idList(batch), before); err != nil {
 			return err
 		}
 		got = len(batch)

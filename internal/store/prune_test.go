@@ -164,7 +164,7 @@ func TestStore_Prune(t *testing.T) {
 		assertSameDump(t, mid, dumpAll(t, s))
 
 		// Retry of a pruned failed job: refused, nothing written.
-		_, err := s.RetryIfFailed(t.Context(), oldFailed.ID)
+		_, err := s.RetryIfFailed(t.Context(), oldFailed.ID, store.ActorCLI)
 		if inkwell.ErrorCode(err) != inkwell.ECONFLICT || !strings.Contains(err.Error(), "pruned") {
 			t.Errorf("retry of a pruned failed job: %v, want ECONFLICT saying it was pruned", err)
 		}

@@ -21,6 +21,9 @@ import (
 
 // AcceptParams is one validated, normalized request.
 type AcceptParams struct {
+	// Account pays for the job ("" is the default account). Keys are
+	// unique per account: the same key under two accounts is two jobs.
+	Account        string
 	IdempotencyKey string
 	RequestHash    string
 	Payload        []byte // normalized request JSON
@@ -47,11 +50,11 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	if err := s.admit(ctx, tx, p, adm); err != nil {
 		return inkwell.Job{}, false, err
 	}
-	const insert = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
-		VALUES ($1, $2, $3, 'queued', $4)
-		ON CONFLICT (idempotency_key) DO NOTHING
+	const insert = `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at)
+		VALUES ($1, $2, $3, $4, 'queued', $5)
+		ON CONFLICT (account, idempotency_key) DO NOTHING
 		RETURNING ` + jobColumns
-	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.IdempotencyKey, p.RequestHash, string(p.Payload), now))
+	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.account(), p.IdempotencyKey, p.RequestHash, string(p.Payload), now))
 	if err == nil {
 		adm.queued++
 		return job, true, nil
@@ -59,7 +62,7 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	if !errors.Is(err, sql.ErrNoRows) {
 		return inkwell.Job{}, false, fmt.Errorf("accept: insert: %w", err)
 	}
-	job, err = s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
+	job, err = s.jobByKeyTx(ctx, tx, p.account(), p.IdempotencyKey)
 	if err != nil {
 		return inkwell.Job{}, false, fmt.Errorf("accept: load existing: %w", err)
 	}
@@ -68,6 +71,14 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 			"idempotency key %q was already used for a different request (job %d)", p.IdempotencyKey, job.ID)
 	}
 	return job, false, nil
+}
+
+// account is who pays: p.Account, or the default account.
+func (p AcceptParams) account() string {
+	if p.Account == "" {
+		return inkwell.DefaultAccount
+	}
+	return p.Account
 }
 
 // admission is one accept group's view of the queue's length: read once,
@@ -95,7 +106,7 @@ func (s *Store) admit(ctx context.Context, tx *sql.Tx, p AcceptParams, adm *admi
 	if adm.queued < int64(p.MaxQueued) {
 		return nil
 	}
-	_, err := s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
+	_, err := s.jobByKeyTx(ctx, tx, p.account(), p.IdempotencyKey)
 	if inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
 		return inkwell.Errorf(inkwell.ETOOMANY, "the queue is full (%d jobs queued, the limit is %d): nothing was stored; send the same request again later", adm.queued, p.MaxQueued)
 	}
@@ -412,9 +423,11 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 
 // RetryIfFailed moves a failed job back to queued, clearing its error,
 // class and times; its attempts are untouched, and the next claim opens a
-// new one. It returns ENOTFOUND for no such job and ECONFLICT when it is
-// not failed, or was pruned (its prompt is gone).
-func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, error) {
+// new one. by names who asked (ActorCLI, ActorToken(id), …): it goes into
+// audit_log in the same transaction. It returns ENOTFOUND for no such job
+// and ECONFLICT when it is not failed, or was pruned (its prompt is gone);
+// a refusal writes nothing, audit_log included.
+func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkwell.Job, error) {
 	const retry = `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
 			started_at = NULL, finished_at = NULL
 		WHERE id = $1 AND status = 'failed' AND pruned_at IS NULL`
@@ -433,6 +446,9 @@ func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, er
 		if err := s.execOne(ctx, tx, retry, jobID); err != nil {
 			return fmt.Errorf("retry job %d: %w", jobID, err)
 		}
+		if err := s.auditTx(ctx, tx, s.nowTS(), by, AuditRetry, jobID, "was failed, class "+string(cur.ErrorClass)+": "+cur.Error); err != nil {
+			return err
+		}
 		job, err = s.jobTx(ctx, tx, jobID)
 		return err
 	}, "", crashpoint.RetryAfterCommit)
@@ -450,7 +466,8 @@ type Cancelled struct {
 
 // Cancel moves a queued or running job to failed, class cancelled, with
 // its running attempt, in one transaction (DESIGN.md §9). by names who
-// asked, for the error text. A job already cancelled is answered as it is
+// asked, for the error text and for audit_log, written in the same
+// transaction. A job already cancelled is answered as it is
 // (a re-sent cancel). A done job, or one failed for another reason, is
 // ECONFLICT and the returned Job says what it is: a completion that
 // committed first wins. ENOTFOUND for no such job.
@@ -501,6 +518,9 @@ func (s *Store) cancelOnce(ctx context.Context, jobID int64, by string) (Cancell
 		}
 		if err := s.execOne(ctx, tx, cancelJob, msg, s.ts(now), jobID, cur.Status); err != nil {
 			return fmt.Errorf("cancel job %d: %w", jobID, err)
+		}
+		if err := s.auditTx(ctx, tx, s.ts(now), by, AuditCancel, jobID, "was "+cur.Status); err != nil {
+			return err
 		}
 		out.Job, err = s.jobTx(ctx, tx, jobID)
 		return err
