@@ -61,12 +61,13 @@ type Config struct {
 
 // Server is Inkwell's HTTP handler.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	mux   *http.ServeMux
-	ready atomic.Bool
-	pages pages
-	auth  *authGate
+	cfg      Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	ready    atomic.Bool
+	pages    pages
+	auth     *authGate
+	sessions *sessions // dashboard sign-ins (session.go)
 }
 
 // New returns a Server; it is not ready (GET /readyz answers 503) until
@@ -100,7 +101,7 @@ func New(cfg Config) *Server {
 		cfg.AuthRecheck = authRecheckDefault
 	}
 	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages(),
-		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}}
+		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, sessions: newSessions()}
 	s.routes()
 	return s
 }

@@ -200,4 +200,3 @@ func jobsSchemaObjects(t *testing.T, s *store.Store) []string {
 	}
 	return out
 }
-

@@ -357,7 +357,7 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by stri
 		if err != nil {
 			return err
 		}
-		if err := s.auditPruneTx(ctx, tx, prunedAt, by, idList(batch), before); err != nil {
+		if err := s.auditPruneTx(ctx, tx, prunedAt, by, idList(batch)); err != nil {
 			return err
 		}
 		got = len(batch)
