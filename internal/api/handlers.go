@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/inkwell/inkwell"
-	"github.com/inkwell/inkwell/internal/store"
 )
 
 // handleAccept is POST /v1/jobs: 201 for a new job, 200 with the existing
@@ -29,17 +28,13 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Refuse = adm.refusal
+	// Keys are unique per account (migration 0008), and the account is
+	// the token's: a client's re-send or reused key only ever finds a job
+	// of its own account.
 	job, created, err := s.cfg.Store.Accept(r.Context(), p)
 	s.admitted(adm, created)
 	if err != nil && err == adm.refusal {
 		setRetryAfter(w, adm.retryAfter)
-	}
-	if tok := principalOf(r.Context()); inkwell.ErrorCode(err) == inkwell.EKEYREUSED && tok != nil && tok.Role != store.RoleOperator ||
-		err == nil && !ownedBy(tok, job) {
-		// Keys are unique across accounts until they become unique per
-		// account (issue 12): a client learns that its key is taken, never
-		// which job, whose, or anything of it.
-		err = inkwell.Errorf(inkwell.EKEYREUSED, "idempotency key %q was already used for a different request: send a new key", p.IdempotencyKey)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -89,7 +84,7 @@ func (s *Server) handleRetry(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	job, err := s.cfg.Store.RetryIfFailed(r.Context(), id)
+	job, err := s.cfg.Store.RetryIfFailed(r.Context(), id, actor(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -17,4 +17,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", s.guard(operator, s.handleDashboard))
 	s.mux.HandleFunc("GET /jobs/{id}", s.guard(operator, s.handleJobPage))
 	s.mux.HandleFunc("GET /static/", s.guard(public, staticHandler().ServeHTTP))
+	s.mux.HandleFunc("GET /signin", s.guard(public, s.handleSignInPage))
+	s.mux.HandleFunc("POST /signin", s.guard(public, s.handleSignIn))
+	s.mux.HandleFunc("POST /signout", s.guard(operator, s.handleSignOut))
 }

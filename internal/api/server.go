@@ -20,7 +20,7 @@ import (
 type jobStore interface {
 	Accept(ctx context.Context, p store.AcceptParams) (inkwell.Job, bool, error)
 	Show(ctx context.Context, id int64) (inkwell.JobDetail, error)
-	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
+	RetryIfFailed(ctx context.Context, id int64, by string) (inkwell.Job, error)
 	Cancel(ctx context.Context, id int64, by string) (store.Cancelled, error)
 	// Account is read for its rpm, at admission (admission.go).
 	Account(ctx context.Context, name string) (store.Account, error)
@@ -76,13 +76,14 @@ type Config struct {
 
 // Server is Inkwell's HTTP handler.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	mux   *http.ServeMux
-	ready atomic.Bool
-	pages pages
-	auth  *authGate
-	rpm   *accountLimits // per-account rpm at admission (admission.go)
+	cfg      Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	ready    atomic.Bool
+	pages    pages
+	auth     *authGate
+	rpm      *accountLimits // per-account rpm at admission (admission.go)
+	sessions *sessions      // dashboard sign-ins (session.go)
 }
 
 // New returns a Server; it is not ready (GET /readyz answers 503) until
@@ -119,7 +120,7 @@ func New(cfg Config) *Server {
 		cfg.AuthRecheck = authRecheckDefault
 	}
 	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages(),
-		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, rpm: newAccountLimits(cfg.RPMRecheck)}
+		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, rpm: newAccountLimits(cfg.RPMRecheck), sessions: newSessions()}
 	s.routes()
 	return s
 }

@@ -106,7 +106,7 @@ func (s *Store) acceptBatchTx(ctx context.Context, tx *sql.Tx, p BatchParams, no
 	if err := s.admitBatch(ctx, tx, p); err != nil {
 		return Batch{}, false, err
 	}
-	if err := s.insertBatchJobs(ctx, tx, b.ID, p.Lines, now); err != nil {
+	if err := s.insertBatchJobs(ctx, tx, b.ID, b.Account, p.Lines, now); err != nil {
 		return Batch{}, false, err
 	}
 	return b, true, nil
@@ -155,10 +155,10 @@ const batchInsertRows = 100
 // statement, the full-size statement prepared once. ON CONFLICT without
 // a target takes whichever unique key a line would break (the job key;
 // whatever scope keys have), and a short count refuses the whole batch.
-func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, lines []BatchLine, now time.Time) error {
+func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, account string, lines []BatchLine, now time.Time) error {
 	var full *sql.Stmt
 	if len(lines) >= batchInsertRows {
-		q, _ := batchInsert(batchID, lines[:batchInsertRows], nil)
+		q, _ := batchInsert(batchID, account, lines[:batchInsertRows], nil)
 		st, err := tx.PrepareContext(ctx, s.dialect.rebind(q))
 		if err != nil {
 			return fmt.Errorf("accept batch: prepare: %w", err)
@@ -168,7 +168,7 @@ func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, 
 	}
 	for start := 0; start < len(lines); start += batchInsertRows {
 		chunk := lines[start:min(start+batchInsertRows, len(lines))]
-		q, args := batchInsert(batchID, chunk, s.ts(now))
+		q, args := batchInsert(batchID, account, chunk, s.ts(now))
 		var res sql.Result
 		var err error
 		if len(chunk) == batchInsertRows {
@@ -186,19 +186,19 @@ func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, 
 	return nil
 }
 
-// batchInsert is the INSERT of one chunk: $1 the time, $2 the batch, then
-// four parameters per line.
-func batchInsert(batchID int64, chunk []BatchLine, now any) (string, []any) {
+// batchInsert is the INSERT of one chunk: $1 the time, $2 the batch, $3
+// the account that pays, then four parameters per line.
+func batchInsert(batchID int64, account string, chunk []BatchLine, now any) (string, []any) {
 	var q strings.Builder
-	q.WriteString(`INSERT INTO jobs (idempotency_key, request_hash, payload, batch_custom_id, status, created_at, batch_id) VALUES `)
-	args := make([]any, 0, 2+4*len(chunk))
-	args = append(args, now, batchID)
+	q.WriteString(`INSERT INTO jobs (idempotency_key, request_hash, payload, batch_custom_id, status, created_at, batch_id, account) VALUES `)
+	args := make([]any, 0, 3+4*len(chunk))
+	args = append(args, now, batchID, account)
 	for i, l := range chunk {
 		if i > 0 {
 			q.WriteString(", ")
 		}
 		n := len(args)
-		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, 'queued', $1, $2)", n+1, n+2, n+3, n+4)
+		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, 'queued', $1, $2, $3)", n+1, n+2, n+3, n+4)
 		args = append(args, BatchJobKey(batchID, l.CustomID), l.RequestHash, string(l.Payload), l.CustomID)
 	}
 	q.WriteString(` ON CONFLICT DO NOTHING`)

@@ -293,7 +293,7 @@ func TestBudget_RetryAndOperatorRelease(t *testing.T) {
 		failAs(t, s, mustClaim(t, s, "lane-a"), inkwell.ClassNotSent, nil) // released
 		b := mustAccept(t, s, budgetParams("b", 4_000))
 		before := dumpOf(t, s.DB(), budgetTables...)
-		if _, err := s.RetryIfFailed(t.Context(), a.ID); inkwell.ErrorCode(err) != inkwell.EBUDGET {
+		if _, err := s.RetryIfFailed(t.Context(), a.ID, store.ActorCLI); inkwell.ErrorCode(err) != inkwell.EBUDGET {
 			t.Fatalf("retry past the budget: %v, want %s", err, inkwell.EBUDGET)
 		}
 		assertSameDump(t, before, dumpOf(t, s.DB(), budgetTables...))
@@ -301,7 +301,7 @@ func TestBudget_RetryAndOperatorRelease(t *testing.T) {
 		// b may have been billed: it keeps its reservation when it fails.
 		failAs(t, s, mustClaim(t, s, "lane-a"), inkwell.ClassTimeout, nil)
 		wantReservation(t, s, b.ID, store.ReservationOpen, 4_000)
-		if _, err := s.RetryIfFailed(t.Context(), a.ID); inkwell.ErrorCode(err) != inkwell.EBUDGET {
+		if _, err := s.RetryIfFailed(t.Context(), a.ID, store.ActorCLI); inkwell.ErrorCode(err) != inkwell.EBUDGET {
 			t.Errorf("retry while b holds its reservation: %v, want %s", err, inkwell.EBUDGET)
 		}
 		mustRetry(t, s, b.ID) // keeps its one reservation

@@ -69,6 +69,9 @@ type PruneOptions struct {
 	ProgressEvery time.Duration
 	// NoVacuum skips the incremental vacuum after the batches (SQLite).
 	NoVacuum bool
+	// By names who prunes, for audit_log (one row per job pruned, in the
+	// batch's transaction): ActorCLI, ActorRetention, ….
+	By string
 }
 
 // PruneProgress is how far a Prune has got.
@@ -174,7 +177,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 		var got, done, failed int
 		var held time.Duration
 		var yielded bool
-		got, done, failed, held, yielded, err = s.pruneBatch(ctx, before, n)
+		got, done, failed, held, yielded, err = s.pruneBatch(ctx, before, n, opts.By)
 		if err != nil {
 			break
 		}
@@ -329,7 +332,7 @@ type pruneRow struct {
 // written, not for the whole batch. The batch's size follows the budget;
 // the chunk bounds the wait behind it. A writer of another process cannot
 // be seen here: it waits for the batch, as before.
-func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int) (got, done, failed int, held time.Duration, yielded bool, err error) {
+func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by string) (got, done, failed int, held time.Duration, yielded bool, err error) {
 	// ORDER BY finished_at reads the index in order; PostgreSQL locks the
 	// rows it takes (a retry of one of them waits, then finds it pruned)
 	// and skips rows another writer holds.
@@ -374,6 +377,9 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int) (got, d
 			err = s.updatePruned(ctx, tx, batch, prunedAt)
 		}
 		if err != nil {
+			return err
+		}
+		if err := s.auditPruneTx(ctx, tx, prunedAt, by, idList(batch)); err != nil {
 			return err
 		}
 		got = len(batch)

@@ -53,9 +53,14 @@ func (f *pruneFixture) finished(key string, done bool) inkwell.Job {
 }
 
 // masked is dumpAll without the columns prune writes.
+// masked leaves out audit_log, which a prune adds to (one row per job:
+// TestStore_AuditLog).
 func masked(d dump) dump {
 	out := dump{}
 	for table, rows := range d {
+		if table == "audit_log" {
+			continue
+		}
 		out[table] = [][]string{}
 		for _, row := range rows {
 			var keep []string
@@ -164,7 +169,7 @@ func TestStore_Prune(t *testing.T) {
 		assertSameDump(t, mid, dumpAll(t, s))
 
 		// Retry of a pruned failed job: refused, nothing written.
-		_, err := s.RetryIfFailed(t.Context(), oldFailed.ID)
+		_, err := s.RetryIfFailed(t.Context(), oldFailed.ID, store.ActorCLI)
 		if inkwell.ErrorCode(err) != inkwell.ECONFLICT || !strings.Contains(err.Error(), "pruned") {
 			t.Errorf("retry of a pruned failed job: %v, want ECONFLICT saying it was pruned", err)
 		}
@@ -396,8 +401,10 @@ func TestStore_PruneOldFileThenVacuum(t *testing.T) {
 		t.Fatalf("Vacuum: %v", err)
 	}
 	t.Logf("vacuum: %+v", vr)
-	if vr.AutoVacuumBefore != "none" || vr.AutoVacuum != "incremental" || vr.FileAfter >= vr.FileBefore/2 {
-		t.Errorf("vacuum %+v, want the file at least halved and incremental auto-vacuum on", vr)
+	// Halved, but for audit_log's row per pruned job (about 100 bytes
+	// each with its index: 2000 rows, some 6% of the file before).
+	if vr.AutoVacuumBefore != "none" || vr.AutoVacuum != "incremental" || vr.FileAfter >= vr.FileBefore*56/100 {
+		t.Errorf("vacuum %+v, want the file at least about halved (56%%, audit_log's rows kept) and incremental auto-vacuum on", vr)
 	}
 	assertIntact(t, s)
 }

@@ -28,11 +28,13 @@ type AcceptParams struct {
 	// new key is refused (ETOOMANY) and nothing is written; a re-send of a
 	// stored key is answered as always. 0: no limit.
 	MaxQueued int
-	// Account is who pays (the API's decideAccount); ReserveMicros is the
-	// job's worst-case cost, reserved against the account's budget in the
-	// accept transaction (budgets.go). Past the budget a new key is
-	// refused (EBUDGET), writing nothing. No reservation is taken when
-	// Account is empty or has no accounts row.
+	// Account is who pays (the API's decideAccount; "" is the default
+	// account). Keys are unique per account: the same key under two
+	// accounts is two jobs. ReserveMicros is the job's worst-case cost,
+	// reserved against the account's budget in the accept transaction
+	// (budgets.go). Past the budget a new key is refused (EBUDGET),
+	// writing nothing. No reservation is taken when the account has no
+	// accounts row.
 	Account       string
 	ReserveMicros int64
 	// Refuse, when set, refuses a new key with this error and writes
@@ -68,24 +70,24 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	held := false
 	if refusal == nil {
 		var err error
-		if held, refusal, err = s.reserveTx(ctx, tx, p.Account, p.ReserveMicros); err != nil {
+		if held, refusal, err = s.reserveTx(ctx, tx, p.account(), p.ReserveMicros); err != nil {
 			return inkwell.Job{}, false, err
 		}
 	}
 	if refusal != nil {
 		return s.acceptExisting(ctx, tx, p, refusal)
 	}
-	const insert = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at,
+	const insert = `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
 			reservation_micros, reservation_account, reservation_state)
-		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7)
-		ON CONFLICT (idempotency_key) DO NOTHING
+		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8)
+		ON CONFLICT (account, idempotency_key) DO NOTHING
 		RETURNING ` + jobColumns
 	var micros int64
 	var account, state any
 	if held {
-		micros, account, state = p.ReserveMicros, p.Account, ReservationOpen
+		micros, account, state = p.ReserveMicros, p.account(), ReservationOpen
 	}
-	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.IdempotencyKey, p.RequestHash, string(p.Payload), now, micros, account, state))
+	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.account(), p.IdempotencyKey, p.RequestHash, string(p.Payload), now, micros, account, state))
 	if err == nil {
 		adm.queued++
 		return job, true, nil
@@ -94,7 +96,7 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 		return inkwell.Job{}, false, fmt.Errorf("accept: insert: %w", err)
 	}
 	if held { // a re-send after all: its job holds its own reservation
-		if err := s.unreserveTx(ctx, tx, p.Account, p.ReserveMicros); err != nil {
+		if err := s.unreserveTx(ctx, tx, p.account(), p.ReserveMicros); err != nil {
 			return inkwell.Job{}, false, err
 		}
 	}
@@ -105,7 +107,7 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 // EKEYREUSED when it was stored for another body. With no job under the
 // key, a refused request gets its refusal (nothing was written).
 func (s *Store) acceptExisting(ctx context.Context, tx *sql.Tx, p AcceptParams, refusal error) (inkwell.Job, bool, error) {
-	job, err := s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
+	job, err := s.jobByKeyTx(ctx, tx, p.account(), p.IdempotencyKey)
 	if refusal != nil && inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
 		return inkwell.Job{}, false, refusal
 	}
@@ -117,6 +119,14 @@ func (s *Store) acceptExisting(ctx context.Context, tx *sql.Tx, p AcceptParams, 
 			"idempotency key %q was already used for a different request (job %d)", p.IdempotencyKey, job.ID)
 	}
 	return job, false, nil
+}
+
+// account is who pays: p.Account, or the default account.
+func (p AcceptParams) account() string {
+	if p.Account == "" {
+		return inkwell.DefaultAccount
+	}
+	return p.Account
 }
 
 // admission is one accept group's view of the queue's length: read once,
@@ -504,11 +514,12 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 
 // RetryIfFailed moves a failed job back to queued, clearing its error,
 // class and times; its attempts are untouched, and the next claim opens a
-// new one. It returns ENOTFOUND for no such job and ECONFLICT when it is
-// not failed, or was pruned (its prompt is gone). A job whose budget
-// reservation was released reserves it again, or is refused (EBUDGET);
-// nothing is written on any refusal.
-func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, error) {
+// new one. by names who asked (ActorCLI, ActorToken(id), …): it goes into
+// audit_log in the same transaction. It returns ENOTFOUND for no such job
+// and ECONFLICT when it is not failed, or was pruned (its prompt is gone).
+// A job whose budget reservation was released reserves it again, or is
+// refused (EBUDGET). A refusal writes nothing, audit_log included.
+func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkwell.Job, error) {
 	const retry = `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
 			started_at = NULL, finished_at = NULL
 		WHERE id = $1 AND status = 'failed' AND pruned_at IS NULL`
@@ -530,6 +541,9 @@ func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, er
 		if err := s.execOne(ctx, tx, retry, jobID); err != nil {
 			return fmt.Errorf("retry job %d: %w", jobID, err)
 		}
+		if err := s.auditTx(ctx, tx, s.nowTS(), by, AuditRetry, jobID, "was failed, class "+string(cur.ErrorClass)+": "+cur.Error); err != nil {
+			return err
+		}
 		job, err = s.jobTx(ctx, tx, jobID)
 		return err
 	}, "", crashpoint.RetryAfterCommit)
@@ -547,7 +561,8 @@ type Cancelled struct {
 
 // Cancel moves a queued or running job to failed, class cancelled, with
 // its running attempt, in one transaction (DESIGN.md §9). by names who
-// asked, for the error text. A job already cancelled is answered as it is
+// asked, for the error text and for audit_log, written in the same
+// transaction. A job already cancelled is answered as it is
 // (a re-sent cancel). A done job, or one failed for another reason, is
 // ECONFLICT and the returned Job says what it is: a completion that
 // committed first wins. ENOTFOUND for no such job.
@@ -603,6 +618,9 @@ func (s *Store) cancelOnce(ctx context.Context, jobID int64, by string) (Cancell
 			return err
 		}
 		if err := s.releaseIfUnbilledTx(ctx, tx, jobID); err != nil {
+			return err
+		}
+		if err := s.auditTx(ctx, tx, s.ts(now), by, AuditCancel, jobID, "was "+cur.Status); err != nil {
 			return err
 		}
 		out.Job, err = s.jobTx(ctx, tx, jobID)
