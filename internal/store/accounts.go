@@ -23,6 +23,10 @@ type Account struct {
 	SpentMicros    int64
 	RPM            int // 0: no limit
 	CreatedAt      time.Time
+	WebhookURL     string // "": no webhook (webhooks.go)
+	// WebhookSecret is set only on the Account CreateAccount returns when
+	// it made a signing secret (shown once); reads never fill it.
+	WebhookSecret string
 }
 
 // accountRE is the account name rule the API applies to a body's account.
@@ -48,6 +52,12 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
 	if a.RPM < 0 {
 		return Account{}, inkwell.Errorf(inkwell.EINVALID, "rpm must not be negative (0: no limit)")
 	}
+	if a.WebhookURL != "" {
+		if err := ValidateWebhookURL(a.WebhookURL); err != nil {
+			return Account{}, err
+		}
+	}
+	var secret string
 	const insert = `INSERT INTO accounts (name, budget_micros, rpm, created_at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (name) DO NOTHING`
 	var budget sql.NullInt64
@@ -62,23 +72,30 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
 		if n == 0 {
 			return inkwell.Errorf(inkwell.ECONFLICT, "account %q already exists", a.Name)
 		}
-		return nil
+		if a.WebhookURL != "" {
+			secret, err = s.setWebhookTx(ctx, tx, a.Name, a.WebhookURL, true)
+		}
+		return err
 	})
 	if err != nil {
 		return Account{}, err
 	}
-	return s.Account(ctx, a.Name)
+	created, err := s.Account(ctx, a.Name)
+	created.WebhookSecret = secret
+	return created, err
 }
 
-const accountColumns = `name, budget_micros, reserved_micros, spent_micros, rpm, created_at`
+const accountColumns = `name, budget_micros, reserved_micros, spent_micros, rpm, created_at, webhook_url`
 
 func scanAccount(row rowScanner) (Account, error) {
 	var a Account
 	var budget sql.NullInt64
 	var created nullTime
-	if err := row.Scan(&a.Name, &budget, &a.ReservedMicros, &a.SpentMicros, &a.RPM, &created); err != nil {
+	var webhook sql.NullString
+	if err := row.Scan(&a.Name, &budget, &a.ReservedMicros, &a.SpentMicros, &a.RPM, &created, &webhook); err != nil {
 		return a, err
 	}
+	a.WebhookURL = webhook.String
 	if budget.Valid {
 		a.BudgetMicros = &budget.Int64
 	}
