@@ -22,8 +22,9 @@ Accounts pay for jobs (DESIGN.md §10). Every API token belongs to one
 account, and with tokens in use the token's account pays for the jobs it
 submits. The account 'default' always exists.
 
-  inkwell accounts add NAME [--budget AMOUNT] [--rpm N]
+  inkwell accounts add NAME [--budget AMOUNT] [--rpm N] [--webhook-url URL]
   inkwell accounts list
+  inkwell accounts webhook NAME (--url URL | --remove | --rotate-secret)
 
 Run 'inkwell accounts add --help' for its flags. Budgets and rpm are
 stored but NOT enforced yet: a later change will reserve against the
@@ -37,9 +38,11 @@ func runAccounts(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return runAccountsAdd(ctx, args[1:], stdout, stderr)
 		case "list":
 			return runAccountsList(ctx, args[1:], stdout, stderr)
+		case "webhook":
+			return runAccountsWebhook(ctx, args[1:], stdout, stderr) // webhooks.go
 		}
 	}
-	return subcommandMissing("accounts", "add NAME [--budget AMOUNT] [--rpm N] | list", accountsHelp, "add, list", args, stdout, stderr)
+	return subcommandMissing("accounts", "add NAME [--budget AMOUNT] [--rpm N] [--webhook-url URL] | list | webhook NAME ...", accountsHelp, "add, list, webhook", args, stdout, stderr)
 }
 
 // subcommandMissing answers a command that needs a subcommand and got
@@ -71,10 +74,11 @@ tokens can be set up before the first 'inkwell serve'. Bad input writes
 nothing (exit 2); a name already taken is refused (exit 1).`
 
 func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("accounts add", "NAME [--budget AMOUNT] [--rpm N] [--db PATH]", accountsAddHelp, stdout, stderr)
+	fs := newFlags("accounts add", "NAME [--budget AMOUNT] [--rpm N] [--webhook-url URL] [--db PATH]", accountsAddHelp, stdout, stderr)
 	db := dbFlag(fs)
 	budget := fs.String("budget", "", "the account's budget in currency units, e.g. 12.50 (empty: no budget; not enforced yet)")
 	rpm := fs.Int("rpm", 0, "requests per minute the account may send (0: no limit; not enforced yet)")
+	webhookURL := fs.String("webhook-url", "", webhookURLFlagHelp)
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -82,8 +86,12 @@ func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "inkwell accounts add: give exactly one account NAME (got %d arguments)\n", fs.NArg())
 		return 2
 	}
-	a := store.Account{Name: fs.Arg(0), RPM: *rpm}
+	a := store.Account{Name: fs.Arg(0), RPM: *rpm, WebhookURL: *webhookURL}
 	if err := store.ValidateAccountName(a.Name); err != nil {
+		fmt.Fprintf(stderr, "inkwell accounts add: %s\n", inkwell.ErrorMessage(err))
+		return 2
+	}
+	if err := checkWebhookURL(a.WebhookURL); err != nil {
 		fmt.Fprintf(stderr, "inkwell accounts add: %s\n", inkwell.ErrorMessage(err))
 		return 2
 	}
@@ -109,6 +117,7 @@ func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fail(stderr, "accounts add", err)
 	}
 	fmt.Fprintf(stdout, "account %s added (budget %s, rpm %s; budgets and rpm are not enforced yet)\n", a.Name, budgetText(a.BudgetMicros), rpmText(a.RPM))
+	printWebhookSecret(stdout, a.Name, a.WebhookURL, a.WebhookSecret) // webhooks.go
 	fmt.Fprintf(stdout, "give it a token: inkwell tokens create --account %s --role client\n", a.Name)
 	return 0
 }
@@ -138,10 +147,10 @@ func runAccountsList(ctx context.Context, args []string, stdout, stderr io.Write
 		return fail(stderr, "accounts list", err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tBUDGET\tRESERVED\tSPENT\tRPM\tCREATED")
+	fmt.Fprintln(tw, "NAME\tBUDGET\tRESERVED\tSPENT\tRPM\tCREATED\tWEBHOOK")
 	for _, a := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, budgetText(a.BudgetMicros), formatAmount(a.ReservedMicros), formatAmount(a.SpentMicros),
-			rpmText(a.RPM), a.CreatedAt.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, budgetText(a.BudgetMicros), formatAmount(a.ReservedMicros), formatAmount(a.SpentMicros),
+			rpmText(a.RPM), a.CreatedAt.Format(time.RFC3339), webhookText(a.WebhookURL))
 	}
 	return exitOf(tw.Flush())
 }
@@ -154,16 +163,16 @@ func exitOf(err error) int {
 }
 
 // openAccountsDB opens an existing database whose schema has accounts and
-// tokens (migration 7).
+// tokens (migration 7) and the accounts' webhooks (migration 10).
 func openAccountsDB(ctx context.Context, dsn string) (*store.Store, error) {
 	st, err := openExisting(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
-	if v, err := st.SchemaVersion(ctx); err != nil || v < 7 {
+	if v, err := st.SchemaVersion(ctx); err != nil || v < 10 {
 		st.Close()
 		shown := store.RedactDSN(dsn)
-		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s is at schema version %d and has no accounts or tokens yet: run 'inkwell migrate --db %s'", shown, v, shown)
+		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s is at schema version %d and has no accounts, tokens or webhooks yet: run 'inkwell migrate --db %s'", shown, v, shown)
 	}
 	return st, nil
 }

@@ -131,8 +131,10 @@ func (s *Sender) Wake() {
 }
 
 // lease is how long a claimed delivery is ours: the send's time-out and a
-// margin for recording its outcome. After it, another sender may claim it.
-func (s *Sender) lease() time.Duration { return s.cfg.Timeout + 30*time.Second }
+// margin for recording its outcome. After it, another sender (or this one
+// restarted after a crash) may claim it again; a late outcome of the first
+// is then fenced out (failure) or harmless (delivered).
+func (s *Sender) lease() time.Duration { return s.cfg.Timeout + 5*time.Second }
 
 // Run sends due deliveries until ctx ends. A database error is logged and
 // tried again at the next poll; Run returns only when ctx ends.
