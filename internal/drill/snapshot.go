@@ -44,6 +44,9 @@ type Snapshot struct {
 	Ledger []providersim.LedgerEntry
 	// Installation makes the provider keys of this database's jobs.
 	Installation inkwell.Installation
+	// Deliveries and WebhookAccounts are the webhook rows (webhooks.go).
+	Deliveries      []DeliveryRow
+	WebhookAccounts []WebhookAccountRow
 }
 
 // JobRow is one row of jobs.
@@ -116,7 +119,7 @@ func Inspect(ctx context.Context, dsn string) (Snapshot, error) {
 	defer tx.Rollback()
 	var s Snapshot
 	for _, read := range []func(context.Context, *sql.Tx, *Snapshot) error{
-		readJobs, readAttempts, readResults, readCharges, readRuns, readLanes,
+		readJobs, readAttempts, readResults, readCharges, readRuns, readLanes, readDeliveries,
 	} {
 		if err := read(ctx, tx, &s); err != nil {
 			return Snapshot{}, fmt.Errorf("inspect: %w", err)
