@@ -10,8 +10,8 @@ import (
 
 // Invariants of webhooks (DESIGN.md §11), as a violation names them.
 const (
-	InvWebhookRow       = "11 every ended job of an account with a webhook has a delivery row for that end"
-	InvWebhookDelivered = "11 each delivery is delivered at least once once the receiver is up"
+	InvWebhookRow       = "§11 every ended job of an account with a webhook has a delivery row for that end"
+	InvWebhookDelivered = "§11 each delivery is delivered at least once once the receiver is up"
 )
 
 // webhooks checks, in any snapshot, that every job that ended (done or
