@@ -58,6 +58,7 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
 		}
 	}
 	var secret string
+	createdAt := s.nowTS() // before the transaction: on PostgreSQL the clock is a query
 	const insert = `INSERT INTO accounts (name, budget_micros, rpm, created_at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (name) DO NOTHING`
 	var budget sql.NullInt64
@@ -65,7 +66,7 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
 		budget = sql.NullInt64{Int64: *a.BudgetMicros, Valid: true}
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := s.exec(ctx, tx, insert, a.Name, budget, a.RPM, s.nowTS())
+		n, err := s.exec(ctx, tx, insert, a.Name, budget, a.RPM, createdAt)
 		if err != nil {
 			return fmt.Errorf("create account: %w", err)
 		}
@@ -73,7 +74,7 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
 			return inkwell.Errorf(inkwell.ECONFLICT, "account %q already exists", a.Name)
 		}
 		if a.WebhookURL != "" {
-			secret, err = s.setWebhookTx(ctx, tx, a.Name, a.WebhookURL, true)
+			secret, err = s.setWebhookTx(ctx, tx, a.Name, a.WebhookURL, true, createdAt)
 		}
 		return err
 	})

@@ -122,7 +122,10 @@ func NewWebhookSecret() (string, error) {
 // new secret is made when rotate is set or the account has none; it is
 // returned then, and "" otherwise. webhook_since is set when the URL goes
 // from none to one. ENOTFOUND when there is no such account.
-func (s *Store) setWebhookTx(ctx context.Context, tx *sql.Tx, account, url string, rotate bool) (secret string, err error) {
+//
+// now is the store's time, read before tx began: on PostgreSQL the clock
+// is a query, which inside a transaction would want a second connection.
+func (s *Store) setWebhookTx(ctx context.Context, tx *sql.Tx, account, url string, rotate bool, now any) (secret string, err error) {
 	var old, oldSecret sql.NullString
 	err = s.txQueryRow(ctx, tx, `SELECT webhook_url, webhook_secret FROM accounts WHERE name = $1`, account).Scan(&old, &oldSecret)
 	if err != nil {
@@ -144,7 +147,7 @@ func (s *Store) setWebhookTx(ctx context.Context, tx *sql.Tx, account, url strin
 	if secret != "" {
 		sec = sql.NullString{String: secret, Valid: true}
 	}
-	if err := s.execOne(ctx, tx, upd, account, u, sec, s.nowTS()); err != nil {
+	if err := s.execOne(ctx, tx, upd, account, u, sec, now); err != nil {
 		return "", fmt.Errorf("set webhook of %q: %w", account, err)
 	}
 	return secret, nil
@@ -181,6 +184,7 @@ func (s *Store) SetWebhook(ctx context.Context, p SetWebhookParams) (Account, st
 		}
 	}
 	var secret string
+	now := s.nowTS()
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		url := p.URL
 		if url == "" && !p.Remove { // rotate only: keep the URL
@@ -194,7 +198,7 @@ func (s *Store) SetWebhook(ctx context.Context, p SetWebhookParams) (Account, st
 			url = cur.String
 		}
 		var err error
-		secret, err = s.setWebhookTx(ctx, tx, p.Account, url, p.RotateSecret)
+		secret, err = s.setWebhookTx(ctx, tx, p.Account, url, p.RotateSecret, now)
 		return err
 	})
 	if err != nil {
@@ -357,8 +361,9 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 func (s *Store) WebhookDelivered(ctx context.Context, id int64, status int) error {
 	const upd = `UPDATE webhook_deliveries SET delivered_at = $2, last_status = $3, last_error = NULL
 		WHERE id = $1 AND delivered_at IS NULL`
+	now := s.nowTS() // before the transaction: see setWebhookTx
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := s.exec(ctx, tx, upd, id, s.nowTS(), status)
+		_, err := s.exec(ctx, tx, upd, id, now, status)
 		return err
 	})
 }
@@ -401,6 +406,7 @@ func (s *Store) WebhookFailed(ctx context.Context, p WebhookFailParams) error {
 // will be sent and whether it is new.
 func (s *Store) ReplayWebhook(ctx context.Context, id int64) (WebhookDelivery, bool, error) {
 	var newID int64
+	now := s.nowTS() // before the transaction: see setWebhookTx
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var delivered, gaveUp nullTime
 		var hasURL bool
@@ -412,7 +418,6 @@ func (s *Store) ReplayWebhook(ctx context.Context, id int64) (WebhookDelivery, b
 		if !hasURL {
 			return inkwell.Errorf(inkwell.EINVALID, "webhook delivery %d: its account has no webhook URL now: set one with 'inkwell accounts webhook', then replay", id)
 		}
-		now := s.nowTS()
 		if !delivered.Valid && !gaveUp.Valid {
 			newID = id
 			return s.execOne(ctx, tx, `UPDATE webhook_deliveries SET next_attempt_at = $2 WHERE id = $1 AND delivered_at IS NULL AND gave_up_at IS NULL`, id, now)
