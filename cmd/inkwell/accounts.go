@@ -22,10 +22,11 @@ Accounts pay for jobs (DESIGN.md §10). Every API token belongs to one
 account, and with tokens in use the token's account pays for the jobs it
 submits. The account 'default' always exists.
 
-  inkwell accounts add NAME [--budget AMOUNT] [--rpm N]
+  inkwell accounts add NAME [--budget AMOUNT] [--rpm N] [--webhook-url URL]
   inkwell accounts set NAME [--budget AMOUNT|none] [--rpm N]
   inkwell accounts list
   inkwell accounts release JOB…
+  inkwell accounts webhook NAME (--url URL | --remove | --rotate-secret)
 
 Run 'inkwell accounts add --help' for its flags. Each accepted job
 reserves its worst-case cost against its account's budget (past it: 402
@@ -44,9 +45,11 @@ func runAccounts(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return runAccountsSet(ctx, args[1:], stdout, stderr)
 		case "release":
 			return runAccountsRelease(ctx, args[1:], stdout, stderr)
+		case "webhook":
+			return runAccountsWebhook(ctx, args[1:], stdout, stderr) // webhooks.go
 		}
 	}
-	return subcommandMissing("accounts", "add NAME [--budget AMOUNT] [--rpm N] | set NAME … | list | release JOB…", accountsHelp, "add, set, list, release", args, stdout, stderr)
+	return subcommandMissing("accounts", "add NAME [--budget AMOUNT] [--rpm N] [--webhook-url URL] | set NAME … | list | release JOB… | webhook NAME …", accountsHelp, "add, set, list, release, webhook", args, stdout, stderr)
 }
 
 // subcommandMissing answers a command that needs a subcommand and got
@@ -76,10 +79,11 @@ tokens can be set up before the first 'inkwell serve'. Bad input writes
 nothing (exit 2); a name already taken is refused (exit 1).`
 
 func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("accounts add", "NAME [--budget AMOUNT] [--rpm N] [--db PATH]", accountsAddHelp, stdout, stderr)
+	fs := newFlags("accounts add", "NAME [--budget AMOUNT] [--rpm N] [--webhook-url URL] [--db PATH]", accountsAddHelp, stdout, stderr)
 	db := dbFlag(fs)
 	budget := fs.String("budget", "", "the account's budget in currency units, e.g. 12.50 (empty: no budget)")
 	rpm := fs.Int("rpm", 0, "new requests per minute the account may send (0: no limit)")
+	webhookURL := fs.String("webhook-url", "", webhookURLFlagHelp)
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -87,8 +91,12 @@ func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "inkwell accounts add: give exactly one account NAME (got %d arguments)\n", fs.NArg())
 		return 2
 	}
-	a := store.Account{Name: fs.Arg(0), RPM: *rpm}
+	a := store.Account{Name: fs.Arg(0), RPM: *rpm, WebhookURL: *webhookURL}
 	if err := store.ValidateAccountName(a.Name); err != nil {
+		fmt.Fprintf(stderr, "inkwell accounts add: %s\n", inkwell.ErrorMessage(err))
+		return 2
+	}
+	if err := checkWebhookURL(a.WebhookURL); err != nil {
 		fmt.Fprintf(stderr, "inkwell accounts add: %s\n", inkwell.ErrorMessage(err))
 		return 2
 	}
@@ -114,6 +122,7 @@ func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fail(stderr, "accounts add", err)
 	}
 	fmt.Fprintf(stdout, "account %s added (budget %s, rpm %s)\n", a.Name, budgetText(a.BudgetMicros), rpmText(a.RPM))
+	printWebhookSecret(stdout, a.Name, a.WebhookURL, a.WebhookSecret) // webhooks.go
 	fmt.Fprintf(stdout, "give it a token: inkwell tokens create --account %s --role client\n", a.Name)
 	return 0
 }
@@ -144,10 +153,10 @@ func runAccountsList(ctx context.Context, args []string, stdout, stderr io.Write
 		return fail(stderr, "accounts list", err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tBUDGET\tRESERVED\tSPENT\tRPM\tCREATED")
+	fmt.Fprintln(tw, "NAME\tBUDGET\tRESERVED\tSPENT\tRPM\tCREATED\tWEBHOOK")
 	for _, a := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, budgetText(a.BudgetMicros), formatAmount(a.ReservedMicros), formatAmount(a.SpentMicros),
-			rpmText(a.RPM), a.CreatedAt.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, budgetText(a.BudgetMicros), formatAmount(a.ReservedMicros), formatAmount(a.SpentMicros),
+			rpmText(a.RPM), a.CreatedAt.Format(time.RFC3339), webhookText(a.WebhookURL))
 	}
 	return exitOf(tw.Flush())
 }
@@ -160,16 +169,16 @@ func exitOf(err error) int {
 }
 
 // openAccountsDB opens an existing database whose schema has accounts and
-// tokens (migration 7).
+// tokens (migration 7) and the accounts' webhooks (migration 10).
 func openAccountsDB(ctx context.Context, dsn string) (*store.Store, error) {
 	st, err := openExisting(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
-	if v, err := st.SchemaVersion(ctx); err != nil || v < 7 {
+	if v, err := st.SchemaVersion(ctx); err != nil || v < 10 {
 		st.Close()
 		shown := store.RedactDSN(dsn)
-		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s is at schema version %d and has no accounts or tokens yet: run 'inkwell migrate --db %s'", shown, v, shown)
+		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s is at schema version %d and has no accounts, tokens or webhooks yet: run 'inkwell migrate --db %s'", shown, v, shown)
 	}
 	return st, nil
 }

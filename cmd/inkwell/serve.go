@@ -17,6 +17,7 @@ import (
 	"github.com/inkwell/inkwell/internal/jobwait"
 	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/webhook"
 	"github.com/inkwell/inkwell/internal/worker"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -52,6 +53,7 @@ type serveConfig struct {
 	log                         logFlags
 	life                        jobLifeFlags
 	auth                        *string
+	webhooks                    webhookFlags
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -70,6 +72,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log:         addLogFlags(fs),
 		life:        addJobLifeFlags(fs),
 		auth:        fs.String("auth", "auto", authFlagHelp),
+		webhooks:    addWebhookFlags(fs),
 	}
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -80,6 +83,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *cfg.concurrency < 1 {
 		fmt.Fprintf(stderr, "inkwell serve: --concurrency must be at least 1, not %d\n", *cfg.concurrency)
+		return 2
+	}
+	if err := cfg.webhooks.check(); err != nil {
+		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
 	}
 	if err := cfg.checkDurations(); err != nil {
@@ -136,7 +143,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		Grace: *cfg.grace, Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Rescue: *cfg.rescue, Concurrency: *cfg.concurrency,
 		Provider: prov, ProviderName: *cfg.provider.kind, Limiter: lim, Registry: reg, Logger: log,
 		Retry: cfg.life.policy(*cfg.provider.kind), Retention: *cfg.life.retention, MaxQueued: *cfg.life.maxQueued,
-		Auth: *cfg.auth,
+		Auth: *cfg.auth, Webhooks: cfg.webhooks.config(),
 	})
 	if err != nil {
 		return err
@@ -160,6 +167,7 @@ type MainConfig struct {
 	Retention                      time.Duration        // prune finished jobs older than this (0: keep everything)
 	MaxQueued                      int                  // admission: refuse new jobs past this many queued (0: no limit)
 	Auth                           string               // --auth: auto (""), required or off (serve_auth.go)
+	Webhooks                       webhook.Config       // the webhook sender (webhooks_serve.go; zero: defaults)
 }
 
 // Main is one `inkwell serve`: the store, the lane, the HTTP API and the
@@ -261,6 +269,8 @@ func (m *Main) Run(ctx context.Context) error {
 	m.log.Info("ready", "lane", m.cfg.Lane)
 	stopRetention := m.startRetention(ctx) // --retention: prunes old finished jobs (retention.go)
 	defer stopRetention()
+	stopWebhooks := m.startWebhooks(ctx) // sends webhook deliveries (webhooks_serve.go)
+	defer stopWebhooks()
 
 	laneCtx, stopLane := context.WithCancel(ctx)
 	defer stopLane()

@@ -29,6 +29,7 @@ type Metrics struct {
 	acceptToDone    prometheus.Histogram
 	recoveryRuns    *prometheus.CounterVec
 	recoveryRows    *prometheus.CounterVec
+	webhooks        webhookMetrics // metrics_webhooks.go
 	now             func() time.Time
 }
 
@@ -93,6 +94,7 @@ func NewMetrics(reg prometheus.Registerer, src stateSource) *Metrics {
 	}
 	reg.MustRegister(m.accepted, m.answeredFromKey, m.refused, m.claimed, m.attempts,
 		m.providerSeconds, m.acceptToDone, m.recoveryRuns, m.recoveryRows, newStateCollector(src))
+	m.webhooks = newWebhookMetrics(reg, src)
 	return m
 }
 

@@ -39,11 +39,16 @@ const (
 	// answer, and a lane may still be in the cancelled attempt's provider
 	// call (its completion will be fenced out).
 	CancelAfterCommit = "cancel.after-commit"
+	// WebhookAfterSend: the receiver answered a webhook delivery with a
+	// 2xx, and the commit that marks it delivered has not run; after the
+	// crash the delivery is still pending and is sent again (at least once:
+	// the same webhook-id, so the receiver dedupes).
+	WebhookAfterSend = "webhook.after-send"
 )
 
 // Names lists every known crash point, in the order of a job's life.
 var Names = []string{
 	AcceptBeforeCommit, AcceptAfterCommit, ClaimAfterCommit, ProviderAfterCall,
 	CompleteBeforeCommit, CompleteAfterCommit, RecoverBeforeCommit, RetryAfterCommit,
-	CancelAfterCommit,
+	CancelAfterCommit, WebhookAfterSend,
 }

@@ -64,6 +64,9 @@ type Evidence struct {
 	// makes timeout and shutdown retry-safe (DESIGN.md §9). The drill runs
 	// `--provider openai`, off by default.
 	HonoursKeys bool
+	// WebhookIDs are the webhook-ids the drill's receiver got, with their
+	// counts (nil: not known; check_webhooks.go).
+	WebhookIDs map[string]int
 }
 
 // Check returns every violation of DESIGN.md §7 in e; none means the
@@ -79,6 +82,7 @@ func Check(e Evidence) []Violation {
 	for i, s := range e.Snapshots {
 		c := checker{snap: s, keys: e.Keys, honoursKeys: e.HonoursKeys, retried: retried}
 		c.static()
+		c.webhooks() // check_webhooks.go
 		if i > 0 {
 			c.since(e.Snapshots[i-1], e.DeadPIDs)
 			c.joblifeSince(e.Snapshots[i-1])
@@ -86,6 +90,7 @@ func Check(e Evidence) []Violation {
 		if s.Kind == KindFinal {
 			c.final(e)
 			c.joblifeEvidence(e)
+			c.webhooksFinal(e)
 		}
 		out = append(out, c.out...)
 	}

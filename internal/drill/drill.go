@@ -24,6 +24,7 @@ type drill struct {
 	// bills nothing, to fail jobs the ordinary way (a provider outage).
 	good, failing *sim
 	sims          procs
+	hooks         *hooks // the webhook receiver (webhooks.go)
 }
 
 // Run runs the drill cfg describes and returns its report. The error is
@@ -51,6 +52,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 	defer d.stopSims()
+	if d.hooks, err = startHooks(); err != nil {
+		return nil, err
+	}
+	defer d.hooks.stop()
 
 	rep := &Report{Mode: cfg.Mode, Command: cfg.Command, DB: d.dbs.kind(), Short: cfg.Short, Started: time.Now(), WorkDir: d.work}
 	switch cfg.Mode {

@@ -90,7 +90,7 @@ func inFlightScenario(point string, n int, lim limits) scenario {
 		sc.runs = append(sc.runs, armed(spec, "held"))
 	case crashpoint.ClaimAfterCommit:
 		sc.runs = append(sc.runs, armed(spec, "held"))
-	case crashpoint.ProviderAfterCall, crashpoint.CompleteBeforeCommit, crashpoint.CompleteAfterCommit:
+	case crashpoint.ProviderAfterCall, crashpoint.CompleteBeforeCommit, crashpoint.CompleteAfterCommit, crashpoint.WebhookAfterSend:
 		sc.runs = append(sc.runs, armed(spec, "slow"))
 	case crashpoint.RecoverBeforeCommit:
 		setup := armed(fmt.Sprintf("%s:%d", crashpoint.ClaimAfterCommit, n), "held")
@@ -165,6 +165,9 @@ func aboutInFlight(point string, n int) string {
 		what = fill + slow + fmt.Sprintf("Serve dies inside the first answer's group commit, before it commits: nothing of it is stored, and the %d other calls are in flight. ", n-1)
 	case crashpoint.CompleteAfterCommit:
 		what = fill + slow + fmt.Sprintf("Serve dies just after the first answer's group commit: that job is done, with the %d other calls in flight. ", n-1)
+	case crashpoint.WebhookAfterSend:
+		what = fill + slow + "Serve dies when the receiver has answered 2xx to the first job's webhook, before that delivery is marked delivered; the other calls are in flight (or done, when their answers came back before the sender's next poll). " +
+			"The restart sends the delivery again with the same webhook-id once its lease ends, and every other job's delivery once it is done. "
 	case crashpoint.RecoverBeforeCommit:
 		what = fill + held + fmt.Sprintf("Serve first dies after the %s claim (claim.after-commit:%d, %d attempts running); the restart dies inside startup recovery before its commit, and nothing of that recovery is kept. ", ordinal(n), n, n)
 	case crashpoint.RetryAfterCommit:
@@ -233,7 +236,7 @@ func expectInFlight(point string) (calls, trigger []path) {
 		return held, expect(point)
 	case crashpoint.ProviderAfterCall, crashpoint.CompleteBeforeCommit:
 		return append(held, answered...), nil
-	case crashpoint.CompleteAfterCommit:
+	case crashpoint.CompleteAfterCommit, crashpoint.WebhookAfterSend:
 		done := state{inkwell.StatusDone, "#1 done", "1 / 1"}
 		return append(append(held, answered...), path{done, done, done}), nil
 	}
@@ -251,11 +254,14 @@ func queuedAtCrash(paths []path) []path {
 // may differ from run to run; "" where they never do.
 func whyVariesInFlight(point string) string {
 	switch point {
-	case crashpoint.ProviderAfterCall, crashpoint.CompleteBeforeCommit, crashpoint.CompleteAfterCommit:
+	case crashpoint.ProviderAfterCall, crashpoint.CompleteBeforeCommit, crashpoint.CompleteAfterCommit, crashpoint.WebhookAfterSend:
 		s := "The calls went out one after another, and the simulator answers each after the same latency, so the first answer fires the point while the others are still in flight; " +
 			"those are cut off by the kill before the simulator answers and are never billed (0 / 0). " +
 			"But the calls went out milliseconds apart, so the next answers may be billed in the instant before the kill (while the first one's commit runs): each leaves an orphan with a bill, whose retry is answered from the record (2 calls, 1 bill); " +
 			"and as the ledger is read just after the database, that bill may show only in a later read. "
+		if point == crashpoint.WebhookAfterSend {
+			s += "The webhook is sent at the sender's next poll (every second) after the first completion, so more answers may have come back and been stored by then: those jobs are done at the crash. "
+		}
 		if point == crashpoint.CompleteAfterCommit {
 			s += "The first group commit may also carry more than one answer, when they came back together: those jobs are done at the crash, and recovery closes the others. "
 		}
@@ -401,9 +407,11 @@ func (t *Timeline) checkInFlight() []Violation {
 	switch {
 	case t.Point == crashpoint.CompleteAfterCommit && (done < 1 || running < 1 || running+done != t.InFlight):
 		add(crash, "%d attempt(s) running and %d job(s) done when serve died; the first completion's commit must leave its job(s) done and the others of the %d calls running", running, done, t.InFlight)
+	case t.Point == crashpoint.WebhookAfterSend && (done < 1 || running+done != t.InFlight):
+		add(crash, "%d attempt(s) running and %d job(s) done when serve died; a webhook is sent only for a job done, and the others of the %d calls are running or done", running, done, t.InFlight)
 	case t.Point == crashpoint.CancelAfterCommit && running != t.InFlight-1:
 		add(crash, "%d attempt(s) running when serve died; the scenario holds %d calls in flight, of which the cancel closed one", running, t.InFlight)
-	case t.Point != crashpoint.CompleteAfterCommit && t.Point != crashpoint.CancelAfterCommit && running != t.InFlight:
+	case t.Point != crashpoint.CompleteAfterCommit && t.Point != crashpoint.CancelAfterCommit && t.Point != crashpoint.WebhookAfterSend && running != t.InFlight:
 		add(crash, "%d attempt(s) running when serve died; the scenario holds %d calls in flight at this point", running, t.InFlight)
 	}
 	if t.Point == crashpoint.ProviderAfterCall || t.Point == crashpoint.CompleteBeforeCommit {

@@ -279,7 +279,7 @@ func (m *mdWriter) invariants() {
 		InvOneRunning, InvNothingRunning, InvNumbering, InvFinishedImmutable, InvFinishedFields,
 		InvBilledOnce, InvChargeKnown, InvBilledText, InvBillHasJob, InvRecoveryRun, InvIntegrity, InvAllDone,
 		InvPointState, InvInFlight, InvErrorClass, InvRestartedClass, InvRetrySafe, InvNotBefore, InvGaveUp,
-		InvCancelled, InvCancelAsked, InvPruned, InvPrunedNotRerun,
+		InvCancelled, InvCancelAsked, InvPruned, InvPrunedNotRerun, InvWebhookRow, InvWebhookDelivered,
 	} {
 		num, text, _ := strings.Cut(inv, " ")
 		m.f("- (%s) %s\n", num, text)

@@ -205,6 +205,7 @@ func (d *drill) runRandomPlan(ctx context.Context, n int, pl plan) *Timeline {
 	p.failing, p.providerTimeout = nil, randomCallLimit
 	p.serveArgs = []string{"--concurrency", fmt.Sprint(pl.Concurrency)}
 	p.maxAttempts = pl.MaxAttempts
+	p.webhookAccounts = []string{"client1", "client2"} // the other clients' accounts have none
 	d.log.Info("random run", "run", n, "seed", pl.Seed)
 	start := time.Now()
 	sim, err := d.startSim(ctx, "provider-sim-"+slug, simOptions{

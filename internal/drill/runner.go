@@ -96,7 +96,8 @@ type play struct {
 	// opened once a run with openGate is ready.
 	gate              chan struct{}
 	openGateWhenReady bool
-	holdEach          bool // the clients wait for each job's claim (client.holdEach)
+	holdEach          bool     // the clients wait for each job's claim (client.holdEach)
+	webhookAccounts   []string // accounts given a webhook (webhooks.go; nil: "drill")
 
 	retry           atomic.Bool
 	retryAfterReady bool // the run's retry setting, applied once it is ready
@@ -277,7 +278,10 @@ func (p *play) open(ctx context.Context) error {
 	for i := range p.d.lim.clients {
 		accounts = append(accounts, fmt.Sprintf("client%d", i+1))
 	}
-	return giveBudgets(ctx, dsn, accounts...)
+	if err := giveBudgets(ctx, dsn, accounts...); err != nil {
+		return err
+	}
+	return p.addWebhookAccounts(ctx) // webhooks.go
 }
 
 // startClients starts one client per workload; they run until every job
@@ -343,7 +347,7 @@ func (p *play) startServe(ctx context.Context, crashAt string, failing bool) (*c
 	args := []string{"serve", "--db", p.dsn, "--addr", "127.0.0.1:0", "--lane", "drill",
 		"--provider", "openai", "--provider-url", provURL, "--model", "drill",
 		"--provider-timeout", p.providerTimeout.String(), "--grace", "5s",
-		"--heartbeat", "500ms", "--poll", "100ms", "--log-format", "json",
+		"--heartbeat", "500ms", "--poll", "100ms", "--log-format", "json", "--webhook-timeout", webhookTimeout,
 		// The crash-point scenarios retry by hand (POST .../retry), so that
 		// each point's reads follow the paths it allows; automatic retry
 		// has scenarios of its own (joblife.go).
@@ -484,6 +488,9 @@ func (p *play) cleanRun(ctx context.Context, sv *child, u until, last bool) erro
 		}
 	case untilAllDone:
 		if err := p.awaitClients(ctx, sv); err != nil {
+			return err
+		}
+		if err := p.awaitWebhooks(ctx, sv); err != nil { // webhooks.go
 			return err
 		}
 	}
@@ -695,7 +702,8 @@ func (p *play) finish(start time.Time) {
 			}
 		}
 	}
-	tl.Violations = Check(Evidence{Snapshots: tl.Snaps, Keys: tl.Keys, Requests: tl.Requests, Texts: tl.Texts, DeadPIDs: tl.DeadPIDs})
+	tl.Violations = Check(Evidence{Snapshots: tl.Snaps, Keys: tl.Keys, Requests: tl.Requests, Texts: tl.Texts, DeadPIDs: tl.DeadPIDs,
+		WebhookIDs: p.d.hooks.received()})
 	tl.Violations = append(tl.Violations, tl.checkPaths()...)
 	tl.Violations = append(tl.Violations, tl.checkInFlight()...)
 	if tl.Err == nil && tl.Final < 0 {

@@ -175,6 +175,8 @@ func about(point string) string {
 		return "Jobs first fail the ordinary way (a provider answering 500). The client retries; serve dies just after the retry committed, before answering. The commit leaves the job queued again with its attempts untouched, for the lane to run: the restarted one, or the dying one if it got there first."
 	case crashpoint.CancelAfterCommit:
 		return cancelScenario(point, cancelRunning).about
+	case crashpoint.WebhookAfterSend:
+		return "The job is done and its webhook delivery was posted; serve dies after the receiver's 2xx, before the commit that marks the delivery delivered. After the restart the delivery is still pending and, once its lease (--webhook-timeout + 5 s) ends, is sent again with the same webhook-id: at least once."
 	}
 	return ""
 }
@@ -230,7 +232,7 @@ func expect(point string) []path {
 		return orphan("0 / 0", "1 / 1") // the provider was never called
 	case crashpoint.ProviderAfterCall, crashpoint.CompleteBeforeCommit:
 		return orphan("1 / 1", "2 / 1") // billed once; the retry is answered from the record
-	case crashpoint.CompleteAfterCommit:
+	case crashpoint.CompleteAfterCommit, crashpoint.WebhookAfterSend:
 		done := state{inkwell.StatusDone, "#1 done", "1 / 1"}
 		return []path{{done, done, done}}
 	case crashpoint.RetryAfterCommit:

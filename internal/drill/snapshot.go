@@ -48,6 +48,9 @@ type Snapshot struct {
 	// read from schema version 9 on; empty before.
 	Accounts     []AccountRow
 	Reservations []ReservationRow
+	// Deliveries and WebhookAccounts are the webhook rows (webhooks.go).
+	Deliveries      []DeliveryRow
+	WebhookAccounts []WebhookAccountRow
 }
 
 // JobRow is one row of jobs.
@@ -120,7 +123,7 @@ func Inspect(ctx context.Context, dsn string) (Snapshot, error) {
 	defer tx.Rollback()
 	var s Snapshot
 	for _, read := range []func(context.Context, *sql.Tx, *Snapshot) error{
-		readJobs, readAttempts, readResults, readCharges, readRuns, readLanes, readBudgets,
+		readJobs, readAttempts, readResults, readCharges, readRuns, readLanes, readBudgets, readDeliveries,
 	} {
 		if err := read(ctx, tx, &s); err != nil {
 			return Snapshot{}, fmt.Errorf("inspect: %w", err)

@@ -22,6 +22,10 @@ type Account struct {
 	SpentMicros    int64
 	RPM            int // 0: no limit
 	CreatedAt      time.Time
+	WebhookURL     string // "": no webhook (webhooks.go)
+	// WebhookSecret is set only on the Account CreateAccount returns when
+	// it made a signing secret (shown once); reads never fill it.
+	WebhookSecret string
 }
 
 // accountRE is the account name rule the API applies to a body's account.
@@ -47,6 +51,13 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
 	if a.RPM < 0 {
 		return Account{}, inkwell.Errorf(inkwell.EINVALID, "rpm must not be negative (0: no limit)")
 	}
+	if a.WebhookURL != "" {
+		if err := ValidateWebhookURL(a.WebhookURL); err != nil {
+			return Account{}, err
+		}
+	}
+	var secret string
+	createdAt := s.nowTS() // before the transaction: on PostgreSQL the clock is a query
 	// spent_micros starts at the charges already stored under the name
 	// (jobs accepted for it before it had a row): it always equals them.
 	const insert = `INSERT INTO accounts (name, budget_micros, rpm, created_at, spent_micros)
@@ -57,30 +68,37 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
 		budget = sql.NullInt64{Int64: *a.BudgetMicros, Valid: true}
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := s.exec(ctx, tx, insert, a.Name, budget, a.RPM, s.nowTS())
+		n, err := s.exec(ctx, tx, insert, a.Name, budget, a.RPM, createdAt)
 		if err != nil {
 			return fmt.Errorf("create account: %w", err)
 		}
 		if n == 0 {
 			return inkwell.Errorf(inkwell.ECONFLICT, "account %q already exists", a.Name)
 		}
-		return nil
+		if a.WebhookURL != "" {
+			secret, err = s.setWebhookTx(ctx, tx, a.Name, a.WebhookURL, true, createdAt)
+		}
+		return err
 	})
 	if err != nil {
 		return Account{}, err
 	}
-	return s.Account(ctx, a.Name)
+	created, err := s.Account(ctx, a.Name)
+	created.WebhookSecret = secret
+	return created, err
 }
 
-const accountColumns = `name, budget_micros, reserved_micros, spent_micros, rpm, created_at`
+const accountColumns = `name, budget_micros, reserved_micros, spent_micros, rpm, created_at, webhook_url`
 
 func scanAccount(row rowScanner) (Account, error) {
 	var a Account
 	var budget sql.NullInt64
 	var created nullTime
-	if err := row.Scan(&a.Name, &budget, &a.ReservedMicros, &a.SpentMicros, &a.RPM, &created); err != nil {
+	var webhook sql.NullString
+	if err := row.Scan(&a.Name, &budget, &a.ReservedMicros, &a.SpentMicros, &a.RPM, &created, &webhook); err != nil {
 		return a, err
 	}
+	a.WebhookURL = webhook.String
 	if budget.Valid {
 		a.BudgetMicros = &budget.Int64
 	}

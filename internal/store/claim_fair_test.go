@@ -227,7 +227,7 @@ func acceptInAccounts(t *testing.T, s *store.Store, accounts ...string) map[stri
 // acceptFor is acceptParams for account, keyed by name.
 func acceptFor(account, name string) store.AcceptParams {
 	payload, _ := json.Marshal(inkwell.Request{Prompt: "p " + name, Account: account, MaxWords: inkwell.DefaultMaxWords})
-	return store.AcceptParams{IdempotencyKey: "key-" + account + "-" + name, RequestHash: inkwell.RequestHash(payload), Payload: payload}
+	return store.AcceptParams{Account: account, IdempotencyKey: "key-" + account + "-" + name, RequestHash: inkwell.RequestHash(payload), Payload: payload}
 }
 
 // nameOf names claimed jobs by acceptInAccounts' names, in the order

@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/webhook"
+)
+
+// BenchmarkWebhookEndCPU: what the delivery trigger (migration 0010) adds
+// to a job's three writes (accept, claim, complete), in this process's CPU
+// per job on SQLite (synchronous=NORMAL, as BenchmarkJobWriteCPU):
+// "none" has no account with a webhook (the trigger's WHEN clause stops at
+// one index probe), "other" has one but the job's account has none (the
+// payload's account is read), "webhook" writes a delivery row per job.
+//
+//	go test -run xxx -bench WebhookEndCPU -benchtime 2000x -count 6 ./internal/bench
+func BenchmarkWebhookEndCPU(b *testing.B) {
+	for _, tc := range []struct{ name, hooked, account string }{
+		{"none", "", "acme"},
+		{"other", "other", "acme"},
+		{"webhook", "acme", "acme"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			st, err := store.Open(ctx, benchDSN(b, "sqlite"), store.Options{Synchronous: "NORMAL"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			if tc.hooked != "" {
+				if _, err := st.CreateAccount(ctx, store.Account{Name: tc.hooked, WebhookURL: "http://127.0.0.1:9/hook"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			lock, err := st.LockLane(ctx, "local")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lock.Release()
+			payload := []byte(fmt.Sprintf(`{"prompt":"p","account":%q,"max_words":10}`, tc.account))
+			cpu0 := processCPU()
+			b.ResetTimer()
+			for i := range b.N {
+				endOneJob(b, st, lock, fmt.Sprint("k", i), payload)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/job")
+			ds, err := st.WebhookDeliveries(ctx, store.WebhookFilter{Limit: b.N + 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if want := map[bool]int{true: b.N, false: 0}[tc.hooked == tc.account]; len(ds) != want {
+				b.Fatalf("%d deliveries, want %d", len(ds), want)
+			}
+		})
+	}
+}
+
+// endOneJob accepts, claims and completes one job.
+func endOneJob(b *testing.B, st *store.Store, lock *store.LaneLock, key string, payload []byte) {
+	ctx := context.Background()
+	if _, _, err := st.Accept(ctx, store.AcceptParams{IdempotencyKey: key, RequestHash: "h", Payload: payload}); err != nil {
+		b.Fatal(err)
+	}
+	cs, err := st.ClaimUpTo(ctx, lock, 1)
+	if err != nil || len(cs) != 1 {
+		b.Fatalf("claim: %v %v", cs, err)
+	}
+	if err := st.CompleteIfRunning(ctx, store.CompleteParams{JobID: cs[0].Job.ID, AttemptID: cs[0].Attempt.ID,
+		Text: "ink", Account: "acme", AmountMicros: 1, ProviderRequestID: "r" + key}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkWebhookSend: deliveries per second one sender posts to a
+// receiver on loopback that answers 204 at once, claims and outcomes
+// included, on each dialect (synchronous=FULL on SQLite).
+//
+//	go test -run xxx -bench WebhookSend -benchtime 2000x ./internal/bench
+func BenchmarkWebhookSend(b *testing.B) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		b.Run(db, func(b *testing.B) {
+			ctx := context.Background()
+			rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			defer rcv.Close()
+			st := benchOpen(b, benchDSN(b, db), nil)
+			if _, err := st.CreateAccount(ctx, store.Account{Name: "acme", WebhookURL: rcv.URL}); err != nil {
+				b.Fatal(err)
+			}
+			lock, err := st.LockLane(ctx, "local")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lock.Release()
+			for i := range b.N {
+				endOneJob(b, st, lock, fmt.Sprint("k", i), []byte(`{"prompt":"p","account":"acme"}`))
+			}
+			snd := webhook.New(st, webhook.Config{Concurrency: 16})
+			start := time.Now()
+			b.ResetTimer()
+			for sent := 0; sent < b.N; {
+				n, err := snd.SendDue(ctx)
+				if err != nil || n == 0 {
+					b.Fatalf("SendDue: %d, %v after %d of %d", n, err, sent, b.N)
+				}
+				sent += n
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "deliveries/s")
+			if left, err := st.WebhookBacklog(ctx); err != nil || left.Pending != 0 {
+				b.Fatalf("backlog after sending: %+v, %v", left, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,453 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Webhooks (DESIGN.md §11). This file owns an account's webhook settings
+// (accounts.webhook_url, webhook_secret, webhook_since) and every write to
+// webhook_deliveries but one: the row for an ending job is written by the
+// trigger webhook_deliveries_on_job_end (migration 0010), inside the
+// transaction of whichever transition ends the job (complete, fail, cancel,
+// recovery, rescue), so no transition needs to know about webhooks and none
+// can forget one. The sender (internal/webhook) claims due rows here, posts
+// them, and records the outcome here.
+
+// WebhookSecretPrefix starts every signing secret, as Standard Webhooks
+// serializes symmetric secrets.
+const WebhookSecretPrefix = "whsec_"
+
+// MaxWebhookURLBytes bounds a webhook URL.
+const MaxWebhookURLBytes = 2048
+
+// WebhookDelivery is one row of webhook_deliveries, with the job's
+// idempotency key (which clients know their jobs by).
+type WebhookDelivery struct {
+	ID             int64
+	JobID          int64
+	IdempotencyKey string
+	Account        string
+	Event          string // job.done or job.failed
+	JobError       string
+	JobErrorClass  string
+	OccurredAt     time.Time // the job's finished_at
+	CreatedAt      time.Time
+	Attempts       int
+	NextAttemptAt  time.Time
+	LastAttemptAt  *time.Time
+	LastStatus     int // the receiver's last HTTP status; 0: none
+	LastError      string
+	DeliveredAt    *time.Time
+	GaveUpAt       *time.Time
+	ReplayOf       int64 // 0: an original delivery
+}
+
+// State is pending, delivered or gave_up.
+func (d WebhookDelivery) State() string {
+	switch {
+	case d.DeliveredAt != nil:
+		return "delivered"
+	case d.GaveUpAt != nil:
+		return "gave_up"
+	}
+	return "pending"
+}
+
+// MessageID is the Standard Webhooks webhook-id of the delivery: the same
+// on every attempt and for every replay of it, so that a receiver can
+// dedupe, and different across installations (the installation id).
+func (d WebhookDelivery) MessageID(installation string) string {
+	root := d.ID
+	if d.ReplayOf != 0 {
+		root = d.ReplayOf
+	}
+	return "msg_" + installation[:min(12, len(installation))] + "_" + strconv.FormatInt(root, 10)
+}
+
+// WebhookSend is a claimed delivery: where to send it and with what key.
+type WebhookSend struct {
+	WebhookDelivery
+	URL    string
+	Secret string // whsec_…
+}
+
+// ValidateWebhookURL refuses a URL the sender could not post to: an
+// absolute http or https URL with a host, no user info, no fragment.
+func ValidateWebhookURL(raw string) error {
+	bad := func(why string) error {
+		return inkwell.Errorf(inkwell.EINVALID, "webhook URL %q: %s (want an absolute http:// or https:// URL)", raw, why)
+	}
+	if len(raw) > MaxWebhookURLBytes {
+		return bad(fmt.Sprintf("longer than %d bytes", MaxWebhookURLBytes))
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return bad("not a URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("the scheme must be http or https")
+	case u.Host == "" || u.Hostname() == "":
+		return bad("no host")
+	case u.User != nil:
+		return bad("user info in a URL ends up in logs; use a secret path or the signature instead")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return bad("a fragment is never sent")
+	case strings.ContainsAny(raw, " \t\r\n"):
+		return bad("white space")
+	}
+	return nil
+}
+
+// NewWebhookSecret makes a signing secret: whsec_ and the base64 of 32
+// random bytes (Standard Webhooks asks for 24 to 64).
+func NewWebhookSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("webhook secret: %w", err)
+	}
+	return WebhookSecretPrefix + base64.StdEncoding.EncodeToString(b), nil
+}
+
+// setWebhookTx sets an account's webhook URL in tx (url "" removes it). A
+// new secret is made when rotate is set or the account has none; it is
+// returned then, and "" otherwise. webhook_since is set when the URL goes
+// from none to one. ENOTFOUND when there is no such account.
+//
+// now is the store's time, read before tx began: on PostgreSQL the clock
+// is a query, which inside a transaction would want a second connection.
+func (s *Store) setWebhookTx(ctx context.Context, tx *sql.Tx, account, url string, rotate bool, now any) (secret string, err error) {
+	var old, oldSecret sql.NullString
+	err = s.txQueryRow(ctx, tx, `SELECT webhook_url, webhook_secret FROM accounts WHERE name = $1`, account).Scan(&old, &oldSecret)
+	if err != nil {
+		return "", notFound(err, "account %q", account)
+	}
+	if rotate || (!oldSecret.Valid && url != "") {
+		if secret, err = NewWebhookSecret(); err != nil {
+			return "", err
+		}
+	}
+	const upd = `UPDATE accounts SET webhook_url = CAST($2 AS TEXT),
+		webhook_secret = COALESCE(CAST($3 AS TEXT), webhook_secret),
+		webhook_since = CASE WHEN CAST($2 AS TEXT) IS NULL THEN NULL WHEN webhook_url IS NULL THEN $4 ELSE webhook_since END
+		WHERE name = $1`
+	var u, sec sql.NullString
+	if url != "" {
+		u = sql.NullString{String: url, Valid: true}
+	}
+	if secret != "" {
+		sec = sql.NullString{String: secret, Valid: true}
+	}
+	if err := s.execOne(ctx, tx, upd, account, u, sec, now); err != nil {
+		return "", fmt.Errorf("set webhook of %q: %w", account, err)
+	}
+	return secret, nil
+}
+
+// SetWebhookParams says what SetWebhook changes.
+type SetWebhookParams struct {
+	Account string
+	URL     string // "" with Remove
+	Remove  bool   // no webhook from now on; pending deliveries wait for a URL
+	// RotateSecret makes a new signing secret (returned once). An account
+	// given its first URL gets one anyway.
+	RotateSecret bool
+}
+
+// SetWebhook sets, changes or removes an account's webhook URL, or
+// rotates its secret. It returns the account and the new secret ("" when
+// the secret did not change). Bad input is EINVALID and writes nothing.
+func (s *Store) SetWebhook(ctx context.Context, p SetWebhookParams) (Account, string, error) {
+	switch {
+	case p.Remove && p.URL != "":
+		return Account{}, "", inkwell.Errorf(inkwell.EINVALID, "give a webhook URL or remove it, not both")
+	case p.Remove && p.RotateSecret:
+		return Account{}, "", inkwell.Errorf(inkwell.EINVALID, "a removed webhook has no secret to rotate")
+	case !p.Remove && p.URL == "" && !p.RotateSecret:
+		return Account{}, "", inkwell.Errorf(inkwell.EINVALID, "give a webhook URL, remove it, or rotate its secret")
+	}
+	if err := ValidateAccountName(p.Account); err != nil {
+		return Account{}, "", err
+	}
+	if p.URL != "" {
+		if err := ValidateWebhookURL(p.URL); err != nil {
+			return Account{}, "", err
+		}
+	}
+	var secret string
+	now := s.nowTS()
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		url := p.URL
+		if url == "" && !p.Remove { // rotate only: keep the URL
+			var cur sql.NullString
+			if err := s.txQueryRow(ctx, tx, `SELECT webhook_url FROM accounts WHERE name = $1`, p.Account).Scan(&cur); err != nil {
+				return notFound(err, "account %q", p.Account)
+			}
+			if !cur.Valid {
+				return inkwell.Errorf(inkwell.EINVALID, "account %q has no webhook URL: set one (its secret comes with it)", p.Account)
+			}
+			url = cur.String
+		}
+		var err error
+		secret, err = s.setWebhookTx(ctx, tx, p.Account, url, p.RotateSecret, now)
+		return err
+	})
+	if err != nil {
+		return Account{}, "", err
+	}
+	a, err := s.Account(ctx, p.Account)
+	return a, secret, err
+}
+
+// WebhookSecret reads an account's signing secret (tests and the drill
+// verify signatures with it; the sender gets it with its claim).
+func (s *Store) WebhookSecret(ctx context.Context, account string) (string, error) {
+	var sec sql.NullString
+	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT webhook_secret FROM accounts WHERE name = $1`), account).Scan(&sec)
+	if err != nil {
+		return "", s.classify(notFound(err, "account %q", account))
+	}
+	return sec.String, nil
+}
+
+const deliveryColumns = `d.id, d.job_id, j.idempotency_key, d.account, d.event, d.job_error, d.job_error_class, d.occurred_at, d.created_at,
+	d.attempts, d.next_attempt_at, d.last_attempt_at, d.last_status, d.last_error, d.delivered_at, d.gave_up_at, d.replay_of`
+
+const deliveryFrom = ` FROM webhook_deliveries d JOIN jobs j ON j.id = d.job_id`
+
+func scanDelivery(row rowScanner, extra ...any) (WebhookDelivery, error) {
+	var d WebhookDelivery
+	var jobErr, class, lastErr sql.NullString
+	var status, replayOf sql.NullInt64
+	var occurred, created, next, last, delivered, gaveUp nullTime
+	dest := append([]any{&d.ID, &d.JobID, &d.IdempotencyKey, &d.Account, &d.Event, &jobErr, &class, &occurred, &created,
+		&d.Attempts, &next, &last, &status, &lastErr, &delivered, &gaveUp, &replayOf}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return d, err
+	}
+	d.JobError, d.JobErrorClass, d.LastError = jobErr.String, class.String, lastErr.String
+	d.LastStatus, d.ReplayOf = int(status.Int64), replayOf.Int64
+	d.OccurredAt, d.CreatedAt, d.NextAttemptAt = occurred.Time, created.Time, next.Time
+	d.LastAttemptAt, d.DeliveredAt, d.GaveUpAt = last.Ptr(), delivered.Ptr(), gaveUp.Ptr()
+	return d, nil
+}
+
+// WebhookFilter selects deliveries for WebhookDeliveries.
+type WebhookFilter struct {
+	Account string // "": every account
+	JobID   int64  // 0: every job
+	Pending bool   // only those not delivered and not given up
+	Limit   int    // default 100
+}
+
+// WebhookDeliveries lists deliveries, newest first.
+func (s *Store) WebhookDeliveries(ctx context.Context, f WebhookFilter) ([]WebhookDelivery, error) {
+	q := `SELECT ` + deliveryColumns + deliveryFrom + ` WHERE ($1 = '' OR d.account = $1) AND ($2 = 0 OR d.job_id = $2)`
+	if f.Pending {
+		q += ` AND d.delivered_at IS NULL AND d.gave_up_at IS NULL`
+	}
+	q += ` ORDER BY d.id DESC LIMIT $3`
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), f.Account, f.JobID, f.Limit)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("list webhook deliveries: %w", err))
+	}
+	defer rows.Close()
+	var out []WebhookDelivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list webhook deliveries: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, s.classify(rows.Err())
+}
+
+// WebhookDelivery returns one delivery (ENOTFOUND when there is none).
+func (s *Store) WebhookDelivery(ctx context.Context, id int64) (WebhookDelivery, error) {
+	d, err := scanDelivery(s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT `+deliveryColumns+deliveryFrom+` WHERE d.id = $1`), id))
+	if err != nil {
+		return d, s.classify(notFound(err, "webhook delivery %d", id))
+	}
+	return d, nil
+}
+
+// ClaimWebhooks claims up to n due deliveries of accounts that have a
+// webhook URL. A claim counts the attempt (attempts + 1) and leases the
+// row: it pushes next_attempt_at out by lease, so that a sender that dies
+// mid-send leaves the row to be claimed again when the lease ends (at
+// least once), and another sender meanwhile never takes it. On PostgreSQL
+// the pick is FOR UPDATE SKIP LOCKED, so several serve processes claim
+// apart without waiting on each other.
+func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) ([]WebhookSend, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	now := s.now()
+	// Picked once in a materialized CTE: the PostgreSQL planner may rescan
+	// an IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED) and take more than n
+	// (see ClaimUpTo). EXISTS, not a join, so that only the delivery rows
+	// are locked, never the account's.
+	claim := `WITH due AS MATERIALIZED (
+		SELECT d.id FROM webhook_deliveries d
+		WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= $1
+		  AND EXISTS (SELECT 1 FROM accounts a WHERE a.name = d.account AND a.webhook_url IS NOT NULL)
+		ORDER BY d.next_attempt_at, d.id LIMIT $2` + s.dialect.claimLock + `)
+		UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = $3, last_attempt_at = $1
+		WHERE id IN (SELECT id FROM due) AND delivered_at IS NULL AND gave_up_at IS NULL
+		RETURNING id`
+	var out []WebhookSend
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := s.txQuery(ctx, tx, claim, s.ts(now), n, s.ts(now.Add(lease)))
+		if err != nil {
+			return fmt.Errorf("claim webhook deliveries: %w", err)
+		}
+		var ids []string
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, strconv.FormatInt(id, 10))
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		// ids are int64s read from the database just now, never outside text.
+		sel := `SELECT ` + deliveryColumns + `, a.webhook_url, a.webhook_secret` + deliveryFrom +
+			` JOIN accounts a ON a.name = d.account WHERE d.id IN (` + strings.Join(ids, ",") + `) ORDER BY d.id`
+		rows, err = tx.QueryContext(ctx, sel)
+		if err != nil {
+			return fmt.Errorf("read claimed webhook deliveries: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var w WebhookSend
+			var u, sec sql.NullString
+			if w.WebhookDelivery, err = scanDelivery(rows, &u, &sec); err != nil {
+				return err
+			}
+			w.URL, w.Secret = u.String, sec.String
+			out = append(out, w)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// WebhookDelivered records a 2xx for a delivery. It is idempotent: a
+// delivery already marked (by this sender before a crash, or by another
+// after a lease ran out) stays as it was, and that is no error.
+func (s *Store) WebhookDelivered(ctx context.Context, id int64, status int) error {
+	const upd = `UPDATE webhook_deliveries SET delivered_at = $2, last_status = $3, last_error = NULL
+		WHERE id = $1 AND delivered_at IS NULL`
+	now := s.nowTS() // before the transaction: see setWebhookTx
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := s.exec(ctx, tx, upd, id, now, status)
+		return err
+	})
+}
+
+// WebhookFailParams record one failed send.
+type WebhookFailParams struct {
+	ID       int64
+	Attempts int       // the attempts count of the claim that sent it (fence)
+	Status   int       // the receiver's HTTP status; 0: no answer
+	Error    string    // what went wrong, in words
+	NextAt   time.Time // when to try again
+	GiveUp   bool      // no more attempts: gave_up_at is set instead
+}
+
+// WebhookFailed records a failed send: the error and when to try again,
+// or that the sender gave up. Fenced by the claim's attempts count: when
+// the lease ran out and another sender claimed the row since, this late
+// word changes nothing (and is no error).
+func (s *Store) WebhookFailed(ctx context.Context, p WebhookFailParams) error {
+	const upd = `UPDATE webhook_deliveries SET last_status = $3, last_error = $4, next_attempt_at = $5, gave_up_at = $6
+		WHERE id = $1 AND attempts = $2 AND delivered_at IS NULL AND gave_up_at IS NULL`
+	var status sql.NullInt64
+	if p.Status != 0 {
+		status = sql.NullInt64{Int64: int64(p.Status), Valid: true}
+	}
+	var gaveUp any
+	if p.GiveUp {
+		gaveUp = s.nowTS()
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := s.exec(ctx, tx, upd, p.ID, p.Attempts, status, p.Error, s.ts(p.NextAt), gaveUp)
+		return err
+	})
+}
+
+// ReplayWebhook sends a delivery again. A pending one is made due now (it
+// keeps its row). A delivered or given-up one gets a new row, replay_of
+// naming the original, with the same event data and the same webhook-id,
+// due now. The account must have a webhook URL. It returns the row that
+// will be sent and whether it is new.
+func (s *Store) ReplayWebhook(ctx context.Context, id int64) (WebhookDelivery, bool, error) {
+	var newID int64
+	now := s.nowTS() // before the transaction: see setWebhookTx
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var delivered, gaveUp nullTime
+		var hasURL bool
+		err := s.txQueryRow(ctx, tx, `SELECT d.delivered_at, d.gave_up_at, a.webhook_url IS NOT NULL
+			FROM webhook_deliveries d JOIN accounts a ON a.name = d.account WHERE d.id = $1`, id).Scan(&delivered, &gaveUp, &hasURL)
+		if err != nil {
+			return notFound(err, "webhook delivery %d", id)
+		}
+		if !hasURL {
+			return inkwell.Errorf(inkwell.EINVALID, "webhook delivery %d: its account has no webhook URL now: set one with 'inkwell accounts webhook', then replay", id)
+		}
+		if !delivered.Valid && !gaveUp.Valid {
+			newID = id
+			return s.execOne(ctx, tx, `UPDATE webhook_deliveries SET next_attempt_at = $2 WHERE id = $1 AND delivered_at IS NULL AND gave_up_at IS NULL`, id, now)
+		}
+		const copyRow = `INSERT INTO webhook_deliveries (job_id, account, event, job_error, job_error_class, occurred_at, created_at, next_attempt_at, replay_of)
+			SELECT job_id, account, event, job_error, job_error_class, occurred_at, $2, $2, COALESCE(replay_of, id)
+			FROM webhook_deliveries WHERE id = $1 RETURNING id`
+		return s.txQueryRow(ctx, tx, copyRow, id, now).Scan(&newID)
+	})
+	if err != nil {
+		return WebhookDelivery{}, false, err
+	}
+	d, err := s.WebhookDelivery(ctx, newID)
+	return d, newID != id, err
+}
+
+// WebhookBacklog is what the metrics say of the deliveries not sent yet.
+type WebhookBacklog struct {
+	Pending int64
+	Oldest  *time.Time // the oldest pending delivery's created_at
+}
+
+// WebhookBacklog counts the pending deliveries (the due index only).
+func (s *Store) WebhookBacklog(ctx context.Context) (WebhookBacklog, error) {
+	var b WebhookBacklog
+	var oldest nullTime
+	err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*), MIN(created_at) FROM webhook_deliveries WHERE delivered_at IS NULL AND gave_up_at IS NULL`).Scan(&b.Pending, &oldest)
+	if err != nil {
+		return b, s.classify(fmt.Errorf("webhook backlog: %w", err))
+	}
+	b.Oldest = oldest.Ptr()
+	return b, nil
+}
