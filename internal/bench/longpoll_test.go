@@ -19,22 +19,18 @@ import (
 
 // BenchmarkServeLongPolls: a real `inkwell serve` (SQLite) with 10,000
 // clients each waiting in GET /v1/jobs/{id}?wait=60s on its own queued
-// job. It reports the server's resident memory before they come and with
-// all of them waiting,
-// its CPU while they wait (the SQLite watch's ticks and the Go runtime;
-// no database polling per waiter), then ends every job from another
-// process (`inkwell cancel`, the data_version path) and reports the CPU
-// and wall time until all 10,000 have their answer. Run it once:
+// job (Go clients' Wait). It reports the server's resident memory before
+// they come and with all of them waiting, its CPU while they wait (the
+// SQLite watch and the Go runtime; nothing per waiter), then ends every
+// job from another process (`inkwell cancel`, the data_version path) and
+// reports the CPU and wall time until all 10,000 have their answer. Run
+// it once:
 //
 //	go test -run xxx -bench BenchmarkServeLongPolls -benchtime 1x ./internal/bench
 func BenchmarkServeLongPolls(b *testing.B) {
 	const clients = 10000
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "inkwell")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/inkwell").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
-	db := filepath.Join(dir, "inkwell.db")
+	bin := mustBuildInkwell(b)
+	db := filepath.Join(b.TempDir(), "inkwell.db")
 	serve := startProc(b, bin, listenRE, "serve", "--db", db, "--addr", "127.0.0.1:0", "--sim-latency", "1h", "--concurrency", "1")
 	url := "http://" + serve.addr
 	pid := serve.cmd.Process.Pid
@@ -141,4 +137,15 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 		b.Skipf("no /proc/%d/stat (Linux only)", pid)
 	}
 	return time.Duration(ns).Seconds()
+}
+
+// mustBuildInkwell builds ./cmd/inkwell into the benchmark's temporary
+// directory and returns its path.
+func mustBuildInkwell(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "inkwell")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/inkwell").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }

@@ -26,11 +26,7 @@ import (
 //	go test -run xxx -bench BenchmarkServeRSSCallsInFlight -benchtime 1x ./internal/bench
 func BenchmarkServeRSSCallsInFlight(b *testing.B) {
 	const calls = 1000
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "inkwell")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/inkwell").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := mustBuildInkwell(b)
 	b.Run("provider=sim", func(b *testing.B) {
 		benchRSS(b, bin, calls, "--sim-latency", "30s")
 	})

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -216,7 +217,10 @@ func TestLane_ReschedulesSafeFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		policy := worker.RetryPolicy{MaxAttempts: 4, Base: 20 * time.Millisecond, Cap: 50 * time.Millisecond}
-		startLane(t, st, worker.Config{Provider: prov, Concurrency: 4, Poll: 50 * time.Millisecond, Retry: policy})
+		var endsMu sync.Mutex
+		var ends []int64 // OnEnded: long-polls are woken for ends, never for a reschedule
+		onEnded := func(id int64) { endsMu.Lock(); ends = append(ends, id); endsMu.Unlock() }
+		startLane(t, st, worker.Config{Provider: prov, Concurrency: 4, Poll: 50 * time.Millisecond, Retry: policy, OnEnded: onEnded})
 
 		j502 := accept(t, st, "k502", "five-oh-two", 3)
 		j429 := accept(t, st, "k429", "four-two-nine", 3)
@@ -243,6 +247,14 @@ func TestLane_ReschedulesSafeFailures(t *testing.T) {
 		wantClasses(t, "400 job", d, inkwell.ClassRejected)
 		if d.Job.ErrorClass != inkwell.ClassRejected || d.Job.GaveUpAfter != 0 {
 			t.Errorf("400 job: %+v; want failed rejected at once, no verdict of giving up", d.Job)
+		}
+
+		storetest.WaitFor(t, 10*time.Second, "three ends told", func() bool { endsMu.Lock(); defer endsMu.Unlock(); return len(ends) >= 3 })
+		endsMu.Lock()
+		defer endsMu.Unlock()
+		slices.Sort(ends)
+		if want := []int64{j502.ID, j429.ID, j400.ID}; !slices.Equal(ends, want) {
+			t.Errorf("OnEnded told %v, want each job once %v (a reschedule is not an end)", ends, want)
 		}
 	})
 }
