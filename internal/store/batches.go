@@ -180,7 +180,7 @@ func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, 
 			return fmt.Errorf("accept batch: insert jobs %d-%d: %w", start+1, start+len(chunk), err)
 		}
 		if got, err := res.RowsAffected(); err != nil || got != int64(len(chunk)) {
-			return s.batchKeyTaken(ctx, tx, batchID, chunk, err)
+			return s.batchKeyTaken(ctx, tx, batchID, account, chunk, err)
 		}
 	}
 	return nil
@@ -209,7 +209,7 @@ func batchInsert(batchID int64, account string, chunk []BatchLine, now any) (str
 // lines: a line's job key was stored before (by a row this batch did not
 // write: the spaces keep every job sent alone out of a batch's keys, so
 // only a row adopted from elsewhere can hold one).
-func (s *Store) batchKeyTaken(ctx context.Context, tx *sql.Tx, batchID int64, chunk []BatchLine, err error) error {
+func (s *Store) batchKeyTaken(ctx context.Context, tx *sql.Tx, batchID int64, account string, chunk []BatchLine, err error) error {
 	if err != nil {
 		return fmt.Errorf("accept batch: count inserted jobs: %w", err)
 	}
@@ -217,7 +217,7 @@ func (s *Store) batchKeyTaken(ctx context.Context, tx *sql.Tx, batchID int64, ch
 		key := BatchJobKey(batchID, l.CustomID)
 		var id int64
 		var owner sql.NullInt64
-		err := s.txQueryRow(ctx, tx, `SELECT id, batch_id FROM jobs WHERE idempotency_key = $1`, key).Scan(&id, &owner)
+		err := s.txQueryRow(ctx, tx, `SELECT id, batch_id FROM jobs WHERE account = $1 AND idempotency_key = $2`, account, key).Scan(&id, &owner)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
