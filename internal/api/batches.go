@@ -66,7 +66,8 @@ type BatchOutputBody struct {
 // handleBatchAccept is POST /v1/batches: 201 for a new batch, 200 with
 // the stored batch for a re-send, 422 for a batch key reused with other
 // lines, 400 naming the first bad line, 413 past a limit, 429 when the
-// queue has no room for the batch. Every refusal writes nothing.
+// queue has no room for the batch, 402 when the account's budget cannot
+// cover every line's worst case. Every refusal writes nothing.
 func (s *Server) handleBatchAccept(w http.ResponseWriter, r *http.Request) {
 	p, err := parseBatch(w, r)
 	if err != nil {
@@ -74,6 +75,12 @@ func (s *Server) handleBatchAccept(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.MaxQueued = s.cfg.MaxQueued
+	for i := range p.Lines {
+		if p.Lines[i].ReserveMicros, err = s.worstCase(p.Lines[i].Payload); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	b, created, err := s.cfg.Store.AcceptBatch(r.Context(), p)
 	if err != nil {
 		s.writeError(w, r, err)

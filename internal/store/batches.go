@@ -24,6 +24,9 @@ type BatchLine struct {
 	CustomID    string
 	RequestHash string
 	Payload     []byte // normalized request JSON
+	// ReserveMicros is the line's worst-case cost (AcceptParams'), reserved
+	// against the account's budget with the rest of the batch.
+	ReserveMicros int64
 }
 
 // BatchParams is one validated batch, every line checked.
@@ -74,8 +77,10 @@ func BatchHash(lines []BatchLine) string {
 // transaction, or returns the batch already stored under the same
 // (account, key). created is false for a re-send. A re-send with other
 // lines is refused with EKEYREUSED; a batch the queue has no room for
-// with ETOOMANY; a line whose job key is taken (a legacy row) with
-// EKEYREUSED. Every refusal writes nothing.
+// with ETOOMANY; a batch whose lines' worst cases together pass the
+// account's budget with EBUDGET (the batch is reserved whole or not at
+// all, as Accept reserves one job: budgets.go); a line whose job key is
+// taken (a legacy row) with EKEYREUSED. Every refusal writes nothing.
 func (s *Store) AcceptBatch(ctx context.Context, p BatchParams) (b Batch, created bool, err error) {
 	if len(p.Lines) == 0 {
 		return Batch{}, false, inkwell.Errorf(inkwell.EINVALID, "a batch needs at least one line")
@@ -106,7 +111,18 @@ func (s *Store) acceptBatchTx(ctx context.Context, tx *sql.Tx, p BatchParams, no
 	if err := s.admitBatch(ctx, tx, p); err != nil {
 		return Batch{}, false, err
 	}
-	if err := s.insertBatchJobs(ctx, tx, b.ID, b.Account, p.Lines, now); err != nil {
+	var total int64
+	for _, l := range p.Lines {
+		total += l.ReserveMicros
+	}
+	held, refusal, err := s.reserveTx(ctx, tx, b.Account, total)
+	if err != nil {
+		return Batch{}, false, err
+	}
+	if refusal != nil {
+		return Batch{}, false, refusal // the transaction rolls back: not even the batch row stays
+	}
+	if err := s.insertBatchJobs(ctx, tx, b.ID, b.Account, held, p.Lines, now); err != nil {
 		return Batch{}, false, err
 	}
 	return b, true, nil
@@ -144,10 +160,10 @@ func (s *Store) admitBatch(ctx context.Context, tx *sql.Tx, p BatchParams) error
 	return nil
 }
 
-// batchInsertRows is how many jobs one INSERT writes (4 parameters a
+// batchInsertRows is how many jobs one INSERT writes (5 parameters a
 // row). More rows a statement means fewer statements, but modernc SQLite
 // finds each numbered parameter's name by a linear search, so a
-// statement's binding costs the square of its parameters: 100 rows (402
+// statement's binding costs the square of its parameters: 100 rows (505
 // parameters) is about the fastest on both dialects.
 const batchInsertRows = 100
 
@@ -155,10 +171,10 @@ const batchInsertRows = 100
 // statement, the full-size statement prepared once. ON CONFLICT without
 // a target takes whichever unique key a line would break (the job key;
 // whatever scope keys have), and a short count refuses the whole batch.
-func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, account string, lines []BatchLine, now time.Time) error {
+func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, account string, reserved bool, lines []BatchLine, now time.Time) error {
 	var full *sql.Stmt
 	if len(lines) >= batchInsertRows {
-		q, _ := batchInsert(batchID, account, lines[:batchInsertRows], nil)
+		q, _ := batchInsert(batchID, account, reserved, lines[:batchInsertRows], nil)
 		st, err := tx.PrepareContext(ctx, s.dialect.rebind(q))
 		if err != nil {
 			return fmt.Errorf("accept batch: prepare: %w", err)
@@ -168,7 +184,7 @@ func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, 
 	}
 	for start := 0; start < len(lines); start += batchInsertRows {
 		chunk := lines[start:min(start+batchInsertRows, len(lines))]
-		q, args := batchInsert(batchID, account, chunk, s.ts(now))
+		q, args := batchInsert(batchID, account, reserved, chunk, s.ts(now))
 		var res sql.Result
 		var err error
 		if len(chunk) == batchInsertRows {
@@ -187,19 +203,29 @@ func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, 
 }
 
 // batchInsert is the INSERT of one chunk: $1 the time, $2 the batch, $3
-// the account that pays, then four parameters per line.
-func batchInsert(batchID int64, account string, chunk []BatchLine, now any) (string, []any) {
+// the account that pays, $4 and $5 the reservation's account and state
+// (NULL, NULL when the account has no budget row: no reservation), then
+// five parameters per line.
+func batchInsert(batchID int64, account string, reserved bool, chunk []BatchLine, now any) (string, []any) {
 	var q strings.Builder
-	q.WriteString(`INSERT INTO jobs (idempotency_key, request_hash, payload, batch_custom_id, status, created_at, batch_id, account) VALUES `)
-	args := make([]any, 0, 3+4*len(chunk))
-	args = append(args, now, batchID, account)
+	q.WriteString(`INSERT INTO jobs (idempotency_key, request_hash, payload, batch_custom_id, reservation_micros, status, created_at, batch_id, account, reservation_account, reservation_state) VALUES `)
+	var resAccount, resState any
+	if reserved {
+		resAccount, resState = account, ReservationOpen
+	}
+	args := make([]any, 0, 5+5*len(chunk))
+	args = append(args, now, batchID, account, resAccount, resState)
 	for i, l := range chunk {
 		if i > 0 {
 			q.WriteString(", ")
 		}
 		n := len(args)
-		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, 'queued', $1, $2, $3)", n+1, n+2, n+3, n+4)
-		args = append(args, BatchJobKey(batchID, l.CustomID), l.RequestHash, string(l.Payload), l.CustomID)
+		micros := int64(0)
+		if reserved {
+			micros = l.ReserveMicros
+		}
+		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, 'queued', $1, $2, $3, $4, $5)", n+1, n+2, n+3, n+4, n+5)
+		args = append(args, BatchJobKey(batchID, l.CustomID), l.RequestHash, string(l.Payload), l.CustomID, micros)
 	}
 	q.WriteString(` ON CONFLICT DO NOTHING`)
 	return q.String(), args
