@@ -67,6 +67,44 @@ var notBilledSQL = func() string {
 	return strings.Join(q, ", ")
 }()
 
+// Lock order (PostgreSQL). A transaction that changes an account's sums
+// takes that account's row lock before it changes any job (whose
+// statement triggers lock job_counts rows): accept groups, outcome groups
+// and cancels call lockAccountsTx first, and retry reserves before it
+// moves the job. With every writer taking accounts first, in name order,
+// an accept (account, then job_counts) and a cancel or an outcome group
+// (job_counts, then account) can never wait for each other in a cycle.
+// SQLite has one writer at a time and needs none of it.
+
+// lockAccountsTx takes the row locks of the accounts named, and of the
+// accounts of the open reservations of jobs, in name order.
+func (s *Store) lockAccountsTx(ctx context.Context, tx *sql.Tx, names []string, jobs []int64) error {
+	if s.dialect.oneWriter || (len(names) == 0 && len(jobs) == 0) {
+		return nil
+	}
+	const lock = `SELECT name FROM accounts
+		WHERE name = ANY($1::text[])
+		   OR name IN (SELECT reservation_account FROM jobs WHERE id = ANY($2::bigint[]) AND reservation_state = 'open')
+		ORDER BY name FOR UPDATE`
+	if names == nil {
+		names = []string{}
+	}
+	if jobs == nil {
+		jobs = []int64{}
+	}
+	rows, err := tx.QueryContext(ctx, lock, names, jobs)
+	if err != nil {
+		return fmt.Errorf("lock accounts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock accounts: %w", err)
+	}
+	return nil
+}
+
 // reserveTx reserves micros on account for a new job. held is false when
 // nothing was reserved because the account has no row (no budget to keep).
 // A budget that cannot cover it is refusal (EBUDGET), with nothing written.
@@ -237,6 +275,9 @@ func (s *Store) Reservation(ctx context.Context, jobID int64) (Reservation, erro
 func (s *Store) ReleaseReservation(ctx context.Context, jobID int64) (Reservation, error) {
 	var r Reservation
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.lockAccountsTx(ctx, tx, nil, []int64{jobID}); err != nil {
+			return err
+		}
 		job, err := s.jobTx(ctx, tx, jobID)
 		if err != nil {
 			return err
