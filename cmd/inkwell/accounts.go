@@ -131,7 +131,8 @@ const accountsListHelp = `
 List prints every account: its budget, what is reserved and spent
 (in currency units), its rpm and when it was created. RESERVED is the
 worst-case cost of its unfinished jobs, and of failed jobs that may have
-been billed ('inkwell accounts release JOB' closes those).`
+been billed ('inkwell accounts release JOB' closes those). Only an
+account with a budget keeps RESERVED and SPENT up to date.`
 
 func runAccountsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("accounts list", "[--db PATH]", accountsListHelp, stdout, stderr)

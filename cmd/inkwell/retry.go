@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/store"
@@ -29,18 +28,9 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "inkwell retry: give at least one job ID")
+	ids, ok := jobIDs(fs, "retry", stderr)
+	if !ok {
 		return 2
-	}
-	ids := make([]int64, fs.NArg())
-	for i, a := range fs.Args() {
-		id, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || id < 1 {
-			fmt.Fprintf(stderr, "inkwell retry: job ID %q must be a positive whole number\n", a)
-			return 2
-		}
-		ids[i] = id
 	}
 	if err := crashpoint.ArmFromEnv(); err != nil {
 		return fail(stderr, "retry", err)

@@ -14,7 +14,7 @@ import (
 // each account's books add up and its budget holds.
 const (
 	InvBudgetHeld     = "§10 an account's charges plus its open reservations never exceed its budget"
-	InvReservedSum    = "§10 an account's reserved_micros is the sum of its jobs' open reservations, and spent_micros the sum of its charges"
+	InvReservedSum    = "§10 an account with a budget has reserved_micros the sum of its jobs' open reservations, and spent_micros the sum of its charges"
 	InvNoReservedDone = "§10 no reservation is left open on a done job"
 )
 
@@ -95,11 +95,14 @@ func (c *checker) budgets() {
 		charged[ch.Account] += ch.AmountMicros
 	}
 	for _, a := range c.snap.Accounts {
+		if !a.BudgetMicros.Valid {
+			continue // an account without a budget keeps no books
+		}
 		if a.ReservedMicros != open[a.Name] || a.SpentMicros != charged[a.Name] {
 			c.add(0, InvReservedSum, "account %s: reserved_micros %d, open reservations %d; spent_micros %d, charges %d",
 				a.Name, a.ReservedMicros, open[a.Name], a.SpentMicros, charged[a.Name])
 		}
-		if a.BudgetMicros.Valid && charged[a.Name]+open[a.Name] > a.BudgetMicros.Int64 {
+		if charged[a.Name]+open[a.Name] > a.BudgetMicros.Int64 {
 			c.add(0, InvBudgetHeld, "account %s: charges %d + open reservations %d = %d micros, over its budget of %d",
 				a.Name, charged[a.Name], open[a.Name], charged[a.Name]+open[a.Name], a.BudgetMicros.Int64)
 		}

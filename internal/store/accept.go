@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -109,15 +107,14 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 	if len(live) == 0 {
 		return
 	}
-	// Members take their accounts' budget reservations in account order, so
-	// two groups (two processes on PostgreSQL) lock account rows in one
-	// order and never deadlock.
-	slices.SortStableFunc(live, func(a, b *acceptReq) int { return strings.Compare(a.p.Account, b.p.Account) })
 	ctx, cancel := context.WithTimeout(context.Background(), acceptCommitTimeout)
 	defer cancel()
 	results := make([]acceptRes, len(live))
 	now := b.s.nowTS()
 	err := b.s.inTxHooks(ctx, func(tx *sql.Tx) error {
+		if err := b.s.lockAccountsTx(ctx, tx, accountsOf(live), nil); err != nil {
+			return err
+		}
 		var adm admission
 		for i, r := range live {
 			job, created, err := b.s.acceptOne(ctx, tx, r.p, now, &adm)
@@ -134,4 +131,16 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 		}
 		r.done <- results[i]
 	}
+}
+
+// accountsOf is the accounts a group reserves on: their rows are locked
+// first (budgets.go, lock order).
+func accountsOf(reqs []*acceptReq) []string {
+	var out []string
+	for _, r := range reqs {
+		if r.p.Account != "" {
+			out = append(out, r.p.Account)
+		}
+	}
+	return out
 }

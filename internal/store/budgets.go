@@ -30,6 +30,14 @@ import (
 //
 // Each close is guarded by reservation_state = 'open' in its WHERE clause,
 // so settle and release are exact and happen once.
+//
+// Only an account with a budget keeps books (reserved_micros, spent_micros)
+// and is locked: every statement on accounts here carries "budget_micros
+// IS NOT NULL", and PostgreSQL locks no row its WHERE clause rejects. So
+// the writes for an account without a budget (default, until an operator
+// gives it one) never wait for each other on its row, as they did not
+// before budgets. Giving an account a budget (UpdateAccount) counts its
+// books from the rows.
 
 // Reservation states, as stored in jobs.reservation_state.
 const (
@@ -67,8 +75,47 @@ var notBilledSQL = func() string {
 	return strings.Join(q, ", ")
 }()
 
+// Lock order (PostgreSQL). A transaction that changes an account's sums
+// takes that account's row lock before it changes any job (whose
+// statement triggers lock job_counts rows): accept groups, outcome groups
+// and cancels call lockAccountsTx first, and retry reserves before it
+// moves the job. With every writer taking accounts first, in name order,
+// an accept (account, then job_counts) and a cancel or an outcome group
+// (job_counts, then account) can never wait for each other in a cycle.
+// SQLite has one writer at a time and needs none of it.
+
+// lockAccountsTx takes the row locks of the accounts named, and of the
+// accounts of the open reservations of jobs, in name order.
+func (s *Store) lockAccountsTx(ctx context.Context, tx *sql.Tx, names []string, jobs []int64) error {
+	if s.dialect.oneWriter || (len(names) == 0 && len(jobs) == 0) {
+		return nil
+	}
+	const lock = `SELECT name FROM accounts
+		WHERE (name = ANY($1::text[])
+		       OR name IN (SELECT reservation_account FROM jobs WHERE id = ANY($2::bigint[]) AND reservation_state = 'open'))
+		  AND budget_micros IS NOT NULL
+		ORDER BY name FOR UPDATE`
+	if names == nil {
+		names = []string{}
+	}
+	if jobs == nil {
+		jobs = []int64{}
+	}
+	rows, err := tx.QueryContext(ctx, lock, names, jobs)
+	if err != nil {
+		return fmt.Errorf("lock accounts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock accounts: %w", err)
+	}
+	return nil
+}
+
 // reserveTx reserves micros on account for a new job. held is false when
-// nothing was reserved because the account has no row (no budget to keep).
+// nothing was reserved because the account has no budget (or no row).
 // A budget that cannot cover it is refusal (EBUDGET), with nothing written.
 // The conditional UPDATE is the whole check: on PostgreSQL it takes the
 // account row's lock, so concurrent accepts from several processes are
@@ -78,7 +125,7 @@ func (s *Store) reserveTx(ctx context.Context, tx *sql.Tx, account string, micro
 		return false, nil, nil
 	}
 	const reserve = `UPDATE accounts SET reserved_micros = reserved_micros + $2
-		WHERE name = $1 AND (budget_micros IS NULL OR spent_micros + reserved_micros + $2 <= budget_micros)`
+		WHERE name = $1 AND budget_micros IS NOT NULL AND spent_micros + reserved_micros + $2 <= budget_micros`
 	n, err := s.exec(ctx, tx, reserve, account, micros)
 	if err != nil {
 		return false, nil, fmt.Errorf("reserve budget of account %q: %w", account, err)
@@ -90,7 +137,7 @@ func (s *Store) reserveTx(ctx context.Context, tx *sql.Tx, account string, micro
 	var reserved, spent int64
 	err = s.txQueryRow(ctx, tx, `SELECT budget_micros, reserved_micros, spent_micros FROM accounts WHERE name = $1`, account).
 		Scan(&budget, &reserved, &spent)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !budget.Valid) {
 		return false, nil, nil
 	}
 	if err != nil {
@@ -144,7 +191,7 @@ func (s *Store) closeReservationTx(ctx context.Context, tx *sql.Tx, r Reservatio
 		return nil
 	}
 	const closeJob = `UPDATE jobs SET reservation_state = $2 WHERE id = $1 AND reservation_state = 'open'`
-	const unreserve = `UPDATE accounts SET reserved_micros = reserved_micros - $2 WHERE name = $1`
+	const unreserve = `UPDATE accounts SET reserved_micros = reserved_micros - $2 WHERE name = $1 AND budget_micros IS NOT NULL`
 	n, err := s.exec(ctx, tx, closeJob, r.JobID, state)
 	if err != nil {
 		return fmt.Errorf("close reservation of job %d: %w", r.JobID, err)
@@ -163,7 +210,8 @@ func (s *Store) closeReservationTx(ctx context.Context, tx *sql.Tx, r Reservatio
 // account (reserved -= reservation, spent += amount), in one UPDATE when
 // both are the same account.
 func (s *Store) settleTx(ctx context.Context, tx *sql.Tx, r Reservation, account string, amount int64) error {
-	const settle = `UPDATE accounts SET reserved_micros = reserved_micros - $2, spent_micros = spent_micros + $3 WHERE name = $1`
+	const settle = `UPDATE accounts SET reserved_micros = reserved_micros - $2, spent_micros = spent_micros + $3
+		WHERE name = $1 AND budget_micros IS NOT NULL`
 	if r.State == ReservationSettled && r.Account != account {
 		if _, err := s.txExec(ctx, tx, settle, r.Account, r.Micros, 0); err != nil {
 			return fmt.Errorf("complete job %d: settle on account %q: %w", r.JobID, r.Account, err)
@@ -237,6 +285,9 @@ func (s *Store) Reservation(ctx context.Context, jobID int64) (Reservation, erro
 func (s *Store) ReleaseReservation(ctx context.Context, jobID int64) (Reservation, error) {
 	var r Reservation
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.lockAccountsTx(ctx, tx, nil, []int64{jobID}); err != nil {
+			return err
+		}
 		job, err := s.jobTx(ctx, tx, jobID)
 		if err != nil {
 			return err
@@ -272,13 +323,33 @@ func (s *Store) UpdateAccount(ctx context.Context, name string, c AccountChange)
 	case c.BudgetMicros == nil && !c.NoBudget && c.RPM == nil:
 		return Account{}, inkwell.Errorf(inkwell.EINVALID, "nothing to change: give a budget, no budget, or an rpm")
 	}
+	// A budget counts the account's books from the rows, after taking its
+	// row's lock in a statement of its own: writers for an account with a
+	// budget lock it first, so the sums (read by the next statement, which
+	// sees every commit before it) are exact. Writers for an account
+	// without one take no lock: a job of it that completes in the same
+	// instant may be missed (docs/operations.md).
+	const lockOne = `SELECT name FROM accounts WHERE name = $1` + ` FOR UPDATE`
+	const setBudget = `UPDATE accounts SET budget_micros = $2,
+			spent_micros = (SELECT COALESCE(SUM(amount_micros), 0) FROM charges WHERE account = $1),
+			reserved_micros = (SELECT COALESCE(SUM(reservation_micros), 0) FROM jobs WHERE reservation_account = $1 AND reservation_state = 'open')
+		WHERE name = $1`
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if c.BudgetMicros != nil || c.NoBudget {
-			var budget sql.NullInt64
-			if c.BudgetMicros != nil {
-				budget = sql.NullInt64{Int64: *c.BudgetMicros, Valid: true}
+		if c.BudgetMicros != nil {
+			lock := lockOne
+			if s.dialect.oneWriter {
+				lock = `SELECT name FROM accounts WHERE name = $1`
 			}
-			if err := s.execOne(ctx, tx, `UPDATE accounts SET budget_micros = $2 WHERE name = $1`, name, budget); err != nil {
+			var got string
+			if err := s.txQueryRow(ctx, tx, lock, name).Scan(&got); err != nil {
+				return notFoundAccount(notFound(err, "account %q", name), name)
+			}
+			if err := s.execOne(ctx, tx, setBudget, name, *c.BudgetMicros); err != nil {
+				return notFoundAccount(err, name)
+			}
+		}
+		if c.NoBudget {
+			if err := s.execOne(ctx, tx, `UPDATE accounts SET budget_micros = NULL WHERE name = $1`, name); err != nil {
 				return notFoundAccount(err, name)
 			}
 		}
@@ -296,7 +367,7 @@ func (s *Store) UpdateAccount(ctx context.Context, name string, c AccountChange)
 }
 
 func notFoundAccount(err error, name string) error {
-	if inkwell.ErrorCode(err) == inkwell.ECONFLICT {
+	if code := inkwell.ErrorCode(err); code == inkwell.ECONFLICT || code == inkwell.ENOTFOUND {
 		return inkwell.Errorf(inkwell.ENOTFOUND, "no account %q (add it with 'inkwell accounts add %s')", name, name)
 	}
 	return err

@@ -57,14 +57,14 @@ func wantReservation(t *testing.T, s *store.Store, jobID int64, state string, mi
 	}
 }
 
-// assertBooks checks that every account's reserved_micros is the sum of
-// its open reservations and spent_micros the sum of its charges.
+// assertBooks checks that every account with a budget has reserved_micros
+// the sum of its open reservations and spent_micros the sum of its charges.
 func assertBooks(t *testing.T, s *store.Store) {
 	t.Helper()
 	const q = `SELECT a.name, a.reserved_micros, a.spent_micros,
 			(SELECT COALESCE(SUM(j.reservation_micros), 0) FROM jobs j WHERE j.reservation_account = a.name AND j.reservation_state = 'open'),
 			(SELECT COALESCE(SUM(c.amount_micros), 0) FROM charges c WHERE c.account = a.name)
-		FROM accounts a ORDER BY a.name`
+		FROM accounts a WHERE a.budget_micros IS NOT NULL ORDER BY a.name`
 	rows, err := s.DB().QueryContext(t.Context(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -182,16 +182,20 @@ func TestBudget_RefusalWritesNothing(t *testing.T) {
 	})
 }
 
-// TestBudget_NoAccountRowNoBudget: an account with no row has no budget:
-// its jobs hold no reservation and are never refused.
+// TestBudget_NoAccountRowNoBudget: an account with no row, or no budget,
+// keeps no books: its jobs hold no reservation and are never refused.
 func TestBudget_NoAccountRowNoBudget(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, s *store.Store) {
 		job := mustAccept(t, s, budgetParams("k1", 1<<40))
 		wantReservation(t, s, job.ID, "", 0)
-		withBudget(t, s, nil) // no budget: reserved, never refused
+		withBudget(t, s, nil)
 		job = mustAccept(t, s, budgetParams("k2", 1<<40))
-		wantReservation(t, s, job.ID, store.ReservationOpen, 1<<40)
+		wantReservation(t, s, job.ID, "", 0)
+		completeAs(t, s, mustClaim(t, s, "lane-a"), 1_000)
+		if a := account(t, s); a.ReservedMicros != 0 || a.SpentMicros != 0 {
+			t.Errorf("an account without a budget: reserved %d, spent %d; want no books (0, 0)", a.ReservedMicros, a.SpentMicros)
+		}
 		assertBooks(t, s)
 	})
 }
@@ -381,34 +385,42 @@ func TestBudget_ConcurrentAcceptsNeverOvershoot(t *testing.T) {
 }
 
 // TestBudget_UpdateAccount: accounts set changes budget and rpm; bad input
-// and an unknown account write nothing; a lower budget refuses new jobs.
+// and an unknown account write nothing; a budget counts the books from the
+// rows; a budget lowered below them refuses new jobs.
 func TestBudget_UpdateAccount(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, s *store.Store) {
 		withBudget(t, s, nil)
-		mustAccept(t, s, budgetParams("k1", 4_000))
+		mustAccept(t, s, budgetParams("k1", 4_000)) // no budget: no reservation
+		completeAs(t, s, mustClaim(t, s, "lane-a"), 1_500)
 		before := dumpOf(t, s.DB(), budgetTables...)
 		for _, c := range []store.AccountChange{{}, {BudgetMicros: ptr[int64](-1)}, {RPM: ptr(-1)}, {BudgetMicros: ptr[int64](1), NoBudget: true}} {
 			if _, err := s.UpdateAccount(t.Context(), budgetAccount, c); inkwell.ErrorCode(err) != inkwell.EINVALID {
 				t.Errorf("UpdateAccount(%+v): %v, want %s", c, err, inkwell.EINVALID)
 			}
 		}
-		if _, err := s.UpdateAccount(t.Context(), "nobody", store.AccountChange{RPM: ptr(5)}); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
-			t.Errorf("unknown account: %v, want %s", err, inkwell.ENOTFOUND)
+		for _, c := range []store.AccountChange{{RPM: ptr(5)}, {BudgetMicros: ptr[int64](5)}} {
+			if _, err := s.UpdateAccount(t.Context(), "nobody", c); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
+				t.Errorf("unknown account (%+v): %v, want %s", c, err, inkwell.ENOTFOUND)
+			}
 		}
 		assertSameDump(t, before, dumpOf(t, s.DB(), budgetTables...))
-		a, err := s.UpdateAccount(t.Context(), budgetAccount, store.AccountChange{BudgetMicros: ptr[int64](3_000), RPM: ptr(7)})
-		if err != nil || a.BudgetMicros == nil || *a.BudgetMicros != 3_000 || a.RPM != 7 || a.ReservedMicros != 4_000 {
-			t.Fatalf("UpdateAccount: %+v, %v", a, err)
+		a, err := s.UpdateAccount(t.Context(), budgetAccount, store.AccountChange{BudgetMicros: ptr[int64](5_000), RPM: ptr(7)})
+		if err != nil || a.BudgetMicros == nil || *a.BudgetMicros != 5_000 || a.RPM != 7 || a.SpentMicros != 1_500 || a.ReservedMicros != 0 {
+			t.Fatalf("UpdateAccount: %+v, %v; want budget 5000, rpm 7, spent 1500 counted from the charges", a, err)
 		}
-		if _, _, err := s.Accept(t.Context(), budgetParams("k2", 1)); inkwell.ErrorCode(err) != inkwell.EBUDGET {
-			t.Errorf("accept under a budget lowered below the reservations: %v, want %s", err, inkwell.EBUDGET)
+		mustAccept(t, s, budgetParams("k2", 3_000))
+		if a, err = s.UpdateAccount(t.Context(), budgetAccount, store.AccountChange{BudgetMicros: ptr[int64](4_000)}); err != nil || a.ReservedMicros != 3_000 {
+			t.Fatalf("lower the budget: %+v, %v; want it allowed, reserved 3000 kept", a, err)
 		}
+		if _, _, err := s.Accept(t.Context(), budgetParams("k3", 1)); inkwell.ErrorCode(err) != inkwell.EBUDGET {
+			t.Errorf("accept under a budget lowered below spent + reserved: %v, want %s", err, inkwell.EBUDGET)
+		}
+		assertBooks(t, s)
 		if a, err = s.UpdateAccount(t.Context(), budgetAccount, store.AccountChange{NoBudget: true}); err != nil || a.BudgetMicros != nil || a.RPM != 7 {
 			t.Errorf("remove the budget: %+v, %v", a, err)
 		}
-		mustAccept(t, s, budgetParams("k2", 1))
-		assertBooks(t, s)
+		mustAccept(t, s, budgetParams("k3", 1))
 	})
 }
 

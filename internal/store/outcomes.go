@@ -109,7 +109,11 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	defer cancel()
 	errs := make([]error, len(batch))
 	now := b.s.nowTS()
+	accounts, jobs := outcomeAccounts(batch)
 	err := b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
+		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
+			return err
+		}
 		if len(batch) == 1 { // alone: the transaction is its savepoint
 			if err := b.s.outcomeTx(ctx, tx, batch[0], now); err != nil {
 				return err
@@ -195,4 +199,19 @@ func (s *Store) classifyGroup(err error) error {
 func isGroupFailure(err error) bool {
 	return inkwell.ErrorCode(err) == inkwell.EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone)
+}
+
+// outcomeAccounts is what a group's budget writes lock first (budgets.go,
+// lock order): the accounts completions charge, and the jobs whose
+// reservations may be settled or released.
+func outcomeAccounts(batch []*outcomeReq) (names []string, jobs []int64) {
+	for _, r := range batch {
+		if r.complete != nil {
+			names = append(names, r.complete.Account)
+			jobs = append(jobs, r.complete.JobID)
+		} else {
+			jobs = append(jobs, r.fail.JobID)
+		}
+	}
+	return names, jobs
 }

@@ -589,6 +589,9 @@ func (s *Store) cancelOnce(ctx context.Context, jobID int64, by string) (Cancell
 	var out Cancelled
 	now := s.now()
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
+		if err := s.lockAccountsTx(ctx, tx, nil, []int64{jobID}); err != nil { // lock order: budgets.go
+			return err
+		}
 		cur, err := s.jobTx(ctx, tx, jobID)
 		if err != nil {
 			return err
