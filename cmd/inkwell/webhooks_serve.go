@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/webhook"
 )
 
@@ -48,14 +50,34 @@ func (f webhookFlags) config() webhook.Config {
 	return webhook.Config{Timeout: *f.timeout, RetryBase: *f.retryBase, RetryCap: *f.retryCap, MaxAttempts: *f.maxAttempts, Concurrency: *f.concurrency}
 }
 
+// newWebhookSender makes serve's sender (OpenMain), before the lane, whose
+// observer wakes it.
+func (m *Main) newWebhookSender() *webhook.Sender {
+	cfg := m.cfg.Webhooks
+	cfg.Logger = m.log.With("component", "webhooks")
+	cfg.Observer = m.metrics
+	return webhook.New(m.st, cfg)
+}
+
+// laneObserver is what the lane reports attempts to: the metrics, and a
+// wake of the webhook sender after each outcome, which may have ended a
+// job (and so written its delivery): it is sent at once, not at the next
+// poll.
+type laneObserver struct {
+	*api.Metrics
+	wake func()
+}
+
+func (o laneObserver) Finished(lane, outcome string, providerSeconds float64, job inkwell.Job) {
+	o.Metrics.Finished(lane, outcome, providerSeconds, job)
+	o.wake()
+}
+
 // startWebhooks starts the sender and returns the function that stops it
 // and waits for it: a send in flight is cut short and recorded as failed,
 // due again at once (the next start sends it).
 func (m *Main) startWebhooks(ctx context.Context) (stop func()) {
-	cfg := m.cfg.Webhooks
-	cfg.Logger = m.log.With("component", "webhooks")
-	cfg.Observer = m.metrics
-	snd := webhook.New(m.st, cfg)
+	snd := m.webhooks
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
