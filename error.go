@@ -17,7 +17,8 @@ const (
 	EUNAUTHENTICATED = "unauthenticated"    // no valid API token where one is required (DESIGN.md §10)
 	EUNAVAILABLE     = "unavailable"        // database busy, locked or full: retry later
 	ELANEHELD        = "lane_held"          // another live process holds the lane lock
-	ETOOMANY         = "too_many"           // admission: the queue is full (serve --max-queued); retry later
+	ETOOMANY         = "too_many"           // admission: the queue is full (serve --max-queued), or the account's rpm is used up; retry later
+	EBUDGET          = "budget_exceeded"    // the account's budget cannot cover the job's worst-case cost (DESIGN.md §10)
 	EINTERNAL        = "internal"           // a bug or an unexpected failure
 )
 

@@ -42,6 +42,7 @@ type Job struct {
 	NotBefore      *time.Time      `json:"not_before,omitempty"`    // queued: not claimed before this (back-off)
 	GaveUpAfter    int             `json:"gave_up_after,omitempty"` // failed: automatic retry gave up after this many attempts
 	PrunedAt       *time.Time      `json:"pruned_at,omitempty"`     // retention removed its prompt and text
+	Account        string          `json:"account"`                 // who pays; idempotency keys are unique per account
 }
 
 // Attempt is one row of job_attempts: one try at running a job. Finished

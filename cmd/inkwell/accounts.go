@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register("accounts", "add and list the accounts that pay for jobs (add, list)", runAccounts)
+	register("accounts", "the accounts that pay for jobs: budgets and rpm (add, set, list, release)", runAccounts)
 }
 
 const accountsHelp = `
@@ -23,12 +23,15 @@ account, and with tokens in use the token's account pays for the jobs it
 submits. The account 'default' always exists.
 
   inkwell accounts add NAME [--budget AMOUNT] [--rpm N] [--webhook-url URL]
+  inkwell accounts set NAME [--budget AMOUNT|none] [--rpm N]
   inkwell accounts list
+  inkwell accounts release JOB…
   inkwell accounts webhook NAME (--url URL | --remove | --rotate-secret)
 
-Run 'inkwell accounts add --help' for its flags. Budgets and rpm are
-stored but NOT enforced yet: a later change will reserve against the
-budget at accept and limit each account's requests per minute.`
+Run 'inkwell accounts add --help' for its flags. Each accepted job
+reserves its worst-case cost against its account's budget (past it: 402
+budget_exceeded); its completion turns the reservation into the charge.
+rpm limits each account's new requests per minute (429 too_many).`
 
 // runAccounts dispatches to add or list.
 func runAccounts(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -38,11 +41,15 @@ func runAccounts(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return runAccountsAdd(ctx, args[1:], stdout, stderr)
 		case "list":
 			return runAccountsList(ctx, args[1:], stdout, stderr)
+		case "set":
+			return runAccountsSet(ctx, args[1:], stdout, stderr)
+		case "release":
+			return runAccountsRelease(ctx, args[1:], stdout, stderr)
 		case "webhook":
 			return runAccountsWebhook(ctx, args[1:], stdout, stderr) // webhooks.go
 		}
 	}
-	return subcommandMissing("accounts", "add NAME [--budget AMOUNT] [--rpm N] [--webhook-url URL] | list | webhook NAME ...", accountsHelp, "add, list, webhook", args, stdout, stderr)
+	return subcommandMissing("accounts", "add NAME [--budget AMOUNT] [--rpm N] [--webhook-url URL] | set NAME … | list | release JOB… | webhook NAME …", accountsHelp, "add, set, list, release, webhook", args, stdout, stderr)
 }
 
 // subcommandMissing answers a command that needs a subcommand and got
@@ -67,8 +74,6 @@ Add creates an account. AMOUNT is in currency units with at most six
 decimals (12.50); it is stored in micros (12500000). Without --budget the
 account has no budget; --rpm 0 (the default) means no limit.
 
-Budgets and rpm are stored but NOT enforced yet (a later change).
-
 The database is created and migrated if needed, so that accounts and
 tokens can be set up before the first 'inkwell serve'. Bad input writes
 nothing (exit 2); a name already taken is refused (exit 1).`
@@ -76,8 +81,8 @@ nothing (exit 2); a name already taken is refused (exit 1).`
 func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("accounts add", "NAME [--budget AMOUNT] [--rpm N] [--webhook-url URL] [--db PATH]", accountsAddHelp, stdout, stderr)
 	db := dbFlag(fs)
-	budget := fs.String("budget", "", "the account's budget in currency units, e.g. 12.50 (empty: no budget; not enforced yet)")
-	rpm := fs.Int("rpm", 0, "requests per minute the account may send (0: no limit; not enforced yet)")
+	budget := fs.String("budget", "", "the account's budget in currency units, e.g. 12.50 (empty: no budget)")
+	rpm := fs.Int("rpm", 0, "new requests per minute the account may send (0: no limit)")
 	webhookURL := fs.String("webhook-url", "", webhookURLFlagHelp)
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
@@ -116,7 +121,7 @@ func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return fail(stderr, "accounts add", err)
 	}
-	fmt.Fprintf(stdout, "account %s added (budget %s, rpm %s; budgets and rpm are not enforced yet)\n", a.Name, budgetText(a.BudgetMicros), rpmText(a.RPM))
+	fmt.Fprintf(stdout, "account %s added (budget %s, rpm %s)\n", a.Name, budgetText(a.BudgetMicros), rpmText(a.RPM))
 	printWebhookSecret(stdout, a.Name, a.WebhookURL, a.WebhookSecret) // webhooks.go
 	fmt.Fprintf(stdout, "give it a token: inkwell tokens create --account %s --role client\n", a.Name)
 	return 0
@@ -124,8 +129,9 @@ func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer
 
 const accountsListHelp = `
 List prints every account: its budget, what is reserved and spent
-(in currency units), its rpm and when it was created. Budgets and rpm
-are stored but not enforced yet.`
+(in currency units), its rpm and when it was created. RESERVED is the
+worst-case cost of its unfinished jobs, and of failed jobs that may have
+been billed ('inkwell accounts release JOB' closes those).`
 
 func runAccountsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("accounts list", "[--db PATH]", accountsListHelp, stdout, stderr)

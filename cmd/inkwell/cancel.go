@@ -8,6 +8,7 @@ import (
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/store"
 )
 
 func init() {
@@ -65,7 +66,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			code = 1
 			continue
 		}
-		c, err := st.Cancel(ctx, id, "cli")
+		c, err := st.Cancel(ctx, id, store.ActorCLI)
 		if err != nil {
 			fail(stderr, "cancel", err)
 			code = 1

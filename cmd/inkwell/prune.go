@@ -118,7 +118,7 @@ func parseAge(v string) (time.Duration, error) {
 }
 
 func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dryRun bool, stdout, stderr io.Writer, vacuumNext bool) int {
-	opts := store.PruneOptions{DryRun: dryRun, Progress: func(p store.PruneProgress) {
+	opts := store.PruneOptions{DryRun: dryRun, By: store.ActorCLI, Progress: func(p store.PruneProgress) {
 		pct := 100.0
 		if p.Matched > 0 {
 			pct = 100 * float64(p.Pruned) / float64(p.Matched)

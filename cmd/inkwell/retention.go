@@ -65,6 +65,7 @@ func (m *Main) retentionLoop(ctx context.Context, log *slog.Logger) {
 // pruneOnce runs one prune and logs what it did.
 func (m *Main) pruneOnce(ctx context.Context, log *slog.Logger, warned *bool) {
 	rep, err := m.st.PruneOlderThan(ctx, m.cfg.Retention, store.PruneOptions{
+		By:            store.ActorRetention,
 		ProgressEvery: 30 * time.Second,
 		Progress: func(p store.PruneProgress) {
 			if p.Pruned < p.Matched {

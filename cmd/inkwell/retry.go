@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/store"
 )
 
 func init() {
@@ -51,7 +52,7 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer st.Close()
 	code := 0
 	for _, id := range ids {
-		if _, err := st.RetryIfFailed(ctx, id); err != nil {
+		if _, err := st.RetryIfFailed(ctx, id, store.ActorCLI); err != nil {
 			fail(stderr, "retry", err)
 			code = 1
 			continue

@@ -14,6 +14,8 @@ import (
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/jobwait"
+	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/webhook"
 	"github.com/inkwell/inkwell/internal/worker"
@@ -179,6 +181,7 @@ type Main struct {
 	srv     *api.Server
 	metrics *api.Metrics
 	ln      net.Listener
+	waits   *jobwait.Hub // long-polls' waits, woken by every end (docs/client.md)
 	// webhooks sends webhook deliveries (webhooks_serve.go).
 	webhooks *webhook.Sender
 }
@@ -196,7 +199,7 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Main{cfg: cfg, log: cfg.Logger}
+	m := &Main{cfg: cfg, log: cfg.Logger, waits: jobwait.New()}
 	auth, err := checkAuthMode(cfg.Auth, cfg.Addr)
 	if err != nil {
 		return nil, err
@@ -213,14 +216,19 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 	m.lane = worker.New(m.st, worker.Config{
 		Name: cfg.Lane, Provider: cfg.Provider, Logger: m.log,
 		Heartbeat: cfg.Heartbeat, Poll: cfg.Poll, Grace: cfg.Grace, Rescue: cfg.Rescue, Concurrency: cfg.Concurrency,
-		Observer: laneObserver{m.metrics, m.webhooks.Wake}, Limiter: cfg.Limiter, Retry: cfg.Retry,
+		Observer: m.metrics, Limiter: cfg.Limiter, Retry: cfg.Retry, OnEnded: func(id int64) { m.waits.Wake(id); m.webhooks.Wake() },
 	})
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "inkwell_answers_waiting",
 		Help: "Provider answers the lane holds and has not stored yet because the database is busy, locked or full; they are retried until stored.",
 	}, func() float64 { return float64(m.lane.AnswersWaiting()) }))
+	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "inkwell_long_polls_waiting",
+		Help: "Requests waiting in GET /v1/jobs/{id}?wait= for their job to end.",
+	}, func() float64 { return float64(m.waits.Waiters()) }))
 	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, OnCancelled: m.lane.CancelAttempt, Metrics: m.metrics, Gatherer: cfg.Registry,
-		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued, Auth: auth})
+		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued, Auth: auth, Waits: m.waits,
+		WorstCase: func(req inkwell.Request) int64 { return provider.WorstCaseMicros(cfg.Provider, req) }})
 	if err := m.lane.Lock(ctx); err != nil {
 		m.Close()
 		return nil, err
@@ -245,6 +253,9 @@ func (m *Main) Run(ctx context.Context) error {
 	// these bound what a slow or stuck client can hold.
 	httpSrv := &http.Server{Handler: m.srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	httpSrv.RegisterOnShutdown(m.waits.Close) // long-polls answer at once with the job as it is
+	stopWatch := m.watchEnded(ctx)
+	defer stopWatch()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(m.ln) }()
 	m.log.Info("http listening", "addr", m.Addr(), "db", store.RedactDSN(m.cfg.DB), "lane", m.cfg.Lane, "provider", m.cfg.ProviderName,
@@ -282,6 +293,20 @@ func (m *Main) Run(ctx context.Context) error {
 	err = <-laneErr
 	shutdownHTTP(httpSrv, m.log)
 	return errors.Join(httpErr, err)
+}
+
+// watchEnded wakes long-polls for jobs ended by other processes (another
+// lane, inkwell cancel) until the returned stop is called: through a
+// graceful stop too, while the HTTP server still answers.
+func (m *Main) watchEnded(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.st.WatchEnded(ctx, store.WatchParams{Wake: func(ids []int64) { m.waits.Wake(ids...) },
+			WakeAll: m.waits.WakeAll, Waiting: m.waits.IDs})
+	}()
+	return func() { cancel(); <-done }
 }
 
 // Close releases the lane's lock, closes the listener if Run never served

@@ -59,8 +59,19 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "show", err)
 	}
 	printDetail(stdout, d)
+	if r, err := st.Reservation(ctx, id); err == nil && r.State != "" {
+		fmt.Fprintf(stdout, "\nbudget  %s %s on account %s%s\n", formatMoney(r.Micros), r.State, r.Account, reservationHint(r, d.Job.Status))
+	}
 	printEvidence(stdout, ev)
 	return 0
+}
+
+// reservationHint says what an open reservation of a failed job waits for.
+func reservationHint(r store.Reservation, status string) string {
+	if r.State == store.ReservationOpen && status == inkwell.StatusFailed {
+		return " (kept: the provider may have billed; retry, or 'inkwell accounts release " + strconv.FormatInt(r.JobID, 10) + "')"
+	}
+	return ""
 }
 
 // evidence is what the database says about why a job is where it is: the

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/client"
 )
 
 func init() {
@@ -21,12 +19,20 @@ func init() {
 }
 
 const submitHelp = `
-Submit sends POST /v1/jobs with an Idempotency-Key and prints the job id
-and the key. Without --key it makes a new one; to re-send the same request
-safely (after a timeout, say), run submit again with the printed --key: the
-server answers with the same job and never makes a second one.
+Submit sends POST /v1/jobs with an Idempotency-Key (through the Go client,
+package client) and prints the job id and the key. Without --key it makes
+a new one. When the answer is lost (a network error, a server restart) or
+the server asks to come back later (429, 503), it re-sends the request
+under the same key, a few times, honouring Retry-After: the server answers
+a re-send with the job the first send made, never a second one.
 
-With --wait it polls the job until it is done or failed and prints the text.
+If it still cannot tell whether the request was stored (no answer, or a
+5xx), it says so and prints the command that re-sends it safely with the
+same --key. If the server refused the request (400, 413, 422), nothing was
+stored, and it says which flag to fix and why.
+
+With --wait it waits (long-poll, docs/client.md) until the job is done or
+failed and prints the text.
 
 Environment: INKWELL_TOKEN, an API token (ink_...) sent as
 'Authorization: Bearer' when the server requires tokens (docs/security.md).`
@@ -48,28 +54,30 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	if *key == "" {
-		*key = newKey()
+		*key = client.NewKey()
 	}
-	body, _ := json.Marshal(inkwell.Request{Prompt: *prompt, Account: *account, MaxWords: *maxWords})
-	var d inkwell.JobDetail
-	status, err := postJSON(ctx, strings.TrimRight(*server, "/")+"/v1/jobs", *key, body, &d)
+	c := client.New(*server, client.WithToken(os.Getenv("INKWELL_TOKEN")), client.WithOnRetry(func(e client.RetryEvent) {
+		fmt.Fprintf(stderr, "inkwell submit: %v; re-sending under the same key in %s\n", e.Err, e.Delay.Round(100*time.Millisecond))
+	}))
+	req := inkwell.Request{Prompt: *prompt, Account: *account, MaxWords: *maxWords}
+	sub, err := c.SubmitKey(ctx, *key, req)
 	if err != nil {
-		fmt.Fprintf(stderr, "inkwell submit: %v\n  the request may or may not have been stored: re-send it with --key %s\n", err, *key)
+		explainSubmitError(stderr, err, *key, *server)
 		return 1
 	}
 	how := "accepted"
-	if status == http.StatusOK {
+	if !sub.Created {
 		how = "already accepted under this key"
 	}
-	fmt.Fprintf(stdout, "job %d %s (status %s)\nkey %s\n", d.Job.ID, how, d.Job.Status, *key)
+	fmt.Fprintf(stdout, "job %d %s (status %s)\nkey %s\n", sub.Job.ID, how, sub.Job.Status, *key)
 	if !*wait {
 		return 0
 	}
 	wctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	d, err = waitJob(wctx, strings.TrimRight(*server, "/"), d.Job.ID)
+	d, err := c.Wait(wctx, sub.Job.ID)
 	if err != nil {
-		return fail(stderr, "submit", err)
+		return fail(stderr, "submit", fmt.Errorf("%w\n  the job is stored; follow it with: inkwell show %d", err, sub.Job.ID))
 	}
 	if d.Job.Status == inkwell.StatusFailed {
 		fmt.Fprintf(stdout, "job %d failed: %s\nretry it with: inkwell retry %d\n", d.Job.ID, d.Job.Error, d.Job.ID)
@@ -79,72 +87,48 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return 0
 }
 
-func newKey() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return "cli-" + hex.EncodeToString(b)
+// explainSubmitError says what a failed submit means for the user: re-send
+// (same key) only when the outcome is unknown; otherwise what to fix.
+func explainSubmitError(w io.Writer, err error, key, server string) {
+	var e *client.Error
+	if client.OutcomeUnknown(err) {
+		fmt.Fprintf(w, "inkwell submit: %v\n  the request may or may not have been stored: re-send it, safely, with the same key:\n"+
+			"  inkwell submit --server %s --key %s --prompt ... (the same prompt and flags)\n", err, server, key)
+		return
+	}
+	if !errors.As(err, &e) {
+		fmt.Fprintf(w, "inkwell submit: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "inkwell submit: the server refused the request (%d %s): %s\n", e.Status, e.Code, e.Message)
+	switch e.Code {
+	case inkwell.EINVALID, inkwell.ETOOLARGE:
+		fmt.Fprintf(w, "  nothing was stored; fix %s and send it again\n", flagOf(e.Message))
+	case inkwell.EKEYREUSED:
+		fmt.Fprintf(w, "  nothing was stored: key %s belongs to a different request; leave out --key (a new key is made) "+
+			"or re-send that request unchanged\n", key)
+	case inkwell.EUNAUTHENTICATED:
+		fmt.Fprintln(w, "  nothing was stored; set INKWELL_TOKEN to an API token (inkwell tokens create --account NAME)")
+	case inkwell.ETOOMANY:
+		fmt.Fprintf(w, "  nothing was stored: the server is full; send it again later with --key %s\n", key)
+	default:
+		if e.Status < http.StatusInternalServerError {
+			fmt.Fprintln(w, "  nothing was stored")
+		}
+	}
 }
 
-// postJSON posts body with the key; any answer other than 200/201 is an
-// error carrying the server's message.
-func postJSON(ctx context.Context, url, key string, body []byte, out any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	return doJSON(req, out)
-}
-
-// submitClient bounds each request: a server that hangs must not hang the
-// command (the outcome is then unknown, and the key makes a re-send safe).
-var submitClient = &http.Client{Timeout: 30 * time.Second}
-
-func doJSON(req *http.Request, out any) (int, error) {
-	if tok := os.Getenv("INKWELL_TOKEN"); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := submitClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		var e struct{ Error inkwell.Error }
-		if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
-			return resp.StatusCode, &e.Error
-		}
-		return resp.StatusCode, fmt.Errorf("server answered %s", resp.Status)
-	}
-	return resp.StatusCode, json.Unmarshal(b, out)
-}
-
-func waitJob(ctx context.Context, server string, id int64) (inkwell.JobDetail, error) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/jobs/%d", server, id), nil)
-		if err != nil {
-			return inkwell.JobDetail{}, err
-		}
-		var d inkwell.JobDetail
-		if _, err := doJSON(req, &d); err != nil {
-			return d, err
-		}
-		if d.Job.Status == inkwell.StatusDone || d.Job.Status == inkwell.StatusFailed {
-			return d, nil
-		}
-		select {
-		case <-ctx.Done():
-			return d, fmt.Errorf("job %d still %s: %w", id, d.Job.Status, ctx.Err())
-		case <-t.C:
+// flagOf names the submit flag a 400's message is about: the server's
+// message starts with the field (prompt, account, max_words, the
+// Idempotency-Key header).
+func flagOf(msg string) string {
+	for _, f := range []struct{ field, flag string }{
+		{"prompt", "--prompt"}, {"body is over", "--prompt (it is too long)"}, {"account", "--account"},
+		{"max_words", "--max-words"}, {"Idempotency-Key", "--key"}, {"header Idempotency-Key", "--key"},
+	} {
+		if strings.HasPrefix(msg, f.field) {
+			return f.flag
 		}
 	}
+	return "the request"
 }

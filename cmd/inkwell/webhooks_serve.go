@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/inkwell/inkwell"
-	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/webhook"
 )
 
@@ -50,27 +48,14 @@ func (f webhookFlags) config() webhook.Config {
 	return webhook.Config{Timeout: *f.timeout, RetryBase: *f.retryBase, RetryCap: *f.retryCap, MaxAttempts: *f.maxAttempts, Concurrency: *f.concurrency}
 }
 
-// newWebhookSender makes serve's sender (OpenMain), before the lane, whose
-// observer wakes it.
+// newWebhookSender makes serve's sender (OpenMain), before the lane, which
+// wakes it at every job's end (worker.Config.OnEnded), so a delivery goes
+// out at once rather than at the next poll.
 func (m *Main) newWebhookSender() *webhook.Sender {
 	cfg := m.cfg.Webhooks
 	cfg.Logger = m.log.With("component", "webhooks")
 	cfg.Observer = m.metrics
 	return webhook.New(m.st, cfg)
-}
-
-// laneObserver is what the lane reports attempts to: the metrics, and a
-// wake of the webhook sender after each outcome, which may have ended a
-// job (and so written its delivery): it is sent at once, not at the next
-// poll.
-type laneObserver struct {
-	*api.Metrics
-	wake func()
-}
-
-func (o laneObserver) Finished(lane, outcome string, providerSeconds float64, job inkwell.Job) {
-	o.Metrics.Finished(lane, outcome, providerSeconds, job)
-	o.wake()
 }
 
 // startWebhooks starts the sender and returns the function that stops it

@@ -379,11 +379,16 @@ func TestAccept_Idempotent(t *testing.T) {
 			t.Fatalf("POST: %d %s", first.status, first.body)
 		}
 		before := e.contents()
-		for _, body := range []string{`{"prompt":"second"}`, `{"prompt":"first","max_words":51}`, `{"prompt":"first","account":"other"}`} {
+		for _, body := range []string{`{"prompt":"second"}`, `{"prompt":"first","max_words":51}`} {
 			r := e.post("key-2", body)
 			assertError(t, r, http.StatusUnprocessableEntity, inkwell.EKEYREUSED)
 		}
 		e.assertUnchanged(before)
+		// Keys are unique per account: under another account it is
+		// another job.
+		if r := e.post("key-2", `{"prompt":"first","account":"other"}`); r.status != http.StatusCreated || r.detail(t).Job.Account != "other" {
+			t.Errorf("the same key under account other: %d %s; want 201, a job of other", r.status, r.body)
+		}
 		job, err := e.st.Job(t.Context(), first.detail(t).Job.ID)
 		if err != nil || !strings.Contains(string(job.Payload), `"first"`) {
 			t.Errorf("stored job %s (err %v), want the first body kept", job.Payload, err)

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -25,6 +24,8 @@ import (
 //	GET  /v1/jobs/{id}             401        own account's jobs  every job
 //	POST /v1/jobs/{id}/retry       401        403                 yes
 //	POST /v1/jobs/{id}/cancel      401        403                 yes
+//	POST /v1/batches               401        own account         own account
+//	GET  /v1/batches/{id}[/output] 401        own account's       every batch
 //	GET  /v1/overview, /metrics    401        403                 yes
 //	GET  /, /jobs/{id} (dashboard) 401        403                 yes
 //
@@ -138,14 +139,15 @@ func principalOf(ctx context.Context) *store.Token {
 	return t
 }
 
-// actor names who asked for a request, for the words a transition stores
-// ("cancelled by …"): the token's id (never its secret) when the request
-// carried one, else "api".
+// actor names who asked for a request, for audit_log and the words a
+// transition stores ("cancelled by …"): the token's id (never its secret)
+// when the request carried one (a bearer token, or the token a dashboard
+// session signed in with), else "api".
 func actor(r *http.Request) string {
 	if t := principalOf(r.Context()); t != nil {
-		return "token " + t.ID
+		return store.ActorToken(t.ID)
 	}
-	return "api"
+	return store.ActorAPI
 }
 
 // guard wraps a route's handler with its access rule. A refusal writes
@@ -156,8 +158,12 @@ func (s *Server) guard(level access, h http.HandlerFunc) http.HandlerFunc {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		tok, err := s.authenticate(r, level)
+		tok, se, err := s.authenticate(r, level)
 		if err != nil {
+			if inkwell.ErrorCode(err) == inkwell.EUNAUTHENTICATED && wantsHTML(r) {
+				http.Redirect(w, r, "/signin", http.StatusSeeOther) // a browser: to the sign-in form
+				return
+			}
 			s.writeError(w, r, err)
 			return
 		}
@@ -165,8 +171,12 @@ func (s *Server) guard(level access, h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
+		ctx := context.WithValue(r.Context(), principalKey{}, tok)
+		if se != nil {
+			ctx = context.WithValue(ctx, sessionCtxKey{}, se)
+		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		h(rec, r.WithContext(context.WithValue(r.Context(), principalKey{}, tok)))
+		h(rec, r.WithContext(ctx))
 		if rec.status < 400 {
 			s.auth.tokens.TokenUsed(tok.ID)
 		}
@@ -174,30 +184,44 @@ func (s *Server) guard(level access, h http.HandlerFunc) http.HandlerFunc {
 }
 
 // authenticate returns the request's verified token (nil when tokens are
-// not in force), or the refusal: 401 without a valid token, 403 for a
-// role below level.
-func (s *Server) authenticate(r *http.Request, level access) (*store.Token, error) {
+// not in force) and, when it came by a dashboard session rather than an
+// Authorization header, that session (session.go); or the refusal: 401
+// without a valid token or session, 403 for a role below level or a
+// session request without its CSRF token.
+func (s *Server) authenticate(r *http.Request, level access) (*store.Token, *session, error) {
 	inForce, err := s.auth.inForce(r.Context())
 	if err != nil || !inForce {
-		return nil, err
+		return nil, nil, err
 	}
-	presented, err := bearer(r)
+	stok, se, err := s.fromSession(r) // nil, nil, nil without a cookie, or with an Authorization header
 	if err != nil {
-		s.log.InfoContext(r.Context(), "request refused: no valid token", "method", r.Method, "path", r.URL.Path, "reason", inkwell.ErrorMessage(err))
-		return nil, err
+		return nil, nil, err
 	}
-	tok, err := s.auth.tokens.VerifyToken(r.Context(), presented)
-	if err != nil {
-		if inkwell.ErrorCode(err) == inkwell.EUNAUTHENTICATED {
-			s.log.InfoContext(r.Context(), "request refused: token not valid", "method", r.Method, "path", r.URL.Path)
-		}
-		return nil, err
+	var tok store.Token
+	if stok != nil {
+		tok = *stok
+	} else if tok, err = s.fromBearer(r); err != nil {
+		return nil, nil, err
 	}
 	if level == operator && tok.Role != store.RoleOperator {
 		s.log.InfoContext(r.Context(), "request refused: operator route, client token", "method", r.Method, "path", r.URL.Path, "token_id", tok.ID, "account", tok.Account)
-		return nil, inkwell.Errorf(inkwell.EFORBIDDEN, "%s %s needs an operator token; token %s is a %s token of account %q", r.Method, r.URL.Path, tok.ID, tok.Role, tok.Account)
+		return nil, nil, inkwell.Errorf(inkwell.EFORBIDDEN, "%s %s needs an operator token; token %s is a %s token of account %q", r.Method, r.URL.Path, tok.ID, tok.Role, tok.Account)
 	}
-	return &tok, nil
+	return &tok, se, nil
+}
+
+// fromBearer verifies the request's Authorization: Bearer token.
+func (s *Server) fromBearer(r *http.Request) (store.Token, error) {
+	presented, err := bearer(r)
+	if err != nil {
+		s.log.InfoContext(r.Context(), "request refused: no valid token", "method", r.Method, "path", r.URL.Path, "reason", inkwell.ErrorMessage(err))
+		return store.Token{}, err
+	}
+	tok, err := s.auth.tokens.VerifyToken(r.Context(), presented)
+	if err != nil && inkwell.ErrorCode(err) == inkwell.EUNAUTHENTICATED {
+		s.log.InfoContext(r.Context(), "request refused: token not valid", "method", r.Method, "path", r.URL.Path)
+	}
+	return tok, err
 }
 
 // bearer reads the one Authorization: Bearer header.
@@ -222,17 +246,13 @@ func ownedBy(tok *store.Token, job inkwell.Job) bool {
 	return tok == nil || tok.Role == store.RoleOperator || jobAccount(job) == tok.Account
 }
 
-// jobAccount is the account a job's payload names (a legacy job's payload
-// names none: the default account).
+// jobAccount is the account that pays for job (jobs.account, copied from
+// the payload by migration 0008 for jobs stored before it).
 func jobAccount(job inkwell.Job) string {
-	var p struct {
-		Account string `json:"account"`
-	}
-	_ = json.Unmarshal(job.Payload, &p)
-	if p.Account == "" {
+	if job.Account == "" {
 		return inkwell.DefaultAccount
 	}
-	return p.Account
+	return job.Account
 }
 
 // statusRecorder remembers the status a handler wrote.

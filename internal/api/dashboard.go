@@ -74,6 +74,20 @@ type dashboardData struct {
 	FailedMore int64
 	Active     []store.BoardRow
 	ActiveMore int64
+	Session    *sessionView // signed in: the token and the CSRF token for the page's POSTs
+}
+
+// sessionView is what a page shows of its dashboard session (session.go).
+type sessionView struct {
+	TokenID string
+	CSRF    string
+}
+
+func viewOf(se *session) *sessionView {
+	if se == nil {
+		return nil
+	}
+	return &sessionView{TokenID: se.tokenID, CSRF: se.csrf}
 }
 
 // handleDashboard is GET /: counts by status with the next safe action,
@@ -85,6 +99,7 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	d.Session = viewOf(sessionOf(r.Context()))
 	s.render(w, r, "dashboard.html", d)
 }
 
@@ -130,6 +145,7 @@ type jobData struct {
 	Request  inkwell.Request
 	Board    *store.BoardRow
 	Timeline []timelineEntry
+	Session  *sessionView
 }
 
 // handleJobPage is GET /jobs/{id}: one job's timeline.
@@ -140,7 +156,7 @@ func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	d := jobData{Title: fmt.Sprintf("job %d · Inkwell", id), Now: time.Now().UTC(), Refresh: refreshSeconds}
+	d := jobData{Title: fmt.Sprintf("job %d · Inkwell", id), Now: time.Now().UTC(), Refresh: refreshSeconds, Session: viewOf(sessionOf(ctx))}
 	if d.Detail, err = s.cfg.Store.Show(ctx, id); err != nil {
 		s.writeError(w, r, err)
 		return

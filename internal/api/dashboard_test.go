@@ -432,7 +432,7 @@ func TestDashboard_JobLifeStates(t *testing.T) {
 		Class: inkwell.ClassProviderError, GaveUpAfter: 5}))
 	poison := sc.accept(t, "poison", "a poem that kills workers").ID
 	sc.fail(t, sc.claim(t, "west"), inkwell.ClassWorkerRestarted, "worker restarted")
-	if _, err := sc.st.RetryIfFailed(t.Context(), poison); err != nil {
+	if _, err := sc.st.RetryIfFailed(t.Context(), poison, store.ActorCLI); err != nil {
 		t.Fatal(err)
 	}
 	sc.fail(t, sc.claim(t, "west"), inkwell.ClassWorkerRestarted, "worker restarted")

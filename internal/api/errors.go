@@ -22,6 +22,7 @@ var statusOf = map[string]int{
 	inkwell.EUNAVAILABLE:     http.StatusServiceUnavailable,
 	inkwell.ELANEHELD:        http.StatusServiceUnavailable,
 	inkwell.ETOOMANY:         http.StatusTooManyRequests,
+	inkwell.EBUDGET:          http.StatusPaymentRequired,
 	inkwell.EINTERNAL:        http.StatusInternalServerError,
 }
 
@@ -44,9 +45,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="inkwell"`)
 	case status == http.StatusTooManyRequests:
 		// Admission refused a new job: the queue drains at the lanes'
-		// pace, so come back in a few seconds, with the same key.
-		w.Header().Set("Retry-After", "5")
-		s.log.InfoContext(r.Context(), "request refused: queue full", "method", r.Method, "path", r.URL.Path, "code", code)
+		// pace, so come back in a few seconds, with the same key (an
+		// account's rpm set its own Retry-After already).
+		if w.Header().Get("Retry-After") == "" {
+			w.Header().Set("Retry-After", "5")
+		}
+		s.log.InfoContext(r.Context(), "request refused: too many", "method", r.Method, "path", r.URL.Path, "code", code)
 	case status == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
 		s.log.WarnContext(r.Context(), "request refused: unavailable", "method", r.Method, "path", r.URL.Path, "err", err)

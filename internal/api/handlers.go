@@ -5,12 +5,12 @@ import (
 	"strconv"
 
 	"github.com/inkwell/inkwell"
-	"github.com/inkwell/inkwell/internal/store"
 )
 
 // handleAccept is POST /v1/jobs: 201 for a new job, 200 with the existing
 // job (whatever its status) for a re-send, 422 for a key reused with
-// another body, 400/413 for bad input. Every refusal writes nothing.
+// another body, 400/413 for bad input, 429 past --max-queued or the
+// account's rpm, 402 past its budget. Every refusal writes nothing.
 func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 	p, err := parseAccept(w, r)
 	if err != nil {
@@ -18,13 +18,23 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.MaxQueued = s.cfg.MaxQueued
+	if p.ReserveMicros, err = s.worstCase(p.Payload); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	adm, err := s.admit(r.Context(), p.Account)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p.Refuse = adm.refusal
+	// Keys are unique per account (migration 0008), and the account is
+	// the token's: a client's re-send or reused key only ever finds a job
+	// of its own account.
 	job, created, err := s.cfg.Store.Accept(r.Context(), p)
-	if tok := principalOf(r.Context()); inkwell.ErrorCode(err) == inkwell.EKEYREUSED && tok != nil && tok.Role != store.RoleOperator ||
-		err == nil && !ownedBy(tok, job) {
-		// Keys are unique across accounts until they become unique per
-		// account (issue 12): a client learns that its key is taken, never
-		// which job, whose, or anything of it.
-		err = inkwell.Errorf(inkwell.EKEYREUSED, "idempotency key %q was already used for a different request: send a new key", p.IdempotencyKey)
+	s.admitted(adm, created)
+	if err != nil && err == adm.refusal {
+		setRetryAfter(w, adm.retryAfter)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -47,17 +57,19 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// handleShow is GET /v1/jobs/{id}.
+// handleShow is GET /v1/jobs/{id}; with ?wait=30s a long-poll (wait.go).
 func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	d, err := s.cfg.Store.Show(r.Context(), id)
-	if err == nil && !ownedBy(principalOf(r.Context()), d.Job) {
-		err = inkwell.Errorf(inkwell.ENOTFOUND, "job %d not found", id) // as for a job that does not exist
+	wait, err := waitParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	d, err := s.showWaiting(w, r, id, wait)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -72,7 +84,7 @@ func (s *Server) handleRetry(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	job, err := s.cfg.Store.RetryIfFailed(r.Context(), id)
+	job, err := s.cfg.Store.RetryIfFailed(r.Context(), id, actor(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -128,6 +140,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.cfg.Waits.Wake(id) // committed: its long-polls answer now
 	switch {
 	case c.Attempt != 0:
 		s.log.InfoContext(r.Context(), "job cancelled while running; aborting its provider call", "job_id", id, "attempt_id", c.Attempt)

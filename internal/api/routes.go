@@ -7,6 +7,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/jobs/{id}", s.guard(client, s.handleShow))
 	s.mux.HandleFunc("POST /v1/jobs/{id}/retry", s.guard(operator, s.handleRetry))
 	s.mux.HandleFunc("POST /v1/jobs/{id}/cancel", s.guard(operator, s.handleCancel))
+	s.mux.HandleFunc("POST /v1/batches", s.guard(client, s.handleBatchAccept))
+	s.mux.HandleFunc("GET /v1/batches/{id}", s.guard(client, s.handleBatchShow))
+	s.mux.HandleFunc("GET /v1/batches/{id}/output", s.guard(client, s.handleBatchOutput))
 	s.mux.HandleFunc("GET /healthz", s.guard(public, s.handleHealth))
 	s.mux.HandleFunc("GET /readyz", s.guard(public, s.handleReady))
 	s.mux.HandleFunc("GET /v1/overview", s.guard(operator, s.handleOverview))
@@ -14,4 +17,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", s.guard(operator, s.handleDashboard))
 	s.mux.HandleFunc("GET /jobs/{id}", s.guard(operator, s.handleJobPage))
 	s.mux.HandleFunc("GET /static/", s.guard(public, staticHandler().ServeHTTP))
+	s.mux.HandleFunc("GET /signin", s.guard(public, s.handleSignInPage))
+	s.mux.HandleFunc("POST /signin", s.guard(public, s.handleSignIn))
+	s.mux.HandleFunc("POST /signout", s.guard(operator, s.handleSignOut))
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -39,17 +41,23 @@ import (
 // tokens are in force. A route missing here fails the battery: a new
 // route must say who may call it.
 var routeAccess = map[string]string{
-	"POST /v1/jobs":             "client",
-	"GET /v1/jobs/{id}":         "client",
-	"POST /v1/jobs/{id}/retry":  "operator",
-	"POST /v1/jobs/{id}/cancel": "operator",
-	"GET /healthz":              "public",
-	"GET /readyz":               "public",
-	"GET /v1/overview":          "operator",
-	"GET /metrics":              "operator",
-	"GET /{$}":                  "operator",
-	"GET /jobs/{id}":            "operator",
-	"GET /static/":              "public",
+	"POST /v1/jobs":               "client",
+	"GET /v1/jobs/{id}":           "client",
+	"POST /v1/jobs/{id}/retry":    "operator",
+	"POST /v1/jobs/{id}/cancel":   "operator",
+	"POST /v1/batches":            "client",
+	"GET /v1/batches/{id}":        "client",
+	"GET /v1/batches/{id}/output": "client",
+	"GET /healthz":                "public",
+	"GET /readyz":                 "public",
+	"GET /v1/overview":            "operator",
+	"GET /metrics":                "operator",
+	"GET /{$}":                    "operator",
+	"GET /jobs/{id}":              "operator",
+	"GET /static/":                "public",
+	"GET /signin":                 "public",
+	"POST /signin":                "signin", // its own refusals: TestSecurity_SignIn
+	"POST /signout":               "operator",
 }
 
 // registeredRoutes reads the patterns routes.go registers.
@@ -77,6 +85,7 @@ type secEnv struct {
 	logs                            *syncBuffer
 	operator, acme, globex, revoked string
 	acmeJob, globexJob, failedJob   int64
+	acmeBatch                       int64
 	secrets                         []string
 }
 
@@ -131,6 +140,7 @@ func setupSecurity(t *testing.T, mode api.AuthMode) *secEnv {
 	if _, err := e.st.Cancel(ctx, se.failedJob, "test"); err != nil {
 		t.Fatal(err)
 	}
+	se.acmeBatch = se.submitBatch(se.acme, "acme-batch", batchBody(2), http.StatusCreated).ID
 	return se
 }
 
@@ -186,6 +196,12 @@ func (se *secEnv) request(pattern string, id int64, key string) (method, path st
 	if pattern == "POST /v1/jobs" {
 		return method, path, map[string]string{"Idempotency-Key": key}, []byte(`{"prompt":"a poem"}`)
 	}
+	if strings.HasPrefix(pattern, "GET /v1/batches/") {
+		path = strings.ReplaceAll(pattern[len("GET "):], "{id}", fmt.Sprint(se.acmeBatch))
+	}
+	if pattern == "POST /v1/batches" {
+		return method, path, map[string]string{"Idempotency-Key": key, "Content-Type": "application/jsonl"}, []byte(batchBody(1))
+	}
 	return method, path, nil, nil
 }
 
@@ -215,6 +231,9 @@ func TestSecurity_EveryRoute(t *testing.T) {
 			t.Errorf("route %q is not in routeAccess: say who may call it", pattern)
 			continue
 		}
+		if level == "signin" {
+			continue
+		}
 		for name, token := range bad {
 			method, path, header, body := se.request(pattern, se.acmeJob, fmt.Sprintf("bad-%d-%s", i, name))
 			before := se.snapshot()
@@ -238,7 +257,7 @@ func TestSecurity_EveryRoute(t *testing.T) {
 		// a refusal.
 		method, path, header, body := se.request(pattern, se.acmeJob, fmt.Sprintf("globex-%d", i))
 		want := map[string]int{"public": http.StatusOK, "operator": http.StatusForbidden, "client": http.StatusNotFound}[level]
-		if pattern == "POST /v1/jobs" {
+		if strings.HasPrefix(pattern, "POST /v1/") && level == "client" {
 			want = http.StatusCreated
 		}
 		before := se.snapshot()
@@ -314,11 +333,16 @@ func TestSecurity_ClientScope(t *testing.T) {
 		se.assertUnchanged(before)
 	}
 
-	// A key another account used: refused without naming its job.
-	before := se.snapshot()
+	// Keys are unique per account: a key globex used is acme's to use too,
+	// for a job of its own; globex's job is neither found nor shown.
 	r := se.req(http.MethodPost, "/v1/jobs", "Bearer "+se.acme, map[string]string{"Idempotency-Key": "globex-1"}, []byte(`{"prompt":"a globex poem"}`))
-	if r.status != http.StatusUnprocessableEntity || strings.Contains(string(r.body), fmt.Sprint(se.globexJob)) || strings.Contains(string(r.body), "globex poem") {
-		t.Errorf("acme re-uses globex's key: %d %s; want 422 naming no job", r.status, r.body)
+	if d := r.detail(t); r.status != http.StatusCreated || d.Job.ID == se.globexJob || d.Job.Account != "acme" {
+		t.Errorf("acme sends globex's key: %d %s; want 201, a new job of acme", r.status, r.body)
+	}
+	// The same key, another body, within one account: 422.
+	before := se.snapshot()
+	if r := se.req(http.MethodPost, "/v1/jobs", "Bearer "+se.acme, map[string]string{"Idempotency-Key": "globex-1"}, []byte(`{"prompt":"other words"}`)); r.status != http.StatusUnprocessableEntity {
+		t.Errorf("acme re-uses its key with another body: %d %s; want 422", r.status, r.body)
 	}
 	se.assertUnchanged(before)
 	// A re-send of its own key is answered as always.
@@ -482,4 +506,209 @@ func TestSecurity_CrossSiteWithToken(t *testing.T) {
 			se.assertUnchanged(before)
 		}
 	}
+}
+
+// sessionClient is an HTTP client that keeps no cookies and follows no
+// redirect: each test request says what it carries.
+func sessionClient() *http.Client {
+	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// sessionReq sends one request with the given cookie (none when ""),
+// form body (none when nil) and headers.
+func (se *secEnv) sessionReq(method, path, cookie string, form url.Values, header map[string]string) (*http.Response, string) {
+	se.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(se.t.Context(), method, se.srv.URL+path, body)
+	if err != nil {
+		se.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if cookie != "" {
+		req.AddCookie(&http.Cookie{Name: "inkwell_session", Value: cookie})
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := sessionClient().Do(req)
+	if err != nil {
+		se.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, s := range se.secrets {
+		if strings.Contains(string(b), s) {
+			se.t.Errorf("%s %s: the answer holds a token secret", method, path)
+		}
+	}
+	return resp, string(b)
+}
+
+// signIn signs in with token and returns the session cookie and the CSRF
+// token the dashboard page carries.
+func (se *secEnv) signIn(token string) (cookie, csrf string) {
+	se.t.Helper()
+	resp, body := se.sessionReq(http.MethodPost, "/signin", "", url.Values{"token": {token}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		se.t.Fatalf("sign in = %d (to %q) %s, want 303 to /", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == "inkwell_session" {
+			cookie = c.Value
+		}
+	}
+	_, page := se.sessionReq(http.MethodGet, "/", cookie, nil, nil)
+	m := regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]{64})">`).FindStringSubmatch(page)
+	if cookie == "" || m == nil {
+		se.t.Fatalf("after sign-in: cookie %q, dashboard without a CSRF token:\n%.400s", cookie, page)
+	}
+	return cookie, m[1]
+}
+
+// TestSecurity_SignIn: only a valid operator token signs in (a wrong,
+// revoked or client token is refused, sets no cookie and writes
+// nothing); the cookie is HttpOnly, SameSite=Strict, Path=/, and Secure
+// behind TLS (as a proxy says with X-Forwarded-Proto); a browser without
+// a session is sent to /signin, an API client gets 401.
+func TestSecurity_SignIn(t *testing.T) {
+	t.Parallel()
+	se := setupSecurity(t, api.AuthAuto)
+	for name, token := range map[string]string{"wrong": "ink_0123456789abcdef_" + strings.Repeat("1", 64), "revoked": se.revoked, "client": se.acme, "empty": ""} {
+		before := se.snapshot()
+		resp, body := se.sessionReq(http.MethodPost, "/signin", "", url.Values{"token": {token}}, nil)
+		want := map[bool]int{true: http.StatusForbidden, false: http.StatusUnauthorized}[name == "client"]
+		if resp.StatusCode != want || len(resp.Cookies()) != 0 || !strings.Contains(body, `id="signin-error"`) {
+			t.Errorf("sign in with a %s token = %d, cookies %v; want %d, no cookie, the form with why", name, resp.StatusCode, resp.Cookies(), want)
+		}
+		se.assertUnchanged(before)
+	}
+	// A cross-site sign-in (login CSRF) is refused before the token is read.
+	if resp, _ := se.sessionReq(http.MethodPost, "/signin", "", url.Values{"token": {se.operator}}, map[string]string{"Sec-Fetch-Site": "cross-site"}); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Errorf("cross-site sign-in = %d, cookies %v; want 403, none", resp.StatusCode, resp.Cookies())
+	}
+
+	for _, tls := range []bool{false, true} {
+		h := map[string]string{}
+		if tls {
+			h["X-Forwarded-Proto"] = "https"
+		}
+		resp, _ := se.sessionReq(http.MethodPost, "/signin", "", url.Values{"token": {se.operator}}, h)
+		cs := resp.Cookies()
+		if resp.StatusCode != http.StatusSeeOther || len(cs) != 1 {
+			t.Fatalf("sign in (tls %v) = %d, cookies %v; want 303 and one cookie", tls, resp.StatusCode, cs)
+		}
+		c := cs[0]
+		if c.Name != "inkwell_session" || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Secure != tls || len(c.Value) != 64 {
+			t.Errorf("session cookie (tls %v) = %+v; want inkwell_session, HttpOnly, SameSite=Strict, Path=/, Secure %v", tls, c, tls)
+		}
+		if strings.Contains(resp.Header.Get("Set-Cookie"), se.operator[len(se.operator)-64:]) {
+			t.Errorf("the cookie holds the token's secret")
+		}
+	}
+
+	if resp, _ := se.sessionReq(http.MethodGet, "/", "", nil, map[string]string{"Accept": "text/html"}); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+		t.Errorf("a browser without a session on / = %d to %q; want 303 to /signin", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, _ := se.sessionReq(http.MethodGet, "/", "no-such-session", nil, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an unknown session on / = %d; want 401", resp.StatusCode)
+	}
+	if resp, page := se.sessionReq(http.MethodGet, "/signin", "", nil, nil); resp.StatusCode != http.StatusOK || !strings.Contains(page, `name="token"`) {
+		t.Errorf("GET /signin = %d; want the form", resp.StatusCode)
+	}
+	se.assertNoSecretLogged()
+}
+
+// TestSecurity_SessionCSRF: under a session, a GET needs nothing more,
+// but a POST (Retry, Cancel, sign-out) without the session's CSRF token,
+// or with a wrong one, or sent cross-site whatever it carries, is refused
+// and writes nothing; with it (header or form field) the retry is done
+// and audit_log names the session's token. An Authorization header
+// decides alone, whatever cookie comes with it.
+func TestSecurity_SessionCSRF(t *testing.T) {
+	t.Parallel()
+	se := setupSecurity(t, api.AuthAuto)
+	cookie, csrf := se.signIn(se.operator)
+	retry := fmt.Sprintf("/v1/jobs/%d/retry", se.failedJob)
+	for name, h := range map[string]map[string]string{
+		"no CSRF token":          {},
+		"a wrong CSRF token":     {"X-CSRF-Token": strings.Repeat("0", 64)},
+		"cross-site with token":  {"X-CSRF-Token": csrf, "Sec-Fetch-Site": "cross-site"},
+		"foreign origin":         {"X-CSRF-Token": csrf, "Origin": "http://evil.example"},
+		"another session's CSRF": {"X-CSRF-Token": strings.Repeat("a", 64)},
+	} {
+		before := se.snapshot()
+		if resp, body := se.sessionReq(http.MethodPost, retry, cookie, nil, h); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("retry under a session with %s = %d %s; want 403", name, resp.StatusCode, body)
+		}
+		se.assertUnchanged(before)
+	}
+	// A cross-site form post: no header, a form without csrf_token.
+	before := se.snapshot()
+	if resp, _ := se.sessionReq(http.MethodPost, retry, cookie, url.Values{"x": {"1"}}, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("form post without csrf_token = %d; want 403", resp.StatusCode)
+	}
+	se.assertUnchanged(before)
+	// An Authorization header decides alone: a client token with the
+	// operator's session cookie is a client.
+	if resp, _ := se.sessionReq(http.MethodPost, retry, cookie, nil, map[string]string{"X-CSRF-Token": csrf, "Authorization": "Bearer " + se.acme}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("client bearer with an operator session = %d; want 403", resp.StatusCode)
+	}
+	se.assertUnchanged(before)
+
+	// With the token, as a form field: done, and audited as the token.
+	if resp, body := se.sessionReq(http.MethodPost, retry, cookie, url.Values{"csrf_token": {csrf}}, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("retry with the session's CSRF token = %d %s; want 200", resp.StatusCode, body)
+	}
+	rows, err := se.st.AuditLog(t.Context(), se.failedJob, 0)
+	if opID := strings.Split(se.operator, "_")[1]; err != nil || len(rows) != 2 || rows[0].Actor != "token "+opID || rows[0].Action != "retry" {
+		t.Errorf("audit of the job = %+v, %v; want its cancel (setup), then a retry by token %s", rows, err, opID)
+	}
+	// Cancel with the header.
+	if resp, body := se.sessionReq(http.MethodPost, fmt.Sprintf("/v1/jobs/%d/cancel", se.acmeJob), cookie, nil, map[string]string{"X-CSRF-Token": csrf}); resp.StatusCode != http.StatusOK {
+		t.Errorf("cancel with the session's CSRF token = %d %s; want 200", resp.StatusCode, body)
+	}
+
+	// Sign-out needs the token too, then ends the session.
+	before = se.snapshot()
+	if resp, _ := se.sessionReq(http.MethodPost, "/signout", cookie, url.Values{}, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("sign-out without the CSRF token = %d; want 403", resp.StatusCode)
+	}
+	resp, _ := se.sessionReq(http.MethodPost, "/signout", cookie, url.Values{"csrf_token": {csrf}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || resp.Cookies()[0].MaxAge >= 0 {
+		t.Errorf("sign-out = %d, cookies %v; want 303 and the cookie removed", resp.StatusCode, resp.Cookies())
+	}
+	if resp, _ := se.sessionReq(http.MethodGet, "/", cookie, nil, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the signed-out session on / = %d; want 401", resp.StatusCode)
+	}
+	se.assertUnchanged(before)
+	se.assertNoSecretLogged()
+}
+
+// TestSecurity_SessionEndsWithItsToken: revoking the token a session
+// signed in with ends the session at its next request.
+func TestSecurity_SessionEndsWithItsToken(t *testing.T) {
+	t.Parallel()
+	se := setupSecurity(t, api.AuthAuto)
+	tok, text, err := se.st.CreateToken(t.Context(), inkwell.DefaultAccount, store.RoleOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	se.secrets = append(se.secrets, text[len(text)-64:])
+	cookie, csrf := se.signIn(text)
+	if _, _, err := se.st.RevokeToken(t.Context(), tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := se.snapshot()
+	if resp, _ := se.sessionReq(http.MethodGet, "/", cookie, nil, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("dashboard after its token was revoked = %d; want 401", resp.StatusCode)
+	}
+	if resp, _ := se.sessionReq(http.MethodPost, fmt.Sprintf("/v1/jobs/%d/retry", se.failedJob), cookie, nil, map[string]string{"X-CSRF-Token": csrf}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("retry after its token was revoked = %d; want 401", resp.StatusCode)
+	}
+	se.assertUnchanged(before)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/jobwait"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -19,9 +20,12 @@ import (
 type jobStore interface {
 	Accept(ctx context.Context, p store.AcceptParams) (inkwell.Job, bool, error)
 	Show(ctx context.Context, id int64) (inkwell.JobDetail, error)
-	RetryIfFailed(ctx context.Context, id int64) (inkwell.Job, error)
+	RetryIfFailed(ctx context.Context, id int64, by string) (inkwell.Job, error)
 	Cancel(ctx context.Context, id int64, by string) (store.Cancelled, error)
+	// Account is read for its rpm, at admission (admission.go).
+	Account(ctx context.Context, name string) (store.Account, error)
 	operatorStore // the dashboard's, /v1/overview's and /metrics' reads
+	batchStore    // POST /v1/batches and its reads (batches.go)
 }
 
 // Config configures a Server.
@@ -54,19 +58,32 @@ type Config struct {
 	// loopback only). Tokens defaults to Store when it can verify tokens.
 	Auth   AuthMode
 	Tokens tokenStore
+	// Waits is the hub long-polls wait on (GET /v1/jobs/{id}?wait=): a
+	// cancel here wakes it; serve wakes it from the lane and the store's
+	// watch too. nil: a hub of the server's own.
+	Waits *jobwait.Hub
 	// AuthRecheck is how long auto mode trusts "no token exists" before
 	// reading again (default 2s; once a token exists it never reads again).
 	AuthRecheck time.Duration
+	// WorstCase is the most a request can cost (provider.WorstCaseMicros
+	// for the serve's provider): accept reserves it against the account's
+	// budget (DESIGN.md §10). nil reserves 0.
+	WorstCase func(inkwell.Request) int64
+	// RPMRecheck is how long an account's rpm is trusted before it is read
+	// again (default 5s).
+	RPMRecheck time.Duration
 }
 
 // Server is Inkwell's HTTP handler.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	mux   *http.ServeMux
-	ready atomic.Bool
-	pages pages
-	auth  *authGate
+	cfg      Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	ready    atomic.Bool
+	pages    pages
+	auth     *authGate
+	rpm      *accountLimits // per-account rpm at admission (admission.go)
+	sessions *sessions      // dashboard sign-ins (session.go)
 }
 
 // New returns a Server; it is not ready (GET /readyz answers 503) until
@@ -96,11 +113,14 @@ func New(cfg Config) *Server {
 	if cfg.Tokens == nil && mode != AuthOff {
 		panic("api.New: --auth " + string(mode) + " needs a Store that verifies tokens (or Config.Tokens)")
 	}
+	if cfg.Waits == nil {
+		cfg.Waits = jobwait.New()
+	}
 	if cfg.AuthRecheck <= 0 {
 		cfg.AuthRecheck = authRecheckDefault
 	}
 	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages(),
-		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}}
+		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, rpm: newAccountLimits(cfg.RPMRecheck), sessions: newSessions()}
 	s.routes()
 	return s
 }

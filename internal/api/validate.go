@@ -43,7 +43,7 @@ func parseAccept(w http.ResponseWriter, r *http.Request) (store.AcceptParams, er
 		return store.AcceptParams{}, err
 	}
 	payload, _ := json.Marshal(req)
-	return store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload}, nil
+	return store.AcceptParams{Account: req.Account, IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload}, nil
 }
 
 func idempotencyKey(r *http.Request) (string, error) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell/internal/provider"
+	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/worker"
 )
 
@@ -30,9 +31,15 @@ func BenchmarkLaneConcurrency(b *testing.B) {
 }
 
 func benchDrain(b *testing.B, latency time.Duration, slots int) {
-	ctx := context.Background()
 	st := mustStore(b, filepath.Join(b.TempDir(), "bench.db"))
 	queue(b, st, b.N)
+	drainQueued(b, st, latency, slots)
+}
+
+// drainQueued drains the b.N jobs queued in st with one lane of slots
+// calls at once, and reports jobs/s and jobs per commit.
+func drainQueued(b *testing.B, st *store.Store, latency time.Duration, slots int) {
+	ctx := context.Background()
 	obs := newCounter(b.N)
 	lane := worker.New(st, worker.Config{Provider: provider.NewSim(latency), Poll: time.Millisecond, Concurrency: slots, Observer: obs})
 	if _, err := lane.Open(ctx); err != nil {

@@ -19,7 +19,19 @@ import (
 // too much to show a difference of this size.
 //
 //	go test -run xxx -bench JobWriteCPU -benchtime 2000x -count 6 ./internal/bench
-func BenchmarkJobWriteCPU(b *testing.B) {
+func BenchmarkJobWriteCPU(b *testing.B) { benchJobWriteCPU(b, "") }
+
+// BenchmarkJobWriteCPUBudget: BenchmarkJobWriteCPU for jobs of an account
+// with a budget: the accept reserves (one conditional UPDATE of the
+// account), the completion settles (reads the job's reservation, closes
+// it, updates the account).
+//
+//	go test -run xxx -bench 'JobWriteCPU' -benchtime 2000x -count 6 ./internal/bench
+func BenchmarkJobWriteCPUBudget(b *testing.B) { benchJobWriteCPU(b, "default") }
+
+// benchJobWriteCPU runs the three writes of b.N jobs; with account, each
+// accept reserves against it.
+func benchJobWriteCPU(b *testing.B, account string) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, benchDSN(b, "sqlite"), store.Options{Synchronous: "NORMAL"})
 	if err != nil {
@@ -37,7 +49,8 @@ func BenchmarkJobWriteCPU(b *testing.B) {
 	cpu0 := processCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, _, err := st.Accept(ctx, store.AcceptParams{IdempotencyKey: fmt.Sprint("k", i), RequestHash: "h", Payload: []byte(`{"prompt":"p"}`)}); err != nil {
+		if _, _, err := st.Accept(ctx, store.AcceptParams{IdempotencyKey: fmt.Sprint("k", i), RequestHash: "h", Payload: []byte(`{"prompt":"p"}`),
+			Account: account, ReserveMicros: 1000}); err != nil {
 			b.Fatal(err)
 		}
 		cs, err := st.ClaimUpTo(ctx, lock, 1)

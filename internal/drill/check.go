@@ -134,6 +134,7 @@ func (c *checker) static() {
 	}
 	c.recoveryRuns()
 	c.ledger()
+	c.budgets() // check_budget.go
 	for _, p := range s.Integrity {
 		c.add(0, InvIntegrity, "%s", p)
 	}

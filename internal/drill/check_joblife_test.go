@@ -69,7 +69,7 @@ func TestCheck_JobLifeHealthyWorlds(t *testing.T) {
 	id = w.mustAccept("k5")
 	w.mustFail(inkwell.ClassRejected, nil, 0) // job 5 failed, retried by a client, done
 	st := w.open()
-	if _, err := st.RetryIfFailed(context.Background(), id); err != nil {
+	if _, err := st.RetryIfFailed(context.Background(), id, store.ActorCLI); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

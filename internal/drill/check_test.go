@@ -28,6 +28,9 @@ type world struct {
 	prov *provider.OpenAI
 	keys []string
 	sent []Sent
+	// reserve is what each accept reserves on account acct (a budget only
+	// when acct has a row: check_budget_test.go).
+	reserve int64
 }
 
 // mustWorld builds a world with one done job (key "k1", job 1).
@@ -82,7 +85,8 @@ func (w *world) mustAccept(key string) int64 {
 	st := w.open()
 	defer st.Close()
 	payload := fmt.Appendf(nil, `{"prompt":%q,"account":"acct","max_words":6}`, "a note for "+key)
-	job, _, err := st.Accept(context.Background(), store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload})
+	job, _, err := st.Accept(context.Background(), store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload,
+		Account: "acct", ReserveMicros: w.reserve})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -185,7 +185,7 @@ func (w *world) mustDrain() {
 	defer st.Close()
 	for _, j := range s.Jobs {
 		if j.Status == inkwell.StatusFailed {
-			if _, err := st.RetryIfFailed(ctx, j.ID); err != nil {
+			if _, err := st.RetryIfFailed(ctx, j.ID, "cli"); err != nil {
 				w.t.Fatal(err)
 			}
 			w.sent = append(w.sent, Sent{Seq: len(w.sent) + 1, Path: fmt.Sprintf("%s/%d/retry", pathJobs, j.ID), JobID: j.ID, Outcome: OutcomeOK, Status: 200})

@@ -266,13 +266,21 @@ func (p *play) stopOwnSim() error {
 	return nil
 }
 
-// open makes the scenario's fresh database.
+// open makes the scenario's fresh database, with a budget for each
+// account the clients submit for (check_budget.go).
 func (p *play) open(ctx context.Context) error {
 	dsn, err := p.d.dbs.fresh(ctx, p.slug)
 	if err != nil {
 		return fmt.Errorf("fresh database: %w", err)
 	}
 	p.dsn = dsn
+	accounts := []string{"drill"} // the scenarios' clients; the random mode's are client1..n
+	for i := range p.d.lim.clients {
+		accounts = append(accounts, fmt.Sprintf("client%d", i+1))
+	}
+	if err := giveBudgets(ctx, dsn, accounts...); err != nil {
+		return err
+	}
 	return p.addWebhookAccounts(ctx) // webhooks.go
 }
 

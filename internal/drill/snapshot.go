@@ -44,6 +44,10 @@ type Snapshot struct {
 	Ledger []providersim.LedgerEntry
 	// Installation makes the provider keys of this database's jobs.
 	Installation inkwell.Installation
+	// Accounts and Reservations are the budgets' books (check_budget.go),
+	// read from schema version 9 on; empty before.
+	Accounts     []AccountRow
+	Reservations []ReservationRow
 	// Deliveries and WebhookAccounts are the webhook rows (webhooks.go).
 	Deliveries      []DeliveryRow
 	WebhookAccounts []WebhookAccountRow
@@ -119,7 +123,7 @@ func Inspect(ctx context.Context, dsn string) (Snapshot, error) {
 	defer tx.Rollback()
 	var s Snapshot
 	for _, read := range []func(context.Context, *sql.Tx, *Snapshot) error{
-		readJobs, readAttempts, readResults, readCharges, readRuns, readLanes, readDeliveries,
+		readJobs, readAttempts, readResults, readCharges, readRuns, readLanes, readBudgets, readDeliveries,
 	} {
 		if err := read(ctx, tx, &s); err != nil {
 			return Snapshot{}, fmt.Errorf("inspect: %w", err)

@@ -100,18 +100,19 @@ func (p *play) addWebhookAccounts(ctx context.Context) error {
 	}
 	for _, name := range names {
 		logPath := filepath.Join(p.d.work, p.slug+".accounts.log")
-		args := []string{"accounts", "add", name, "--webhook-url", p.d.hooks.url + "/" + p.slug, "--db", p.dsn}
-		c, err := startChild("accounts add", p.d.cfg.Bin, args, childEnv(""), logPath)
+		// The account exists already (giveBudgets made it, with its budget).
+		args := []string{"accounts", "webhook", name, "--url", p.d.hooks.url + "/" + p.slug, "--db", p.dsn}
+		c, err := startChild("accounts webhook", p.d.cfg.Bin, args, childEnv(""), logPath)
 		if err != nil {
 			return err
 		}
 		p.ps.add(c)
 		if err := c.waitExit(ctx, p.d.lim.stop); err != nil {
 			c.kill()
-			return fmt.Errorf("inkwell accounts add: %w", err)
+			return fmt.Errorf("inkwell accounts webhook: %w", err)
 		}
 		if !c.state.Success() {
-			return fmt.Errorf("inkwell accounts add %s --webhook-url exited with %s; last lines:\n%s", name, c.exitText(), c.tailText())
+			return fmt.Errorf("inkwell accounts webhook %s --url exited with %s; last lines:\n%s", name, c.exitText(), c.tailText())
 		}
 	}
 	return nil

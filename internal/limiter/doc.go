@@ -24,6 +24,10 @@
 // so that Now and the timers always agree; the tests run the limiter in a
 // testing/synctest bubble, where that clock is fake, exact and instant.
 //
+// Window is a different limit on the same footing: the sliding minute of
+// an account's rpm at admission (DESIGN.md §10), per serve process, used
+// by internal/api.
+//
 // It imports the standard library only: never worker (whose interface it
 // satisfies), provider (whose 429 it recognises through errors.As by the
 // RateLimited method), store or api.

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -107,6 +109,10 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 	if len(live) == 0 {
 		return
 	}
+	// Members take their accounts' budget reservations in account order, so
+	// two groups (two processes on PostgreSQL) lock account rows in one
+	// order and never deadlock.
+	slices.SortStableFunc(live, func(a, b *acceptReq) int { return strings.Compare(a.p.Account, b.p.Account) })
 	ctx, cancel := context.WithTimeout(context.Background(), acceptCommitTimeout)
 	defer cancel()
 	results := make([]acceptRes, len(live))
@@ -115,7 +121,7 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 		var adm admission
 		for i, r := range live {
 			job, created, err := b.s.acceptOne(ctx, tx, r.p, now, &adm)
-			if code := inkwell.ErrorCode(err); err != nil && code != inkwell.EKEYREUSED && code != inkwell.ETOOMANY {
+			if code := inkwell.ErrorCode(err); err != nil && code != inkwell.EKEYREUSED && code != inkwell.ETOOMANY && code != inkwell.EBUDGET {
 				return err // the database failed: the whole group fails
 			}
 			results[i] = acceptRes{job: job, created: created, err: err}

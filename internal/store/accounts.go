@@ -10,10 +10,9 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Accounts (DESIGN.md §10): who pays. This file stores and lists them.
-// Budgets and per-account rpm are stored here but NOT enforced yet: a
-// later change reserves against budget_micros at accept and limits new
-// requests by rpm (issue 12, items 5 and 6).
+// Accounts (DESIGN.md §10): who pays. This file stores and lists them;
+// budgets.go reserves, settles and releases against budget_micros, and the
+// API limits each account's new requests by rpm.
 
 // Account is one row of accounts.
 type Account struct {
@@ -59,7 +58,10 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
 	}
 	var secret string
 	createdAt := s.nowTS() // before the transaction: on PostgreSQL the clock is a query
-	const insert = `INSERT INTO accounts (name, budget_micros, rpm, created_at) VALUES ($1, $2, $3, $4)
+	// spent_micros starts at the charges already stored under the name
+	// (jobs accepted for it before it had a row): it always equals them.
+	const insert = `INSERT INTO accounts (name, budget_micros, rpm, created_at, spent_micros)
+		VALUES ($1, $2, $3, $4, (SELECT COALESCE(SUM(amount_micros), 0) FROM charges WHERE account = $1))
 		ON CONFLICT (name) DO NOTHING`
 	var budget sql.NullInt64
 	if a.BudgetMicros != nil {

@@ -44,6 +44,14 @@ type dialect struct {
 	ts func(t time.Time) any
 	// claimLock is appended to the claim's inner SELECT.
 	claimLock string
+	// claimAccount is the account a queued job's payload names, as the
+	// fair claim's index jobs_queued_account (migration 0012) has it,
+	// character for character so that the planner matches it; in byte
+	// order on both (claim_fair.go).
+	claimAccount string
+	// claimWalkLimit bounds the fair claim's walk where a recursive CTE is
+	// computed to its end (SQLite; see claim_fair.go).
+	claimWalkLimit string
 	// claimStatement: ClaimUpTo is one data-modifying statement, its own
 	// transaction (PostgreSQL: WITH … UPDATE … INSERT). SQLite has no
 	// data-modifying WITH, and its claim costs no round trips anyway.
@@ -57,6 +65,9 @@ type dialect struct {
 	// that processes started together migrate one after another. SQLite
 	// needs none: BEGIN IMMEDIATE already serializes them.
 	migrateLock string
+	// notify: a job's end is announced with pg_notify in its transaction
+	// (ended.go); without it, WatchEnded reads data_version (SQLite).
+	notify bool
 }
 
 // laneLockKind names a kind of lane lock.
@@ -85,6 +96,11 @@ var sqliteDialect = dialect{
 	stmtCache: true,
 	legacy:    true,
 	integrity: sqliteIntegrity,
+
+	// ->> 'account' is '$.account' without a '$', which rebind would turn
+	// into a placeholder.
+	claimAccount:   `COALESCE(payload ->> 'account', 'default')`,
+	claimWalkLimit: ` LIMIT 2 * $3`,
 }
 
 // classify passes err through the dialect's classification, keeping

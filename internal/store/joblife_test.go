@@ -361,7 +361,7 @@ func mustFailClass(t *testing.T, s *store.Store, c *store.Claimed, msg string, c
 
 func mustRetryJob(t *testing.T, s *store.Store, id int64) inkwell.Job {
 	t.Helper()
-	j, err := s.RetryIfFailed(t.Context(), id)
+	j, err := s.RetryIfFailed(t.Context(), id, store.ActorCLI)
 	if err != nil {
 		t.Fatalf("RetryIfFailed %d: %v", id, err)
 	}

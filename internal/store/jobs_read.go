@@ -16,7 +16,7 @@ import (
 // recovery_runs_read.go, of the operator views in overview.go.
 
 const jobColumns = `id, idempotency_key, request_hash, payload, status, error, error_class, lane, created_at, started_at, finished_at,
-	not_before, gave_up_after, pruned_at`
+	not_before, gave_up_after, pruned_at, account`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -27,7 +27,7 @@ func scanJob(row rowScanner) (inkwell.Job, error) {
 	var created, started, finished, notBefore, pruned nullTime
 	var gaveUp sql.NullInt64
 	if err := row.Scan(&j.ID, &j.IdempotencyKey, &j.RequestHash, &payload, &j.Status, &errText, &class, &lane,
-		&created, &started, &finished, &notBefore, &gaveUp, &pruned); err != nil {
+		&created, &started, &finished, &notBefore, &gaveUp, &pruned, &j.Account); err != nil {
 		return j, err
 	}
 	j.Payload = json.RawMessage(payload)
@@ -43,9 +43,11 @@ func (s *Store) jobTx(ctx context.Context, tx *sql.Tx, id int64) (inkwell.Job, e
 	return j, notFound(err, "job %d", id)
 }
 
-func (s *Store) jobByKeyTx(ctx context.Context, tx *sql.Tx, key string) (inkwell.Job, error) {
-	j, err := scanJob(s.txQueryRow(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE idempotency_key = $1`, key))
-	return j, notFound(err, "job with key %q", key)
+// jobByKeyTx is the job stored under key by account: keys are unique per
+// account (migration 0008).
+func (s *Store) jobByKeyTx(ctx context.Context, tx *sql.Tx, account, key string) (inkwell.Job, error) {
+	j, err := scanJob(s.txQueryRow(ctx, tx, `SELECT `+jobColumns+` FROM jobs WHERE account = $1 AND idempotency_key = $2`, account, key))
+	return j, notFound(err, "job with key %q of account %q", key, account)
 }
 
 // Job returns one job row.

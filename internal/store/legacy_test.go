@@ -84,7 +84,7 @@ func TestStore_AdoptLegacy(t *testing.T) {
 			continue
 		}
 		want := inkwell.Job{
-			ID: r.id, IdempotencyKey: fmt.Sprintf("legacy-%d", r.id), RequestHash: store.LegacyRequestHash,
+			ID: r.id, IdempotencyKey: fmt.Sprintf("legacy-%d", r.id), RequestHash: store.LegacyRequestHash, Account: inkwell.DefaultAccount,
 			Payload: j.Payload, Status: r.status, StartedAt: legacyTime(t, r.started), FinishedAt: legacyTime(t, r.finish),
 		}
 		if r.err != nil {

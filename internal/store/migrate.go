@@ -75,7 +75,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if applied[m.version] {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			if err := s.runMigration(ctx, tx, m); err != nil {
 				return fmt.Errorf("migrate %04d_%s: %w", m.version, m.name, err)
 			}
 			if _, err := tx.ExecContext(ctx, s.dialect.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`),

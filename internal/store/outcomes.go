@@ -111,7 +111,10 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	now := b.s.nowTS()
 	err := b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
 		if len(batch) == 1 { // alone: the transaction is its savepoint
-			return b.s.outcomeTx(ctx, tx, batch[0], now)
+			if err := b.s.outcomeTx(ctx, tx, batch[0], now); err != nil {
+				return err
+			}
+			return b.s.notifyEnded(ctx, tx, endedIn(batch, errs))
 		}
 		for i, r := range batch {
 			var groupErr error
@@ -120,7 +123,7 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 				return groupErr
 			}
 		}
-		return nil
+		return b.s.notifyEnded(ctx, tx, endedIn(batch, errs))
 	}, before, after)
 	for i, r := range batch {
 		if err != nil {
@@ -128,6 +131,22 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 		}
 		r.done <- errs[i]
 	}
+}
+
+// endedIn lists the jobs a group ends: its members written (no error)
+// that complete or fail for good (not a reschedule). Empty: none.
+func endedIn(batch []*outcomeReq, errs []error) []int64 {
+	ids := []int64{}
+	for i, r := range batch {
+		switch {
+		case errs[i] != nil:
+		case r.complete != nil:
+			ids = append(ids, r.complete.JobID)
+		case r.fail.RetryAt == nil:
+			ids = append(ids, r.fail.JobID)
+		}
+	}
+	return ids
 }
 
 func (s *Store) outcomeTx(ctx context.Context, tx *sql.Tx, r *outcomeReq, now any) error {

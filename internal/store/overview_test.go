@@ -337,7 +337,7 @@ func TestStore_Overview(t *testing.T) {
 			c := f.claim("east")
 			f.clk.At(-10 * time.Minute)
 			f.fail(c, inkwell.ClassProviderError, "provider: HTTP 503")
-			if _, err := f.s.RetryIfFailed(f.ctx, c.Job.ID); err != nil {
+			if _, err := f.s.RetryIfFailed(f.ctx, c.Job.ID, store.ActorCLI); err != nil {
 				t.Fatalf("RetryIfFailed: %v", err)
 			}
 			r := f.board()[c.Job.ID]
@@ -642,7 +642,7 @@ func TestStore_Overview(t *testing.T) {
 				"; 1 cancelled while queued: nothing to do (job_board says of each whether an earlier call may have billed it)"+
 				"; 1 pruned by retention: their prompt is gone, nothing to retry")
 			// A retry of a cancelled job clears its class: it counts as queued.
-			if _, err := f.s.RetryIfFailed(f.ctx, queued.ID); err != nil {
+			if _, err := f.s.RetryIfFailed(f.ctx, queued.ID, store.ActorCLI); err != nil {
 				t.Fatalf("RetryIfFailed: %v", err)
 			}
 			f.wantCountsKept("after a cancelled job's retry")
@@ -826,7 +826,7 @@ func (f *ovFixture) failedByClass() map[string]int64 {
 	// Its last two attempts both ended worker_restarted.
 	j["poison"] = f.accept("poison").ID
 	f.fail(f.claim("east"), inkwell.ClassWorkerRestarted, "worker restarted")
-	if _, err := f.s.RetryIfFailed(f.ctx, j["poison"]); err != nil {
+	if _, err := f.s.RetryIfFailed(f.ctx, j["poison"], store.ActorCLI); err != nil {
 		f.f("RetryIfFailed(poison): %v", err)
 	}
 	f.fail(f.claim("east"), inkwell.ClassWorkerRestarted, "worker restarted")
@@ -980,7 +980,7 @@ func TestStore_OverviewLegacyTimes(t *testing.T) {
 
 	// Legacy jobs that Inkwell itself runs to done get their result and
 	// charge like any other; only the adopted done row goes without.
-	if _, err := s.RetryIfFailed(f.ctx, 3); err != nil {
+	if _, err := s.RetryIfFailed(f.ctx, 3, store.ActorCLI); err != nil {
 		t.Fatalf("RetryIfFailed(3): %v", err)
 	}
 	f.lane("east")
@@ -1029,7 +1029,7 @@ func TestStore_OverviewCounts(t *testing.T) {
 		f.fail(cs[4], inkwell.ClassRejected, "payload unreadable: unexpected end of JSON input")
 		f.wantCountsKept("after fail")
 		for _, c := range cs[1:3] {
-			if _, err := f.s.RetryIfFailed(f.ctx, c.Job.ID); err != nil {
+			if _, err := f.s.RetryIfFailed(f.ctx, c.Job.ID, store.ActorCLI); err != nil {
 				t.Fatalf("RetryIfFailed(%d): %v", c.Job.ID, err)
 			}
 		}

@@ -38,11 +38,16 @@ var postgresDialect = dialect{
 	lockKind:    lockAdvisory,
 	lockLane:    (*Store).lockLanePostgres,
 	rescue:      true,
+	notify:      true,
 	snapshot:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 	integrity:   postgresIntegrity,
 
 	// One round trip per claim: see claimUpToStatement.
 	claimStatement: true,
+
+	// payload is text (byte for byte what was written); COLLATE "C": the
+	// turn goes in byte order whatever the database's collation.
+	claimAccount: `(COALESCE(payload::jsonb ->> 'account', 'default') COLLATE "C")`,
 }
 
 // migrateLockKey serializes migrations of one database: lanes started at the

@@ -69,6 +69,9 @@ type PruneOptions struct {
 	ProgressEvery time.Duration
 	// NoVacuum skips the incremental vacuum after the batches (SQLite).
 	NoVacuum bool
+	// By names who prunes, for audit_log (one row per job pruned, in the
+	// batch's transaction): ActorCLI, ActorRetention, ….
+	By string
 }
 
 // PruneProgress is how far a Prune has got.
@@ -88,9 +91,10 @@ type PruneReport struct {
 	Pruned, PrunedDone, PrunedFailed int64
 	MatchedDone, MatchedFailed       int64
 	Batches                          int
-	// LongestBatch is the longest a batch held the writer, from its BEGIN
-	// until its commit returned; SlowBatches counts the batches (and vacuum
-	// steps) that held it over 50 ms, which an accept may have waited behind.
+	// LongestBatch is the longest a batch (or a vacuum step, or a
+	// checkpoint between them) held the writer, from its BEGIN until its
+	// commit returned; SlowBatches counts those that held it over 50 ms,
+	// which an accept may have waited behind.
 	LongestBatch time.Duration
 	SlowBatches  int
 	Elapsed      time.Duration
@@ -114,6 +118,9 @@ const (
 	defaultPruneProgress  = 5 * time.Second
 	minPruneBatch         = 10
 	firstPruneBatch       = 100
+	// pruneChunk is how many jobs a SQLite batch rewrites between two looks
+	// at the write gate (see pruneBatch): about 1 ms of work.
+	pruneChunk = 20
 	// vacuumStepPages is where an incremental vacuum step starts; like a
 	// batch, its size then follows BatchTime.
 	vacuumStepPages = 256
@@ -169,7 +176,8 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 	for rep.Matched > 0 {
 		var got, done, failed int
 		var held time.Duration
-		got, done, failed, held, err = s.pruneBatch(ctx, before, n)
+		var yielded bool
+		got, done, failed, held, yielded, err = s.pruneBatch(ctx, before, n, opts.By)
 		if err != nil {
 			break
 		}
@@ -179,11 +187,12 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 		rep.PrunedFailed += int64(failed)
 		rep.noteHeld(held)
 		progress(false)
-		if got < n {
+		if got < n && !yielded {
 			break // none left (or, on PostgreSQL, the rest is locked by a concurrent writer: the next run takes it)
 		}
-		n = nextBatchSize(n, held, opts.BatchTime, opts.MaxBatch)
-		s.checkpointAside(ctx)
+		ckpt := s.checkpointInTurn(ctx)
+		rep.noteHeld(ckpt)
+		n = nextBatchSize(n, max(held, ckpt), opts.BatchTime, opts.MaxBatch)
 		if err = rest(ctx, opts.Pause); err != nil {
 			break
 		}
@@ -315,7 +324,15 @@ type pruneRow struct {
 
 // pruneBatch prunes up to n jobs, oldest finished first, in one
 // transaction at low priority. held is how long it held the writer.
-func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int) (got, done, failed int, held time.Duration, err error) {
+//
+// On SQLite it gives way: it rewrites the jobs a chunk at a time, and when
+// another writer of this process is waiting at the gate (an accept, a
+// claim, an outcome) it commits the chunks done so far and returns with
+// yielded set, so that writer waits for one chunk and a commit of what is
+// written, not for the whole batch. The batch's size follows the budget;
+// the chunk bounds the wait behind it. A writer of another process cannot
+// be seen here: it waits for the batch, as before.
+func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by string) (got, done, failed int, held time.Duration, yielded bool, err error) {
 	// ORDER BY finished_at reads the index in order; PostgreSQL locks the
 	// rows it takes (a retry of one of them waits, then finds it pruned)
 	// and skips rows another writer holds.
@@ -347,11 +364,22 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int) (got, d
 			return nil
 		}
 		if s.pruneRewritesRows() {
-			err = s.rewritePruned(ctx, tx, batch, prunedAt)
+			for i := 0; i < len(batch); i += pruneChunk {
+				if i > 0 && s.gate != nil && s.gate.othersWaiting() {
+					batch, yielded = batch[:i], true
+					break
+				}
+				if err = s.rewritePruned(ctx, tx, batch[i:min(i+pruneChunk, len(batch))], prunedAt); err != nil {
+					break
+				}
+			}
 		} else {
 			err = s.updatePruned(ctx, tx, batch, prunedAt)
 		}
 		if err != nil {
+			return err
+		}
+		if err := s.auditPruneTx(ctx, tx, prunedAt, by, idList(batch)); err != nil {
 			return err
 		}
 		got = len(batch)
@@ -368,9 +396,9 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int) (got, d
 		held = time.Since(t0)
 	}
 	if err != nil {
-		return 0, 0, 0, held, err
+		return 0, 0, 0, held, false, err
 	}
-	return got, done, failed, held, nil
+	return got, done, failed, held, yielded, nil
 }
 
 // prunedPayload is the request without its prompt (see the comment at the
@@ -559,8 +587,9 @@ func (s *Store) vacuumSteps(ctx context.Context, opts PruneOptions, rep *PruneRe
 		if freeBefore-f.free <= 0 {
 			break // nothing moved: never spin
 		}
-		n = max(minPruneBatch, min(2*n, int(float64(n)*float64(opts.BatchTime)/float64(max(held, time.Microsecond))), maxVacuumStep))
-		s.checkpointAside(ctx)
+		ckpt := s.checkpointInTurn(ctx)
+		rep.noteHeld(ckpt)
+		n = max(minPruneBatch, min(2*n, int(float64(n)*float64(opts.BatchTime)/float64(max(held, ckpt, time.Microsecond))), maxVacuumStep))
 		if err := rest(ctx, opts.Pause); err != nil {
 			rep.VacuumInterrupted = true
 			return err
@@ -614,19 +643,33 @@ func (s *Store) sqliteFileState(ctx context.Context) (sqliteFile, error) {
 	return f, nil
 }
 
-// checkpointAside copies the WAL back into a SQLite file from a reader
-// connection, outside the write gate, between two batches. Prune writes
-// much more WAL than the jobs around it; left alone, the automatic
+// checkpointInTurn copies the WAL back into a SQLite file between two
+// batches, on the write connection, in its own turn at the write gate (low
+// priority, like a batch), and returns how long it held the writer. Prune
+// writes much more WAL than the jobs around it; left alone, the automatic
 // checkpoint (every 1000 pages) runs inside whichever commit crosses the
-// mark, and with synchronous=FULL its fsync of the whole file would hold
-// the writer, often in an accept's commit. A passive checkpoint never waits
-// for a lock, and while it runs a writer's own automatic one stands aside.
+// mark, often an accept's, and with synchronous=FULL its fsync of the file
+// would hold that accept. Run from a reader connection beside the writer,
+// the checkpoint's writes and fsync compete on the disk with every commit
+// that happens to run then, unbounded and unmeasured. In its own turn no
+// commit of this process runs beside it, and its hold is measured like a
+// batch's: it copies the pages of the batch before it (and of the commits
+// since), so the batch size that keeps a batch near the budget keeps the
+// checkpoint near it too. A passive checkpoint never waits for readers.
 // Failures change nothing and are ignored: the next one, or SQLite's own,
 // does the work.
-func (s *Store) checkpointAside(ctx context.Context) {
-	if s.pruneRewritesRows() {
-		_, _ = s.rdb.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
+func (s *Store) checkpointInTurn(ctx context.Context) time.Duration {
+	if !s.pruneRewritesRows() {
+		return 0
 	}
+	var held time.Duration
+	_ = s.withWriter(ctx, writeLow, func(conn *sql.Conn) error {
+		t0 := time.Now()
+		_, err := conn.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
+		held = time.Since(t0)
+		return err
+	})
+	return held
 }
 
 // withWriter runs fn on the write connection outside any transaction

@@ -153,6 +153,11 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 	if rep.JobsFailed, err = s.exec(ctx, tx, failJobs, inkwell.ErrWorkerRestarted, now, rep.RunID); err != nil {
 		return fmt.Errorf("fail running jobs: %w", err)
 	}
+	if rep.JobsFailed > 0 {
+		if err := s.notifyEnded(ctx, tx, nil); err != nil { // the run does not name its jobs: waiters look
+			return err
+		}
+	}
 	var anomalies any
 	if len(rep.Anomalies) > 0 {
 		anomalies = strings.Join(rep.Anomalies, "\n")

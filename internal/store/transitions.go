@@ -28,6 +28,19 @@ type AcceptParams struct {
 	// new key is refused (ETOOMANY) and nothing is written; a re-send of a
 	// stored key is answered as always. 0: no limit.
 	MaxQueued int
+	// Account is who pays (the API's decideAccount; "" is the default
+	// account). Keys are unique per account: the same key under two
+	// accounts is two jobs. ReserveMicros is the job's worst-case cost,
+	// reserved against the account's budget in the accept transaction
+	// (budgets.go). Past the budget a new key is refused (EBUDGET),
+	// writing nothing. No reservation is taken when the account has no
+	// accounts row.
+	Account       string
+	ReserveMicros int64
+	// Refuse, when set, refuses a new key with this error and writes
+	// nothing; a re-send of a stored key is answered as always (the API's
+	// per-account rpm limit).
+	Refuse error
 }
 
 // Accept stores a new queued job, or returns the job already stored under
@@ -42,16 +55,39 @@ func (s *Store) Accept(ctx context.Context, p AcceptParams) (job inkwell.Job, cr
 
 // acceptOne runs inside a group-commit transaction. A duplicate key, even
 // one inserted earlier in the same batch, falls through to the lookup.
-// adm is the group's admission count (see admit).
+// adm is the group's admission count (see admit). A request that may not
+// create a job (p.Refuse, a full queue, a budget) is still answered when
+// its key is stored: a re-send never counts against a limit and never
+// reserves twice.
 func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now any, adm *admission) (inkwell.Job, bool, error) {
-	if err := s.admit(ctx, tx, p, adm); err != nil {
-		return inkwell.Job{}, false, err
+	refusal := p.Refuse
+	if refusal == nil {
+		var err error
+		if refusal, err = s.admit(ctx, tx, p, adm); err != nil {
+			return inkwell.Job{}, false, err
+		}
 	}
-	const insert = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
-		VALUES ($1, $2, $3, 'queued', $4)
-		ON CONFLICT (idempotency_key) DO NOTHING
+	held := false
+	if refusal == nil {
+		var err error
+		if held, refusal, err = s.reserveTx(ctx, tx, p.account(), p.ReserveMicros); err != nil {
+			return inkwell.Job{}, false, err
+		}
+	}
+	if refusal != nil {
+		return s.acceptExisting(ctx, tx, p, refusal)
+	}
+	const insert = `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
+			reservation_micros, reservation_account, reservation_state)
+		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8)
+		ON CONFLICT (account, idempotency_key) DO NOTHING
 		RETURNING ` + jobColumns
-	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.IdempotencyKey, p.RequestHash, string(p.Payload), now))
+	var micros int64
+	var account, state any
+	if held {
+		micros, account, state = p.ReserveMicros, p.account(), ReservationOpen
+	}
+	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.account(), p.IdempotencyKey, p.RequestHash, string(p.Payload), now, micros, account, state))
 	if err == nil {
 		adm.queued++
 		return job, true, nil
@@ -59,7 +95,22 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	if !errors.Is(err, sql.ErrNoRows) {
 		return inkwell.Job{}, false, fmt.Errorf("accept: insert: %w", err)
 	}
-	job, err = s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
+	if held { // a re-send after all: its job holds its own reservation
+		if err := s.unreserveTx(ctx, tx, p.account(), p.ReserveMicros); err != nil {
+			return inkwell.Job{}, false, err
+		}
+	}
+	return s.acceptExisting(ctx, tx, p, nil)
+}
+
+// acceptExisting answers a re-send: the job stored under p's key, or
+// EKEYREUSED when it was stored for another body. With no job under the
+// key, a refused request gets its refusal (nothing was written).
+func (s *Store) acceptExisting(ctx context.Context, tx *sql.Tx, p AcceptParams, refusal error) (inkwell.Job, bool, error) {
+	job, err := s.jobByKeyTx(ctx, tx, p.account(), p.IdempotencyKey)
+	if refusal != nil && inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
+		return inkwell.Job{}, false, refusal
+	}
 	if err != nil {
 		return inkwell.Job{}, false, fmt.Errorf("accept: load existing: %w", err)
 	}
@@ -68,6 +119,14 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 			"idempotency key %q was already used for a different request (job %d)", p.IdempotencyKey, job.ID)
 	}
 	return job, false, nil
+}
+
+// account is who pays: p.Account, or the default account.
+func (p AcceptParams) account() string {
+	if p.Account == "" {
+		return inkwell.DefaultAccount
+	}
+	return p.Account
 }
 
 // admission is one accept group's view of the queue's length: read once,
@@ -80,29 +139,22 @@ type admission struct {
 }
 
 // admit is admission for one request (p.MaxQueued > 0): when the queue is
-// full, a key not stored yet is refused (ETOOMANY) and nothing is written;
-// a stored key goes on to the usual re-send answer (or EKEYREUSED).
-func (s *Store) admit(ctx context.Context, tx *sql.Tx, p AcceptParams, adm *admission) error {
+// full it returns the refusal (ETOOMANY) for a new key; acceptOne answers
+// a stored key with the usual re-send answer (or EKEYREUSED).
+func (s *Store) admit(ctx context.Context, tx *sql.Tx, p AcceptParams, adm *admission) (refusal, err error) {
 	if p.MaxQueued <= 0 {
-		return nil
+		return nil, nil
 	}
 	if !adm.read {
 		if err := s.txQueryRow(ctx, tx, `SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE kind = 'queued'`).Scan(&adm.queued); err != nil {
-			return fmt.Errorf("accept: count queued jobs: %w", err)
+			return nil, fmt.Errorf("accept: count queued jobs: %w", err)
 		}
 		adm.read = true
 	}
 	if adm.queued < int64(p.MaxQueued) {
-		return nil
+		return nil, nil
 	}
-	_, err := s.jobByKeyTx(ctx, tx, p.IdempotencyKey)
-	if inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
-		return inkwell.Errorf(inkwell.ETOOMANY, "the queue is full (%d jobs queued, the limit is %d): nothing was stored; send the same request again later", adm.queued, p.MaxQueued)
-	}
-	if err != nil {
-		return fmt.Errorf("accept: load existing: %w", err)
-	}
-	return nil // a re-send: answered as always
+	return inkwell.Errorf(inkwell.ETOOMANY, "the queue is full (%d jobs queued, the limit is %d): nothing was stored; send the same request again later", adm.queued, p.MaxQueued), nil
 }
 
 // Claimed is a job a lane has just claimed, with its new running attempt.
@@ -111,12 +163,15 @@ type Claimed struct {
 	Attempt inkwell.Attempt
 }
 
-// ClaimUpTo moves up to n of the oldest queued jobs to running and opens
-// the next attempt of each, in one transaction (one durable commit for a
-// lane with n free slots). It runs only under l, the lane's lock, which it
-// checks first and, on PostgreSQL, carries as a fence inside the claim's
-// own statement: a lock lost before the commit claims nothing (ELANEHELD).
-// It returns the claims in id order, none when nothing is queued.
+// ClaimUpTo moves up to n queued jobs to running and opens the next
+// attempt of each, in one transaction (one durable commit for a lane with
+// n free slots). It takes them round robin across the accounts with ready
+// queued jobs, oldest first within each account, in the lane's turn
+// (claim_fair.go); never a job before its not_before. It runs only under
+// l, the lane's lock, which it checks first and, on PostgreSQL, carries as
+// a fence inside the claim's own statement: a lock lost before the commit
+// claims nothing (ELANEHELD). It returns the claims in id order, none when
+// nothing is queued.
 func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, error) {
 	if n < 1 {
 		return nil, nil
@@ -128,24 +183,40 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	from := l.cursor.get()
+	var claimed []*Claimed
+	var accounts []string
 	if s.dialect.claimStatement {
-		return s.claimUpToStatement(ctx, l.Lane, fence, n)
+		claimed, accounts, err = s.claimUpToStatement(ctx, l.Lane, fence, n, from)
+	} else {
+		claimed, accounts, err = s.claimUpToTx(ctx, l.Lane, fence, n, from)
 	}
-	// The inner SELECT reads the jobs_queued partial index only.
-	claimJobs := `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, ` + clearOnClaim + `
-		WHERE id IN (SELECT id FROM jobs WHERE status = 'queued' AND ` + readyAt("$2") + ` ORDER BY id LIMIT $3` + s.dialect.claimLock + `)
-		  AND status = 'queued'` + fence + `
-		RETURNING ` + jobColumns
+	if err != nil || len(claimed) == 0 {
+		return nil, err
+	}
+	l.cursor.advance(from, accounts)
+	hit(crashpoint.ClaimAfterCommit)
+	return claimed, nil
+}
+
+// claimUpToTx is ClaimUpTo in a transaction (SQLite): the UPDATE whose
+// subquery picks the jobs (reading the jobs_queued_account index only),
+// then one INSERT per job for its attempt. It returns the claims and the
+// account of each.
+func (s *Store) claimUpToTx(ctx context.Context, lane, fence string, n int, from string) ([]*Claimed, []string, error) {
+	claimJobs := s.claimTxSQL(fence)
 	now := s.now()
 	var claimed []*Claimed
-	err = s.inTxHooks(ctx, func(tx *sql.Tx) error {
+	var accounts []string
+	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
 		claimed = claimed[:0]
-		jobs, err := s.claimJobs(ctx, tx, claimJobs, l.Lane, s.ts(now), n)
+		jobs, accts, err := s.claimJobs(ctx, tx, claimJobs, lane, s.ts(now), n, from)
 		if err != nil {
 			return err
 		}
+		accounts = accts
 		for _, job := range jobs {
-			a, err := s.openAttempt(ctx, tx, job, l.Lane, now)
+			a, err := s.openAttempt(ctx, tx, job, lane, now)
 			if err != nil {
 				return err
 			}
@@ -153,11 +224,19 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 		}
 		return nil
 	}, "", "")
-	if err != nil || len(claimed) == 0 {
-		return nil, err
+	if err != nil {
+		return nil, nil, err
 	}
-	hit(crashpoint.ClaimAfterCommit)
-	return claimed, nil
+	return claimed, accounts, nil
+}
+
+// claimTxSQL is claimUpToTx's UPDATE: $1 lane, $2 now, $3 n, $4 the
+// lane's cursor.
+func (s *Store) claimTxSQL(fence string) string {
+	return `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, ` + clearOnClaim + `
+		WHERE id IN (WITH RECURSIVE ` + s.fairPick("$2") + ` SELECT id FROM walk WHERE id IS NOT NULL LIMIT $3)
+		  AND status = 'queued'` + fence + `
+		RETURNING ` + jobColumns + `, ` + s.dialect.claimAccount
 }
 
 // claimUpToStatement is ClaimUpTo in one statement (PostgreSQL): the
@@ -168,16 +247,49 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 // transaction form costs a clock read, BEGIN, the UPDATE, one INSERT per
 // job and COMMIT. Every row gets one time: the database's clock, read once
 // by the statement itself (the store's clock when a test injects one).
-func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n int) ([]*Claimed, error) {
-	// picked reads the jobs_queued partial index only. It is a
-	// MATERIALIZED CTE, run once: as "WHERE id IN (SELECT … LIMIT n FOR
-	// UPDATE SKIP LOCKED)" PostgreSQL may rescan the subquery per row of a
-	// nested-loop semi-join, and each rescan skips the rows this statement
-	// has just updated and picks the next: n = 1 claimed two jobs.
-	claim := `WITH now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
+func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n int, from string) ([]*Claimed, []string, error) {
+	var at any // nil: the statement reads the database's clock
+	if !s.clockInDB {
+		at = s.ts(s.now())
+	}
+	rows, err := s.db.QueryContext(ctx, s.claimStatementSQL(fence), lane, at, n, from)
+	if err != nil {
+		return nil, nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+	}
+	defer rows.Close()
+	var claimed []*Claimed
+	var accounts []string
+	for rows.Next() {
+		var a inkwell.Attempt
+		var acct string
+		job, err := scanJob(withExtra{rows, []any{&a.ID, &a.AttemptNumber, &acct}})
+		if err != nil {
+			return nil, nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+		}
+		started := *job.StartedAt
+		a.JobID, a.Status, a.Lane, a.StartedAt = job.ID, inkwell.StatusRunning, lane, &started
+		claimed = append(claimed, &Claimed{Job: job, Attempt: a})
+		accounts = append(accounts, acct)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+	}
+	return claimed, accounts, nil
+}
+
+// claimStatementSQL is claimUpToStatement's statement: $1 lane, $2 the
+// store's time (NULL: the database's clock), $3 n, $4 the lane's cursor.
+func (s *Store) claimStatementSQL(fence string) string {
+	// picked reads the jobs_queued_account partial index only, and locks
+	// each job as its walk takes it (claim_fair.go). It is a MATERIALIZED
+	// CTE, run once: as "WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP
+	// LOCKED)" PostgreSQL may rescan the subquery per row of a nested-loop
+	// semi-join, and each rescan skips the rows this statement has just
+	// updated and picks the next: n = 1 claimed two jobs.
+	return `WITH RECURSIVE now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
+	` + s.fairPick("(SELECT t FROM now)") + `,
 	picked AS MATERIALIZED (
-		SELECT id AS picked_id FROM jobs WHERE status = 'queued' AND ` + readyAt("(SELECT t FROM now)") + `
-		ORDER BY id LIMIT $3` + s.dialect.claimLock + `
+		SELECT id AS picked_id, acct FROM walk WHERE id IS NOT NULL LIMIT $3
 	),
 	job AS (
 		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), ` + clearOnClaim + `
@@ -190,35 +302,8 @@ func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n in
 		FROM job
 		RETURNING job_id, id, attempt_number
 	)
-	SELECT job.*, attempt.id, attempt.attempt_number FROM job JOIN attempt ON attempt.job_id = job.id ORDER BY job.id`
-	var at any // nil: the statement reads the database's clock
-	if !s.clockInDB {
-		at = s.ts(s.now())
-	}
-	rows, err := s.db.QueryContext(ctx, claim, lane, at, n)
-	if err != nil {
-		return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
-	}
-	defer rows.Close()
-	var claimed []*Claimed
-	for rows.Next() {
-		var a inkwell.Attempt
-		job, err := scanJob(withExtra{rows, []any{&a.ID, &a.AttemptNumber}})
-		if err != nil {
-			return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
-		}
-		started := *job.StartedAt
-		a.JobID, a.Status, a.Lane, a.StartedAt = job.ID, inkwell.StatusRunning, lane, &started
-		claimed = append(claimed, &Claimed{Job: job, Attempt: a})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
-	}
-	if len(claimed) == 0 {
-		return nil, nil
-	}
-	hit(crashpoint.ClaimAfterCommit)
-	return claimed, nil
+	SELECT job.*, attempt.id, attempt.attempt_number, picked.acct
+	FROM job JOIN attempt ON attempt.job_id = job.id JOIN picked ON picked.picked_id = job.id ORDER BY job.id`
 }
 
 // clearOnClaim is what a claim clears: the last failure a rescheduled job
@@ -246,26 +331,36 @@ type withExtra struct {
 
 func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
 
-// claimJobs runs the claim's UPDATE and returns its jobs in id order.
-func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, error) {
+// claimJobs runs the claim's UPDATE, whose rows are a job and its
+// account, and returns the jobs in id order and the accounts in the same
+// order.
+func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, []string, error) {
 	rows, err := s.txQuery(ctx, tx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer rows.Close()
-	var jobs []inkwell.Job
+	type row struct {
+		job  inkwell.Job
+		acct string
+	}
+	var got []row
 	for rows.Next() {
-		job, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("claim jobs: %w", err)
+		var r row
+		if r.job, err = scanJob(withExtra{rows, []any{&r.acct}}); err != nil {
+			return nil, nil, fmt.Errorf("claim jobs: %w", err)
 		}
-		jobs = append(jobs, job)
+		got = append(got, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	slices.SortFunc(jobs, func(a, b inkwell.Job) int { return cmp.Compare(a.ID, b.ID) })
-	return jobs, nil
+	slices.SortFunc(got, func(a, b row) int { return cmp.Compare(a.job.ID, b.job.ID) })
+	jobs, accounts := make([]inkwell.Job, len(got)), make([]string, len(got))
+	for i, r := range got {
+		jobs[i], accounts[i] = r.job, r.acct
+	}
+	return jobs, accounts, nil
 }
 
 // openAttempt opens job's next attempt (highest number so far + 1), running.
@@ -316,8 +411,11 @@ func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
 func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, now any) error {
 	const doneAttempt = `UPDATE job_attempts SET status = 'done', finished_at = $1
 		WHERE id = $2 AND job_id = $3 AND status = 'running'`
-	const doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1
-		WHERE id = $2 AND status = 'running'`
+	// The job's open budget reservation is settled in the same statement
+	// (budgets.go), which returns it.
+	const doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1, ` + settleOnDone + `
+		WHERE id = $2 AND status = 'running'
+		RETURNING ` + reservationColumns
 	const insertResult = `INSERT INTO results (job_id, attempt_id, text, created_at) VALUES ($1, $2, $3, $4)`
 	const insertCharge = `INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`
@@ -330,7 +428,11 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 		}
 		return fmt.Errorf("complete attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 	}
-	if err := s.execOne(ctx, tx, doneJob, now, p.JobID); err != nil {
+	r, err := scanReservation(s.txQueryRow(ctx, tx, doneJob, now, p.JobID), p.JobID)
+	if inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
+		err = inkwell.Errorf(inkwell.ECONFLICT, "row not in the expected state (0 rows matched)")
+	}
+	if err != nil {
 		return fmt.Errorf("complete job %d: %w", p.JobID, err)
 	}
 	if _, err := s.txExec(ctx, tx, insertResult, p.JobID, p.AttemptID, p.Text, now); err != nil {
@@ -339,7 +441,7 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 	if _, err := s.txExec(ctx, tx, insertCharge, p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now); err != nil {
 		return fmt.Errorf("complete job %d: charge: %w", p.JobID, s.uniqueAsConflict(err))
 	}
-	return nil
+	return s.settleTx(ctx, tx, r, p.Account, p.AmountMicros)
 }
 
 // FailParams names the attempt that failed, why, and what becomes of its
@@ -407,14 +509,17 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 	if err := s.execOne(ctx, tx, failJob, jobErr, string(p.Class), now, gaveUp, p.JobID); err != nil {
 		return fmt.Errorf("fail job %d: %w", p.JobID, err)
 	}
-	return nil
+	return s.releaseIfUnbilledTx(ctx, tx, p.JobID)
 }
 
 // RetryIfFailed moves a failed job back to queued, clearing its error,
 // class and times; its attempts are untouched, and the next claim opens a
-// new one. It returns ENOTFOUND for no such job and ECONFLICT when it is
-// not failed, or was pruned (its prompt is gone).
-func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, error) {
+// new one. by names who asked (ActorCLI, ActorToken(id), …): it goes into
+// audit_log in the same transaction. It returns ENOTFOUND for no such job
+// and ECONFLICT when it is not failed, or was pruned (its prompt is gone).
+// A job whose budget reservation was released reserves it again, or is
+// refused (EBUDGET). A refusal writes nothing, audit_log included.
+func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkwell.Job, error) {
 	const retry = `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
 			started_at = NULL, finished_at = NULL
 		WHERE id = $1 AND status = 'failed' AND pruned_at IS NULL`
@@ -430,8 +535,14 @@ func (s *Store) RetryIfFailed(ctx context.Context, jobID int64) (inkwell.Job, er
 		if cur.PrunedAt != nil {
 			return inkwell.Errorf(inkwell.ECONFLICT, "job %d was pruned by retention: its prompt is gone, so it cannot run again; submit it anew under a new key", jobID)
 		}
+		if err := s.reserveAgainTx(ctx, tx, jobID); err != nil {
+			return err
+		}
 		if err := s.execOne(ctx, tx, retry, jobID); err != nil {
 			return fmt.Errorf("retry job %d: %w", jobID, err)
+		}
+		if err := s.auditTx(ctx, tx, s.nowTS(), by, AuditRetry, jobID, "was failed, class "+string(cur.ErrorClass)+": "+cur.Error); err != nil {
+			return err
 		}
 		job, err = s.jobTx(ctx, tx, jobID)
 		return err
@@ -450,7 +561,8 @@ type Cancelled struct {
 
 // Cancel moves a queued or running job to failed, class cancelled, with
 // its running attempt, in one transaction (DESIGN.md §9). by names who
-// asked, for the error text. A job already cancelled is answered as it is
+// asked, for the error text and for audit_log, written in the same
+// transaction. A job already cancelled is answered as it is
 // (a re-sent cancel). A done job, or one failed for another reason, is
 // ECONFLICT and the returned Job says what it is: a completion that
 // committed first wins. ENOTFOUND for no such job.
@@ -501,6 +613,15 @@ func (s *Store) cancelOnce(ctx context.Context, jobID int64, by string) (Cancell
 		}
 		if err := s.execOne(ctx, tx, cancelJob, msg, s.ts(now), jobID, cur.Status); err != nil {
 			return fmt.Errorf("cancel job %d: %w", jobID, err)
+		}
+		if err := s.notifyEnded(ctx, tx, []int64{jobID}); err != nil {
+			return err
+		}
+		if err := s.releaseIfUnbilledTx(ctx, tx, jobID); err != nil {
+			return err
+		}
+		if err := s.auditTx(ctx, tx, s.ts(now), by, AuditCancel, jobID, "was "+cur.Status); err != nil {
+			return err
 		}
 		out.Job, err = s.jobTx(ctx, tx, jobID)
 		return err

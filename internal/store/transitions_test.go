@@ -536,7 +536,7 @@ func TestStore_RetryIfFailed(t *testing.T) {
 			c := mustClaim(t, s, "local")
 			mustFail(t, s, c, "boom")
 			attempts := mustShow(t, s, job.ID).Attempts
-			got, err := s.RetryIfFailed(t.Context(), job.ID)
+			got, err := s.RetryIfFailed(t.Context(), job.ID, store.ActorCLI)
 			if err != nil {
 				t.Fatalf("RetryIfFailed: %v", err)
 			}
@@ -570,7 +570,7 @@ func TestStore_RetryIfFailed(t *testing.T) {
 			}
 			before := dumpAll(t, s)
 			for _, id := range []int64{queued.ID, running.ID, done.ID} {
-				_, err := s.RetryIfFailed(t.Context(), id)
+				_, err := s.RetryIfFailed(t.Context(), id, store.ActorCLI)
 				if got := inkwell.ErrorCode(err); got != inkwell.ECONFLICT {
 					st := mustShow(t, s, id).Job.Status
 					t.Errorf("retry of a %s job: code %q (err %v), want %q", st, got, err, inkwell.ECONFLICT)
@@ -582,7 +582,7 @@ func TestStore_RetryIfFailed(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		t.Parallel()
 		storetest.Run(t, func(t *testing.T, s *store.Store) {
-			_, err := s.RetryIfFailed(t.Context(), 12345)
+			_, err := s.RetryIfFailed(t.Context(), 12345, store.ActorCLI)
 			if got := inkwell.ErrorCode(err); got != inkwell.ENOTFOUND {
 				t.Fatalf("retry of no job: code %q (err %v), want %q", got, err, inkwell.ENOTFOUND)
 			}
@@ -697,7 +697,7 @@ func mustFail(t *testing.T, s *store.Store, c *store.Claimed, msg string) {
 
 func mustRetry(t *testing.T, s *store.Store, id int64) {
 	t.Helper()
-	if _, err := s.RetryIfFailed(t.Context(), id); err != nil {
+	if _, err := s.RetryIfFailed(t.Context(), id, store.ActorCLI); err != nil {
 		t.Fatalf("RetryIfFailed %d: %v", id, err)
 	}
 }
@@ -763,7 +763,7 @@ func countRows(t *testing.T, s *store.Store, table string) int {
 }
 
 // dumpTables are the tables whose every row a test compares.
-var dumpTables = []string{"jobs", "job_attempts", "results", "charges", "lanes", "recovery_runs"}
+var dumpTables = []string{"jobs", "job_attempts", "results", "charges", "lanes", "recovery_runs", "audit_log"}
 
 // dump is every row of each table, every column as text (NULL as "<nil>").
 type dump map[string][][]string

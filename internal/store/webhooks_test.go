@@ -18,9 +18,9 @@ import (
 // webhookTables extends dumpTables for the refusal checks of this file.
 var webhookTables = append(append([]string{}, dumpTables...), "accounts", "webhook_deliveries")
 
-func acceptFor(account, key string) store.AcceptParams {
+func acceptKeyFor(account, key string) store.AcceptParams {
 	payload, _ := json.Marshal(inkwell.Request{Prompt: "p " + key, Account: account, MaxWords: inkwell.DefaultMaxWords})
-	return store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload}
+	return store.AcceptParams{Account: account, IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload}
 }
 
 // deliveryEvents lists job_id:event of every delivery row, oldest first.
@@ -61,15 +61,15 @@ func TestStore_WebhookDeliveryOnJobEnd(t *testing.T) {
 		mustWebhookAccount(t, s, "acme", "http://127.0.0.1:9/hook")
 		// A job that ends before the webhook exists has no delivery: a
 		// dead lane leaves one running, recovered below.
-		mustAccept(t, s, acceptFor("acme", "recovered"))
+		mustAccept(t, s, acceptKeyFor("acme", "recovered"))
 		mustClaim(t, s, "gone")
 
 		l := mustLockLane(t, s, "local")
-		mustAccept(t, s, acceptFor("acme", "done"))
-		mustAccept(t, s, acceptFor(inkwell.DefaultAccount, "other-account"))
-		mustAccept(t, s, acceptFor("acme", "failed"))
-		mustAccept(t, s, acceptFor("acme", "rescheduled"))
-		mustAccept(t, s, acceptFor("acme", "cancelled"))
+		mustAccept(t, s, acceptKeyFor("acme", "done"))
+		mustAccept(t, s, acceptKeyFor(inkwell.DefaultAccount, "other-account"))
+		mustAccept(t, s, acceptKeyFor("acme", "failed"))
+		mustAccept(t, s, acceptKeyFor("acme", "rescheduled"))
+		mustAccept(t, s, acceptKeyFor("acme", "cancelled"))
 		byKey := map[string]*store.Claimed{}
 		for _, c := range claimAll(t, s, l) {
 			byKey[c.Job.IdempotencyKey] = c
@@ -224,7 +224,7 @@ func TestStore_WebhookClaimAndOutcomes(t *testing.T) {
 		ctx := t.Context()
 		a := mustWebhookAccount(t, s, "acme", "http://127.0.0.1:9/hook")
 		l := mustLockLane(t, s, "local")
-		mustAccept(t, s, acceptFor("acme", "k1"))
+		mustAccept(t, s, acceptKeyFor("acme", "k1"))
 		if err := s.CompleteIfRunning(ctx, completeParams(claimOne(t, s, l))); err != nil {
 			t.Fatal(err)
 		}

@@ -82,6 +82,14 @@ func (g *writeGate) release() {
 	g.busy = false
 }
 
+// othersWaiting says whether a writer other than background work is
+// waiting for the gate: a prune batch then gives way (see pruneBatch).
+func (g *writeGate) othersWaiting() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.urgent)+len(g.normal) > 0
+}
+
 func remove(q *[]chan struct{}, ch chan struct{}) bool {
 	for i, c := range *q {
 		if c == ch {

@@ -162,6 +162,7 @@ func (l *Lane) complete(ctx context.Context, j *claimedJob, req inkwell.Request,
 	default:
 		j.log.InfoContext(wctx, "job done", "provider_request_id", resp.RequestID, "amount_micros", resp.AmountMicros, "provider_seconds", secs)
 	}
+	l.ended(j.Job.ID)
 	l.observe(OutcomeDone, secs, j.Job)
 	return nil
 }
@@ -214,8 +215,16 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 	default:
 		j.log.WarnContext(wctx, "job failed", "error", msg, "error_class", f.class)
 	}
+	l.ended(j.Job.ID)
 	l.observe(OutcomeFailed, secs, j.Job)
 	return nil
+}
+
+// ended tells Config.OnEnded that a job ended here (its commit is done).
+func (l *Lane) ended(jobID int64) {
+	if l.cfg.OnEnded != nil {
+		l.cfg.OnEnded(jobID)
+	}
 }
 
 func (l *Lane) observe(outcome string, secs float64, job inkwell.Job) {

@@ -44,6 +44,10 @@ type Config struct {
 	// another process, and aborts those calls (default: Heartbeat). A
 	// cancel made through this process's API aborts at once (CancelAttempt).
 	CancelPoll time.Duration
+	// OnEnded, if set, is called with a job's id after the commit that
+	// ended it here (done, or failed for good; not a reschedule): serve
+	// wakes the job's long-polls with it.
+	OnEnded func(jobID int64)
 }
 
 // beat is what the lane's heartbeat writes besides the time.

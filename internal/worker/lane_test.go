@@ -179,7 +179,7 @@ func TestLane_OpenRecoversTheDeadHolder(t *testing.T) {
 		t.Errorf("orphan = %+v / %+v, want failed %q by recovery run %d", d.Job, d.Attempts, inkwell.ErrWorkerRestarted, rep.RunID)
 	}
 	// The recovered job runs again only when retried, as attempt 2.
-	if _, err := st.RetryIfFailed(t.Context(), orphan.ID); err != nil {
+	if _, err := st.RetryIfFailed(t.Context(), orphan.ID, store.ActorCLI); err != nil {
 		t.Fatal(err)
 	}
 	r.lane.Wake()
@@ -372,7 +372,7 @@ func TestLane_RunsARetriedLegacyJob(t *testing.T) {
 	if rep := r.recovery; rep.AttemptsBackfilled != 1 || rep.JobsFailed != 1 {
 		t.Fatalf("recovery = %+v, want one back-filled attempt and one failed job", rep)
 	}
-	if _, err := st.RetryIfFailed(t.Context(), 3); err != nil {
+	if _, err := st.RetryIfFailed(t.Context(), 3, store.ActorCLI); err != nil {
 		t.Fatal(err)
 	}
 	r.lane.Wake()

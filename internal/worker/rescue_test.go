@@ -90,7 +90,7 @@ func TestRescue_FencesALaneThatLostItsLock(t *testing.T) {
 		}
 	}
 
-	if _, err := stB.RetryIfFailed(t.Context(), job.ID); err != nil {
+	if _, err := stB.RetryIfFailed(t.Context(), job.ID, store.ActorCLI); err != nil {
 		t.Fatal(err)
 	}
 	done := rescueWaitDone(t, stB, job.ID)

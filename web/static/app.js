@@ -1,7 +1,8 @@
 // Inkwell dashboard: refresh the page's #live part every few seconds, say
 // loudly when the server stops answering (stale numbers are never shown as
 // current), send retries to POST /v1/jobs/{id}/retry and cancels to
-// POST /v1/jobs/{id}/cancel.
+// POST /v1/jobs/{id}/cancel, each with the session's CSRF token when
+// signed in.
 "use strict";
 
 (function () {
@@ -21,6 +22,10 @@
     clearTimeout(timer);
     try {
       const res = await fetch(location.href, { cache: "no-store" });
+      if (res.status === 401) { // the session ended (signed out, revoked, restarted)
+        location.assign("/signin");
+        return;
+      }
       if (!res.ok) throw new Error("HTTP " + res.status);
       const doc = new DOMParser().parseFromString(await res.text(), "text/html");
       const fresh = doc.getElementById("live");
@@ -45,6 +50,14 @@
     else refresh();
   });
 
+  // csrfHeaders carries the session's CSRF token, when the page was
+  // rendered under a dashboard session (sign-in): the server refuses a
+  // session's POST without it.
+  function csrfHeaders() {
+    const meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? { "X-CSRF-Token": meta.content } : {};
+  }
+
   // send POSTs one of a job's actions, as the Retry and Cancel buttons ask:
   // a refusal (409 with {"error":{code,message}}, 404) stays beside the
   // button, with the server's words, until the next refresh.
@@ -52,7 +65,7 @@
     btn.disabled = true;
     btn.textContent = busy;
     try {
-      const res = await fetch(path, { method: "POST" });
+      const res = await fetch(path, { method: "POST", headers: csrfHeaders() });
       if (!res.ok) {
         let msg = "HTTP " + res.status;
         try { msg = (await res.json()).error.message; } catch (_) { /* keep the status */ }

@@ -1,0 +1,55 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Wait returns the job once it is done or failed: it long-polls
+// GET /v1/jobs/{id}?wait= (WithPollWait per poll), so it learns of the end
+// as soon as the server commits it, without polling. A server that is
+// away (connection refused or cut, 503 while it recovers, 502/504 from a
+// proxy) is asked again after a pause of at most a second, for as long as
+// ctx lasts: Wait resumes across a server restart. Other refusals (404,
+// 401, 403) end it. When ctx ends first, the error wraps ctx's and the
+// detail is the job as last seen.
+func (c *Client) Wait(ctx context.Context, id int64) (inkwell.JobDetail, error) {
+	var last inkwell.JobDetail
+	path := jobPath(id, fmt.Sprintf("?wait=%dms", c.pollWait.Milliseconds()))
+	for try := 1; ; try++ {
+		_, b, err := c.send(ctx, call{method: http.MethodGet, path: path, timeout: c.pollWait + c.requestTimeout})
+		if err == nil {
+			var d inkwell.JobDetail
+			if err := decode(b, &d); err != nil {
+				return last, fmt.Errorf("wait for job %d: %w", id, err)
+			}
+			if d.Job.Status == inkwell.StatusDone || d.Job.Status == inkwell.StatusFailed {
+				return d, nil
+			}
+			last, try = d, 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return last, fmt.Errorf("wait for job %d (last seen %s): %w", id, last.Job.Status, ctx.Err())
+		}
+		var e *Error
+		if errors.As(err, &e) && !resendable(e.Status) {
+			return last, fmt.Errorf("wait for job %d: %w", id, err)
+		}
+		pause := min(time.Second, c.backoff(try))
+		if e != nil && e.RetryAfter > 0 {
+			pause = min(e.RetryAfter, c.maxDelay)
+		}
+		if c.onRetry != nil {
+			c.onRetry(RetryEvent{Try: try, Err: err, Delay: pause})
+		}
+		if err := sleep(ctx, pause); err != nil {
+			return last, fmt.Errorf("wait for job %d (last seen %s): %w", id, last.Job.Status, err)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/limiter"
+)
+
+// accountRPMRecheckDefault is how long the server trusts an account's rpm
+// before reading it again: 'inkwell accounts set NAME --rpm N' takes effect
+// in a running server within this time.
+const accountRPMRecheckDefault = 5 * time.Second
+
+// accountLimits is admission's per-account rpm (DESIGN.md §10): each new
+// request of an account with an rpm takes a place in a sliding minute of
+// this process (limiter.Window); a request that created no job (a
+// re-send, a refusal) gives its place back.
+type accountLimits struct {
+	window  *limiter.Window
+	recheck time.Duration
+
+	mu   sync.Mutex
+	rpms map[string]cachedRPM
+}
+
+type cachedRPM struct {
+	rpm int
+	at  time.Time
+}
+
+func newAccountLimits(recheck time.Duration) *accountLimits {
+	if recheck <= 0 {
+		recheck = accountRPMRecheckDefault
+	}
+	return &accountLimits{window: limiter.NewWindow(), recheck: recheck, rpms: make(map[string]cachedRPM)}
+}
+
+// rpmOf is account's rpm, read at most once per recheck interval (0: no
+// limit, or no such account).
+func (l *accountLimits) rpmOf(ctx context.Context, st jobStore, account string) (int, error) {
+	now := time.Now()
+	l.mu.Lock()
+	c, ok := l.rpms[account]
+	l.mu.Unlock()
+	if ok && now.Sub(c.at) < l.recheck {
+		return c.rpm, nil
+	}
+	a, err := st.Account(ctx, account)
+	switch inkwell.ErrorCode(err) {
+	case "":
+	case inkwell.ENOTFOUND:
+		a.RPM = 0
+	default:
+		return 0, err
+	}
+	l.mu.Lock()
+	l.rpms[account] = cachedRPM{rpm: a.RPM, at: now}
+	l.mu.Unlock()
+	return a.RPM, nil
+}
+
+// admission is one request's place in its account's rpm.
+type admission struct {
+	account    string
+	ticket     time.Time
+	refusal    error         // set when the account's rpm is used up
+	retryAfter time.Duration // with refusal: when a place frees up
+}
+
+// admit takes a place for a new request of account, or says when one
+// frees up. The refusal applies to a new key only: the store still
+// answers a re-send (store.AcceptParams.Refuse).
+func (s *Server) admit(ctx context.Context, account string) (admission, error) {
+	rpm, err := s.rpm.rpmOf(ctx, s.cfg.Store, account)
+	if err != nil {
+		return admission{}, err
+	}
+	ticket, wait, ok := s.rpm.window.Take(account, rpm)
+	if ok {
+		return admission{account: account, ticket: ticket}, nil
+	}
+	return admission{account: account, retryAfter: wait, refusal: inkwell.Errorf(inkwell.ETOOMANY,
+		"account %q may send %d new requests a minute and has sent them: nothing was stored; send the same request again in %s", account, rpm, wait.Round(time.Second))}, nil
+}
+
+// admitted gives the place back when the request created no job.
+func (s *Server) admitted(a admission, created bool) {
+	if !created {
+		s.rpm.window.GiveBack(a.account, a.ticket)
+	}
+}
+
+// setRetryAfter sets Retry-After, in whole seconds (at least 1), for a
+// refusal by an account's rpm.
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(d.Seconds())))))
+}
+
+// worstCase is what a request reserves against its account's budget,
+// read from its normalized payload (parseAccept's).
+func (s *Server) worstCase(payload []byte) (int64, error) {
+	if s.cfg.WorstCase == nil {
+		return 0, nil
+	}
+	var req inkwell.Request
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return 0, fmt.Errorf("read back the normalized request: %w", err)
+	}
+	return s.cfg.WorstCase(req), nil
+}

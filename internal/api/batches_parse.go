@@ -1,0 +1,181 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+// Limits on POST /v1/batches (docs/batches.md), OpenAI's batch input
+// limits. Past either, the batch is refused with 413 as soon as the limit
+// is seen: a Content-Length over MaxBatchBytes before the body is read,
+// the line after the last allowed one before the rest is read.
+const (
+	MaxBatchLines = 50_000
+	MaxBatchBytes = 100 << 20 // 100 MiB, 104,857,600 bytes
+	// MaxBatchLineBytes is one line: a job body at its limit plus room
+	// for custom_id, method and url.
+	MaxBatchLineBytes = inkwell.MaxBodyBytes + MaxCustomIDBytes + 1<<10
+	MaxCustomIDBytes  = 512
+)
+
+// batchJobsURL is the one url a batch line may name: each line is a
+// POST /v1/jobs.
+const batchJobsURL = "/v1/jobs"
+
+// batchInputLine is one line of the OpenAI batch input form.
+type batchInputLine struct {
+	CustomID *string         `json:"custom_id"`
+	Method   string          `json:"method"`
+	URL      string          `json:"url"`
+	Body     json.RawMessage `json:"body"`
+}
+
+// parseBatch reads and checks every line of POST /v1/batches before
+// anything is written: the first bad line refuses the whole batch, named
+// by its line number (counted from 1, blank lines included) and field.
+func parseBatch(w http.ResponseWriter, r *http.Request) (store.BatchParams, error) {
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return store.BatchParams{}, err
+	}
+	if err := batchContentType(r); err != nil {
+		return store.BatchParams{}, err
+	}
+	if r.ContentLength > MaxBatchBytes {
+		return store.BatchParams{}, batchTooLarge()
+	}
+	p := store.BatchParams{IdempotencyKey: key}
+	seen := map[string]int{} // custom_id -> line
+	first := 0               // the line that set p.Account
+	sc := bufio.NewScanner(http.MaxBytesReader(w, r.Body, MaxBatchBytes))
+	sc.Buffer(make([]byte, 0, 16<<10), MaxBatchLineBytes) // grows up to the limit, never past it
+	n := 0
+	for sc.Scan() {
+		n++
+		raw := bytes.TrimSpace(sc.Bytes())
+		if len(raw) == 0 {
+			continue
+		}
+		if len(p.Lines) == MaxBatchLines {
+			return store.BatchParams{}, inkwell.Errorf(inkwell.ETOOLARGE, "line %d: a batch holds at most %d lines: send the rest in another batch", n, MaxBatchLines)
+		}
+		l, account, err := parseBatchLine(r, raw)
+		if err != nil {
+			return store.BatchParams{}, lineError(n, err)
+		}
+		if prev, ok := seen[l.CustomID]; ok {
+			return store.BatchParams{}, inkwell.Errorf(inkwell.EINVALID, "line %d: custom_id %q repeats line %d's: each line needs its own", n, l.CustomID, prev)
+		}
+		seen[l.CustomID] = n
+		if first == 0 {
+			p.Account, first = account, n
+		} else if account != p.Account {
+			return store.BatchParams{}, inkwell.Errorf(inkwell.EINVALID, "line %d: body.account %q is not line %d's %q: a batch's jobs belong to one account", n, account, first, p.Account)
+		}
+		p.Lines = append(p.Lines, l)
+	}
+	if err := scanError(sc.Err(), n+1); err != nil {
+		return store.BatchParams{}, err
+	}
+	if len(p.Lines) == 0 {
+		return store.BatchParams{}, inkwell.Errorf(inkwell.EINVALID, "the batch has no lines: send one JSON object per line, {\"custom_id\", \"method\": \"POST\", \"url\": \"/v1/jobs\", \"body\": {\"prompt\", …}}")
+	}
+	p.RequestHash = store.BatchHash(p.Lines)
+	return p, nil
+}
+
+// parseBatchLine checks one line as POST /v1/jobs checks its body
+// (decodeRequest, decideAccount, validateRequest) and returns it
+// normalized, with the account that pays for it.
+func parseBatchLine(r *http.Request, raw []byte) (store.BatchLine, string, error) {
+	if !utf8.Valid(raw) {
+		return store.BatchLine{}, "", inkwell.Errorf(inkwell.EINVALID, "not valid UTF-8")
+	}
+	var in batchInputLine
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return store.BatchLine{}, "", inkwell.Errorf(inkwell.EINVALID, "must be one JSON object {\"custom_id\", \"method\", \"url\", \"body\"}: %s", jsonProblem(err))
+	}
+	if dec.InputOffset() != int64(len(raw)) {
+		return store.BatchLine{}, "", inkwell.Errorf(inkwell.EINVALID, "must hold exactly one JSON object")
+	}
+	if err := checkBatchTarget(in); err != nil {
+		return store.BatchLine{}, "", err
+	}
+	req, err := decodeRequest(in.Body)
+	if err == nil {
+		req.Account, err = decideAccount(r, req)
+	}
+	if err == nil {
+		err = validateRequest(&req)
+	}
+	if err != nil {
+		return store.BatchLine{}, "", inkwell.Errorf(inkwell.ErrorCode(err), "body: %s", inkwell.ErrorMessage(err))
+	}
+	payload, _ := json.Marshal(req)
+	return store.BatchLine{CustomID: *in.CustomID, RequestHash: inkwell.RequestHash(payload), Payload: payload}, req.Account, nil
+}
+
+// checkBatchTarget checks a line's custom_id, method and url.
+func checkBatchTarget(in batchInputLine) error {
+	switch {
+	case in.CustomID == nil || *in.CustomID == "":
+		return inkwell.Errorf(inkwell.EINVALID, "custom_id is required: a string naming the line, unique in the batch")
+	case len(*in.CustomID) > MaxCustomIDBytes:
+		return inkwell.Errorf(inkwell.EINVALID, "custom_id is %d bytes; at most %d", len(*in.CustomID), MaxCustomIDBytes)
+	case strings.ContainsFunc(*in.CustomID, unicode.IsControl):
+		return inkwell.Errorf(inkwell.EINVALID, "custom_id must not contain control characters (it becomes part of the job's key)")
+	case in.Method != http.MethodPost:
+		return inkwell.Errorf(inkwell.EINVALID, "method must be \"POST\", not %q", in.Method)
+	case in.URL != batchJobsURL:
+		return inkwell.Errorf(inkwell.EINVALID, "url must be %q (each line is a job request), not %q", batchJobsURL, in.URL)
+	case len(in.Body) == 0:
+		return inkwell.Errorf(inkwell.EINVALID, "body is required: the job request, as POST /v1/jobs takes it")
+	}
+	return nil
+}
+
+// batchContentType accepts the two names JSON Lines goes by.
+func batchContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/jsonl" || mt == "application/x-ndjson") {
+		return nil
+	}
+	return inkwell.Errorf(inkwell.EINVALID, "Content-Type must be application/jsonl or application/x-ndjson (one JSON object per line), not %q", ct)
+}
+
+// lineError names the line in a line's refusal, keeping its code.
+func lineError(n int, err error) error {
+	return inkwell.Errorf(inkwell.ErrorCode(err), "line %d: %s", n, inkwell.ErrorMessage(err))
+}
+
+// scanError turns the scanner's end into the batch's answer: nil at the
+// end of the body, 413 for a body or a line over its limit.
+func scanError(err error, line int) error {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooLarge):
+		return batchTooLarge()
+	case errors.Is(err, bufio.ErrTooLong):
+		return inkwell.Errorf(inkwell.ETOOLARGE, "line %d is over %d bytes", line, MaxBatchLineBytes)
+	}
+	return inkwell.Errorf(inkwell.EINVALID, "reading body: %v", err)
+}
+
+func batchTooLarge() error {
+	return inkwell.Errorf(inkwell.ETOOLARGE, "the batch is over %d bytes: send it in smaller batches", MaxBatchBytes)
+}

@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+)
+
+// Fair claims (docs/scaling.md#fair-claims-across-accounts): the claim
+// alone, and a lane's drain, with the queue spread over 1, 10 or 100
+// accounts. b.N is the number of claims (BenchmarkClaim) or of jobs
+// (BenchmarkDrainAccounts):
+//
+//	go test -run xxx -bench BenchmarkClaim -benchtime 2000x ./internal/bench
+//	go test -run xxx -bench BenchmarkDrainAccounts -benchtime 10000x ./internal/bench
+
+// BenchmarkClaim times b.N calls of ClaimUpTo(n) alone on a queue of
+// b.N × n jobs spread evenly over the accounts; claims/s and jobs/s.
+func BenchmarkClaim(b *testing.B) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		for _, accounts := range []int{1, 10, 100} {
+			for _, n := range []int{1, 16} {
+				b.Run(fmt.Sprintf("%s/accounts=%d/n=%d", db, accounts, n), func(b *testing.B) {
+					benchClaim(b, benchDSN(b, db), accounts, n)
+				})
+			}
+		}
+	}
+}
+
+func benchClaim(b *testing.B, dsn string, accounts, n int) {
+	ctx := context.Background()
+	st := benchOpen(b, dsn, nil)
+	queueAccounts(b, st, b.N*n, accounts)
+	l, err := st.LockLane(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Release()
+	runtime.GC()
+	b.ResetTimer()
+	start := time.Now()
+	claimed := 0
+	for range b.N {
+		cs, err := st.ClaimUpTo(ctx, l, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		claimed += len(cs)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if claimed != b.N*n {
+		b.Fatalf("claimed %d jobs, want %d", claimed, b.N*n)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "claims/s")
+	b.ReportMetric(float64(claimed)/elapsed.Seconds(), "jobs/s")
+}
+
+// BenchmarkDrainAccounts is BenchmarkLaneConcurrency's instant-provider
+// drain (one lane, SQLite at synchronous=FULL) with the queue spread over
+// 1 or 100 accounts: what fair claims cost a lane end to end.
+func BenchmarkDrainAccounts(b *testing.B) {
+	for _, accounts := range []int{1, 100} {
+		for _, slots := range []int{1, 16} {
+			b.Run(fmt.Sprintf("accounts=%d/slots=%d", accounts, slots), func(b *testing.B) {
+				st := mustStore(b, filepath.Join(b.TempDir(), "bench.db"))
+				queueAccounts(b, st, b.N, accounts)
+				drainQueued(b, st, 0, slots)
+			})
+		}
+	}
+}
+
+// queueAccounts queues total jobs over the accounts acct-0 … acct-(n-1),
+// evenly, one block of ids per account (acct-0's oldest): a flood from
+// one account after another, the order that starves the later accounts
+// under a claim that takes the oldest job first.
+func queueAccounts(b *testing.B, st *store.Store, total, accounts int) {
+	b.Helper()
+	for a := range accounts {
+		k := total / accounts
+		if a < total%accounts {
+			k++
+		}
+		if k > 0 {
+			storetest.MustQueue(b, st, fmt.Sprintf("acct-%d", a), fmt.Sprintf("q%d", a), k)
+		}
+	}
+}

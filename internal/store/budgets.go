@@ -1,0 +1,308 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Budgets (DESIGN.md §10): this file owns every write of a job's budget
+// reservation (jobs.reservation_*) and of accounts.reserved_micros and
+// accounts.spent_micros. The transitions call it inside their own
+// transactions:
+//
+//   - accept reserves the job's worst-case cost (AcceptParams.ReserveMicros)
+//     with one conditional UPDATE of the account row, refused (EBUDGET,
+//     nothing written) when spent + reserved + cost would pass the budget;
+//   - complete settles: reserved -= the reservation, spent += the charge;
+//   - fail (for good) and cancel release the reservation when every
+//     attempt of the job failed with a class whose evidence says nothing
+//     was billed (inkwell.ErrorClass.NotBilled); otherwise it stays open
+//     until an operator closes it (ReleaseReservation);
+//   - retry of a job whose reservation was released reserves it again,
+//     or is refused (EBUDGET);
+//   - reschedule, recovery and rescue leave it open: the job may still
+//     spend, or may have spent.
+//
+// Each close is guarded by reservation_state = 'open' in its WHERE clause,
+// so settle and release are exact and happen once.
+
+// Reservation states, as stored in jobs.reservation_state.
+const (
+	ReservationOpen     = "open"     // counted in accounts.reserved_micros
+	ReservationSettled  = "settled"  // the completion turned it into the charge
+	ReservationReleased = "released" // nothing was billed, or an operator closed it
+)
+
+// Reservation is one job's budget reservation.
+type Reservation struct {
+	JobID   int64
+	Micros  int64
+	Account string
+	// State is one of the Reservation* states, or "" when the job holds
+	// none: accepted before budgets existed (migration 9), or for an
+	// account that has no accounts row.
+	State string
+}
+
+// AccountChange is what UpdateAccount changes; nil fields stay as they are.
+type AccountChange struct {
+	BudgetMicros *int64
+	NoBudget     bool // remove the budget (budget_micros NULL)
+	RPM          *int
+}
+
+// notBilledSQL lists the classes of inkwell.ErrorClass.NotBilled as a SQL list.
+var notBilledSQL = func() string {
+	var q []string
+	for _, c := range inkwell.ErrorClasses {
+		if c.NotBilled() {
+			q = append(q, "'"+string(c)+"'")
+		}
+	}
+	return strings.Join(q, ", ")
+}()
+
+// reserveTx reserves micros on account for a new job. held is false when
+// nothing was reserved because the account has no row (no budget to keep).
+// A budget that cannot cover it is refusal (EBUDGET), with nothing written.
+// The conditional UPDATE is the whole check: on PostgreSQL it takes the
+// account row's lock, so concurrent accepts from several processes are
+// counted one after the other and never overshoot.
+func (s *Store) reserveTx(ctx context.Context, tx *sql.Tx, account string, micros int64) (held bool, refusal, err error) {
+	if account == "" {
+		return false, nil, nil
+	}
+	const reserve = `UPDATE accounts SET reserved_micros = reserved_micros + $2
+		WHERE name = $1 AND (budget_micros IS NULL OR spent_micros + reserved_micros + $2 <= budget_micros)`
+	n, err := s.exec(ctx, tx, reserve, account, micros)
+	if err != nil {
+		return false, nil, fmt.Errorf("reserve budget of account %q: %w", account, err)
+	}
+	if n == 1 {
+		return true, nil, nil
+	}
+	var budget sql.NullInt64
+	var reserved, spent int64
+	err = s.txQueryRow(ctx, tx, `SELECT budget_micros, reserved_micros, spent_micros FROM accounts WHERE name = $1`, account).
+		Scan(&budget, &reserved, &spent)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("read budget of account %q: %w", account, err)
+	}
+	return false, inkwell.Errorf(inkwell.EBUDGET,
+		"account %q has a budget of %s, of which %s is spent and %s is reserved by unfinished jobs; this job may cost up to %s: nothing was stored (raise the budget with 'inkwell accounts set %s --budget AMOUNT')",
+		account, Amount(budget.Int64), Amount(spent), Amount(reserved), Amount(micros), account), nil
+}
+
+// unreserveTx gives back what reserveTx took for a request that turned out
+// to be a re-send (its key was stored after all).
+func (s *Store) unreserveTx(ctx context.Context, tx *sql.Tx, account string, micros int64) error {
+	if _, err := s.txExec(ctx, tx, `UPDATE accounts SET reserved_micros = reserved_micros - $2 WHERE name = $1`, account, micros); err != nil {
+		return fmt.Errorf("give back the reservation of a re-send: %w", err)
+	}
+	return nil
+}
+
+// reservationColumns are a job's reservation, as scanReservation reads them.
+const reservationColumns = `reservation_micros, reservation_account, reservation_state`
+
+const reservationQuery = `SELECT ` + reservationColumns + ` FROM jobs WHERE id = $1`
+
+// settleOnDone is the completion's part of its job UPDATE: an open
+// reservation becomes settled. A running job's reservation is open, or
+// none (or released, when a retry found no account row to reserve on), so
+// a job the completion returns as settled was open until this statement.
+const settleOnDone = `reservation_state = CASE WHEN reservation_state = 'open' THEN 'settled' ELSE reservation_state END`
+
+// reservationTx reads job's reservation.
+func (s *Store) reservationTx(ctx context.Context, tx *sql.Tx, jobID int64) (Reservation, error) {
+	return scanReservation(s.txQueryRow(ctx, tx, reservationQuery, jobID), jobID)
+}
+
+func scanReservation(row rowScanner, jobID int64) (Reservation, error) {
+	r := Reservation{JobID: jobID}
+	var account, state sql.NullString
+	if err := row.Scan(&r.Micros, &account, &state); err != nil {
+		return r, notFound(err, "job %d", jobID)
+	}
+	r.Account, r.State = account.String, state.String
+	return r, nil
+}
+
+// closeReservationTx moves an open reservation to state (settled or
+// released) and takes it off its account's reserved_micros. A reservation
+// not open is left alone: closing is idempotent.
+func (s *Store) closeReservationTx(ctx context.Context, tx *sql.Tx, r Reservation, state string) error {
+	if r.State != ReservationOpen {
+		return nil
+	}
+	const closeJob = `UPDATE jobs SET reservation_state = $2 WHERE id = $1 AND reservation_state = 'open'`
+	const unreserve = `UPDATE accounts SET reserved_micros = reserved_micros - $2 WHERE name = $1`
+	n, err := s.exec(ctx, tx, closeJob, r.JobID, state)
+	if err != nil {
+		return fmt.Errorf("close reservation of job %d: %w", r.JobID, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := s.txExec(ctx, tx, unreserve, r.Account, r.Micros); err != nil {
+		return fmt.Errorf("close reservation of job %d: account %q: %w", r.JobID, r.Account, err)
+	}
+	return nil
+}
+
+// settleTx is the rest of the completion's part, after its job UPDATE
+// settled r (settleOnDone): the reservation becomes the charge on the
+// account (reserved -= reservation, spent += amount), in one UPDATE when
+// both are the same account.
+func (s *Store) settleTx(ctx context.Context, tx *sql.Tx, r Reservation, account string, amount int64) error {
+	const settle = `UPDATE accounts SET reserved_micros = reserved_micros - $2, spent_micros = spent_micros + $3 WHERE name = $1`
+	if r.State == ReservationSettled && r.Account != account {
+		if _, err := s.txExec(ctx, tx, settle, r.Account, r.Micros, 0); err != nil {
+			return fmt.Errorf("complete job %d: settle on account %q: %w", r.JobID, r.Account, err)
+		}
+		r.Micros = 0
+	}
+	if r.State != ReservationSettled {
+		r.Micros = 0
+	}
+	if _, err := s.txExec(ctx, tx, settle, account, r.Micros, amount); err != nil {
+		return fmt.Errorf("complete job %d: settle on account %q: %w", r.JobID, account, err)
+	}
+	return nil
+}
+
+// releaseIfUnbilledTx is the part of fail (for good) and cancel: a job that
+// has now failed releases its reservation when every one of its attempts
+// failed with a class whose evidence says nothing was billed (a job
+// cancelled before any attempt has none, and releases). Otherwise the
+// provider may have billed: the reservation stays open until an operator
+// closes it (ReleaseReservation) or a retry completes it.
+func (s *Store) releaseIfUnbilledTx(ctx context.Context, tx *sql.Tx, jobID int64) error {
+	r, err := s.reservationTx(ctx, tx, jobID)
+	if err != nil || r.State != ReservationOpen {
+		return err
+	}
+	mayBeBilled := `SELECT COUNT(*) FROM job_attempts WHERE job_id = $1 AND (error_class IS NULL OR error_class NOT IN (` + notBilledSQL + `))`
+	var n int64
+	if err := s.txQueryRow(ctx, tx, mayBeBilled, jobID).Scan(&n); err != nil {
+		return fmt.Errorf("job %d: read its attempts' classes: %w", jobID, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	return s.closeReservationTx(ctx, tx, r, ReservationReleased)
+}
+
+// reserveAgainTx is retry's part: a job whose reservation was released
+// reserves it again before it may run, or the retry is refused (EBUDGET,
+// nothing written). An open reservation (a job that may have been billed)
+// is kept as it is, never taken twice; a job with none takes none.
+func (s *Store) reserveAgainTx(ctx context.Context, tx *sql.Tx, jobID int64) error {
+	r, err := s.reservationTx(ctx, tx, jobID)
+	if err != nil || r.State != ReservationReleased {
+		return err
+	}
+	held, refusal, err := s.reserveTx(ctx, tx, r.Account, r.Micros)
+	switch {
+	case err != nil:
+		return err
+	case refusal != nil:
+		return fmt.Errorf("retry job %d: %w", jobID, refusal)
+	case !held:
+		return nil
+	}
+	return s.execOne(ctx, tx, `UPDATE jobs SET reservation_state = 'open' WHERE id = $1 AND reservation_state = 'released'`, jobID)
+}
+
+// Reservation returns job's budget reservation (ENOTFOUND for no job).
+func (s *Store) Reservation(ctx context.Context, jobID int64) (Reservation, error) {
+	r, err := scanReservation(s.rdb.QueryRowContext(ctx, s.dialect.rebind(reservationQuery), jobID), jobID)
+	return r, s.classify(err)
+}
+
+// ReleaseReservation is an operator closing the open reservation of a
+// failed job that may have been billed (inkwell accounts release JOB): the
+// operator has checked with the provider, or accepts the risk. Only a
+// failed job's: a queued or running job may still spend (ECONFLICT); a
+// done job's was settled. A job with no open reservation is answered as it
+// is, writing nothing (a repeated release). A later retry reserves again.
+func (s *Store) ReleaseReservation(ctx context.Context, jobID int64) (Reservation, error) {
+	var r Reservation
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		job, err := s.jobTx(ctx, tx, jobID)
+		if err != nil {
+			return err
+		}
+		if r, err = s.reservationTx(ctx, tx, jobID); err != nil || r.State != ReservationOpen {
+			return err
+		}
+		if job.Status != inkwell.StatusFailed {
+			return inkwell.Errorf(inkwell.ECONFLICT, "job %d is %s: only a failed job's reservation can be released (a queued or running job may still spend it)", jobID, job.Status)
+		}
+		if err := s.closeReservationTx(ctx, tx, r, ReservationReleased); err != nil {
+			return err
+		}
+		r.State = ReservationReleased
+		return nil
+	})
+	return r, err
+}
+
+// UpdateAccount changes an account's budget and rpm (inkwell accounts
+// set). A budget below what is spent and reserved already is allowed: the
+// jobs already accepted keep their reservations, and new ones are refused
+// until the account is back under it. Bad input is EINVALID and writes
+// nothing; ENOTFOUND for no such account.
+func (s *Store) UpdateAccount(ctx context.Context, name string, c AccountChange) (Account, error) {
+	switch {
+	case c.BudgetMicros != nil && *c.BudgetMicros < 0:
+		return Account{}, inkwell.Errorf(inkwell.EINVALID, "budget must not be negative")
+	case c.BudgetMicros != nil && c.NoBudget:
+		return Account{}, inkwell.Errorf(inkwell.EINVALID, "give a budget or remove it, not both")
+	case c.RPM != nil && *c.RPM < 0:
+		return Account{}, inkwell.Errorf(inkwell.EINVALID, "rpm must not be negative (0: no limit)")
+	case c.BudgetMicros == nil && !c.NoBudget && c.RPM == nil:
+		return Account{}, inkwell.Errorf(inkwell.EINVALID, "nothing to change: give a budget, no budget, or an rpm")
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if c.BudgetMicros != nil || c.NoBudget {
+			var budget sql.NullInt64
+			if c.BudgetMicros != nil {
+				budget = sql.NullInt64{Int64: *c.BudgetMicros, Valid: true}
+			}
+			if err := s.execOne(ctx, tx, `UPDATE accounts SET budget_micros = $2 WHERE name = $1`, name, budget); err != nil {
+				return notFoundAccount(err, name)
+			}
+		}
+		if c.RPM != nil {
+			if err := s.execOne(ctx, tx, `UPDATE accounts SET rpm = $2 WHERE name = $1`, name, *c.RPM); err != nil {
+				return notFoundAccount(err, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Account{}, err
+	}
+	return s.Account(ctx, name)
+}
+
+func notFoundAccount(err error, name string) error {
+	if inkwell.ErrorCode(err) == inkwell.ECONFLICT {
+		return inkwell.Errorf(inkwell.ENOTFOUND, "no account %q (add it with 'inkwell accounts add %s')", name, name)
+	}
+	return err
+}
+
+// Amount writes micros in currency units with six decimals (12.500000).
+func Amount(micros int64) string {
+	return fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000)
+}
