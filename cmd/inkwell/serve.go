@@ -182,6 +182,8 @@ type Main struct {
 	metrics *api.Metrics
 	ln      net.Listener
 	waits   *jobwait.Hub // long-polls' waits, woken by every end (docs/client.md)
+	// webhooks sends webhook deliveries (webhooks_serve.go).
+	webhooks *webhook.Sender
 }
 
 // OpenMain opens (and migrates) the database, takes the lane's lock and
@@ -210,10 +212,11 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 		return nil, err
 	}
 	m.metrics = api.NewMetrics(cfg.Registry, m.st)
+	m.webhooks = m.newWebhookSender()
 	m.lane = worker.New(m.st, worker.Config{
 		Name: cfg.Lane, Provider: cfg.Provider, Logger: m.log,
 		Heartbeat: cfg.Heartbeat, Poll: cfg.Poll, Grace: cfg.Grace, Rescue: cfg.Rescue, Concurrency: cfg.Concurrency,
-		Observer: m.metrics, Limiter: cfg.Limiter, Retry: cfg.Retry, OnEnded: func(id int64) { m.waits.Wake(id) },
+		Observer: m.metrics, Limiter: cfg.Limiter, Retry: cfg.Retry, OnEnded: func(id int64) { m.waits.Wake(id); m.webhooks.Wake() },
 	})
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "inkwell_answers_waiting",

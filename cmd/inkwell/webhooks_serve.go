@@ -48,14 +48,21 @@ func (f webhookFlags) config() webhook.Config {
 	return webhook.Config{Timeout: *f.timeout, RetryBase: *f.retryBase, RetryCap: *f.retryCap, MaxAttempts: *f.maxAttempts, Concurrency: *f.concurrency}
 }
 
+// newWebhookSender makes serve's sender (OpenMain), before the lane, which
+// wakes it at every job's end (worker.Config.OnEnded), so a delivery goes
+// out at once rather than at the next poll.
+func (m *Main) newWebhookSender() *webhook.Sender {
+	cfg := m.cfg.Webhooks
+	cfg.Logger = m.log.With("component", "webhooks")
+	cfg.Observer = m.metrics
+	return webhook.New(m.st, cfg)
+}
+
 // startWebhooks starts the sender and returns the function that stops it
 // and waits for it: a send in flight is cut short and recorded as failed,
 // due again at once (the next start sends it).
 func (m *Main) startWebhooks(ctx context.Context) (stop func()) {
-	cfg := m.cfg.Webhooks
-	cfg.Logger = m.log.With("component", "webhooks")
-	cfg.Observer = m.metrics
-	snd := webhook.New(m.st, cfg)
+	snd := m.webhooks
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -19,7 +19,7 @@ import (
 // Webhooks in the drill (DESIGN.md §11): every scenario's database gets
 // the drill's account ("drill", the account of every request the clients
 // send) with a webhook URL on a real receiver in the drill's own process,
-// set up by the real `inkwell accounts add --webhook-url` before the first
+// set by the real `inkwell accounts webhook NAME --url` before the first
 // serve. So every job end of every scenario writes a delivery, every serve
 // sends them, and a crash at any point (webhook.after-send above all) must
 // leave the deliveries as check_webhooks.go holds them: a row for every
@@ -86,7 +86,7 @@ func (h *hooks) stop() {
 	_ = h.srv.Shutdown(ctx)
 }
 
-// addWebhookAccounts runs `inkwell accounts add NAME --webhook-url …` on
+// addWebhookAccounts runs `inkwell accounts webhook NAME --url …` on
 // the scenario's fresh database (which also migrates it) for each account
 // of p.webhookAccounts ("drill" when none is set; random mode gives half
 // its clients' accounts a webhook, and the other half none).

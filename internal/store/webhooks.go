@@ -296,6 +296,17 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 		return nil, nil
 	}
 	now := s.now()
+	// A read first, on the read pool: an idle sender (nothing due, the
+	// usual case) never takes the write lock (SQLite) or a row lock.
+	var due int
+	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT COUNT(*) FROM (SELECT 1 FROM webhook_deliveries
+		WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= $1 LIMIT 1) x`), s.ts(now)).Scan(&due)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("look for due webhook deliveries: %w", err))
+	}
+	if due == 0 {
+		return nil, nil
+	}
 	// Picked once in a materialized CTE: the PostgreSQL planner may rescan
 	// an IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED) and take more than n
 	// (see ClaimUpTo). EXISTS, not a join, so that only the delivery rows
@@ -309,7 +320,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 		WHERE id IN (SELECT id FROM due) AND delivered_at IS NULL AND gave_up_at IS NULL
 		RETURNING id`
 	var out []WebhookSend
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
 		rows, err := s.txQuery(ctx, tx, claim, s.ts(now), n, s.ts(now.Add(lease)))
 		if err != nil {
