@@ -60,7 +60,7 @@ func TestDashboard_E2ESignIn(t *testing.T) {
 	}
 	saveShot(t, ctx, "signin.png", "")
 
-	// Sign in with a client token first: refused, no session.
+	// Sign in with a wrong token first: refused, no session.
 	if err := chromedp.Do(ctx, chromedp.SendKeys("#token", "ink_0123456789abcdef_"+strings.Repeat("1", 64)), chromedp.Click("#signin"),
 		chromedp.WaitVisible("#signin-error")); err != nil {
 		t.Fatalf("sign in with a wrong token: %v", err)
