@@ -178,7 +178,7 @@ func newBrowser(t *testing.T, path string) context.Context {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	tctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	tctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute) // a bound, not a measure: a loaded 2-core machine takes minutes
 	t.Cleanup(func() {
 		cancelTimeout()
 		cancel()
