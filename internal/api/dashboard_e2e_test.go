@@ -37,8 +37,12 @@ func TestDashboard_E2E(t *testing.T) {
 	before := sc.counts(t)
 
 	ctx := newBrowser(t, browser)
+	// Paused: the page then refreshes only after an action (app.js's
+	// send), never while the test reads it. Unpaused, a refresh every 5 s
+	// replaces #live between a query's finding a node and reading it ("No
+	// node with given id") once a loaded machine makes each step slow.
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1440, 1000), chromedp.Navigate(sc.url+"/"),
-		chromedp.WaitVisible("#count-failed")); err != nil {
+		chromedp.WaitVisible("#count-failed"), chromedp.Click("#pause")); err != nil {
 		t.Fatalf("load dashboard: %v", err)
 	}
 	for _, st := range inkwell.JobStatuses {

@@ -67,7 +67,8 @@ func TestDashboard_E2ESignIn(t *testing.T) {
 	}
 
 	// Sign in with the operator token.
-	if err := chromedp.Do(ctx, chromedp.SetValue("#token", text), chromedp.Click("#signin"), chromedp.WaitVisible("#count-failed")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.SetValue("#token", text), chromedp.Click("#signin"), chromedp.WaitVisible("#count-failed"),
+		chromedp.Click("#pause")); err != nil { // refreshed after actions only: see TestDashboard_E2E
 		t.Fatalf("sign in: %v", err)
 	}
 	who, err := chromedp.Run(ctx, chromedp.Text(".signout"))
@@ -105,7 +106,7 @@ func TestDashboard_E2ESignIn(t *testing.T) {
 	stillFailed("a cross-site form post")
 
 	// Back on the dashboard: Retry with the session's CSRF token.
-	if err := chromedp.Do(ctx, chromedp.Navigate(sc.url+"/"), chromedp.WaitVisible("#count-failed"),
+	if err := chromedp.Do(ctx, chromedp.Navigate(sc.url+"/"), chromedp.WaitVisible("#count-failed"), chromedp.Click("#pause"),
 		chromedp.Click(fmt.Sprintf(`button[data-retry="%d"]`, id))); err != nil {
 		t.Fatalf("click Retry on job %d: %v", id, err)
 	}
