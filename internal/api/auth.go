@@ -27,7 +27,13 @@ import (
 //	POST /v1/batches               401        own account         own account
 //	GET  /v1/batches/{id}[/output] 401        own account's       every batch
 //	GET  /v1/overview, /metrics    401        403                 yes
-//	GET  /, /jobs/{id} (dashboard) 401        403                 yes
+//	GET  /, /jobs/{id} (dashboard) 401 (1)    403                 yes
+//	GET, POST /signin              yes        refused at sign-in  yes (starts a session)
+//	POST /signout                  401        403                 yes
+//
+// (1) A browser asking for a page (Accept: text/html) is sent to /signin
+// instead. An operator signed in there goes by a session cookie and a
+// CSRF token on every POST, verified again on every request (session.go).
 //
 // A client asking for another account's job gets 404, as for a job that
 // does not exist. A body account other than the token's is 403: the

@@ -37,8 +37,12 @@ func TestDashboard_E2E(t *testing.T) {
 	before := sc.counts(t)
 
 	ctx := newBrowser(t, browser)
+	// Paused: the page then refreshes only after an action (app.js's
+	// send), never while the test reads it. Unpaused, a refresh every 5 s
+	// replaces #live between a query's finding a node and reading it ("No
+	// node with given id") once a loaded machine makes each step slow.
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1440, 1000), chromedp.Navigate(sc.url+"/"),
-		chromedp.WaitVisible("#count-failed")); err != nil {
+		chromedp.WaitVisible("#count-failed"), chromedp.Click("#pause")); err != nil {
 		t.Fatalf("load dashboard: %v", err)
 	}
 	for _, st := range inkwell.JobStatuses {
@@ -178,7 +182,7 @@ func newBrowser(t *testing.T, path string) context.Context {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	tctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	tctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute) // a bound, not a measure: a loaded 2-core machine takes minutes
 	t.Cleanup(func() {
 		cancelTimeout()
 		cancel()

@@ -60,14 +60,15 @@ func TestDashboard_E2ESignIn(t *testing.T) {
 	}
 	saveShot(t, ctx, "signin.png", "")
 
-	// Sign in with a client token first: refused, no session.
+	// Sign in with a wrong token first: refused, no session.
 	if err := chromedp.Do(ctx, chromedp.SendKeys("#token", "ink_0123456789abcdef_"+strings.Repeat("1", 64)), chromedp.Click("#signin"),
 		chromedp.WaitVisible("#signin-error")); err != nil {
 		t.Fatalf("sign in with a wrong token: %v", err)
 	}
 
 	// Sign in with the operator token.
-	if err := chromedp.Do(ctx, chromedp.SetValue("#token", text), chromedp.Click("#signin"), chromedp.WaitVisible("#count-failed")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.SetValue("#token", text), chromedp.Click("#signin"), chromedp.WaitVisible("#count-failed"),
+		chromedp.Click("#pause")); err != nil { // refreshed after actions only: see TestDashboard_E2E
 		t.Fatalf("sign in: %v", err)
 	}
 	who, err := chromedp.Run(ctx, chromedp.Text(".signout"))
@@ -105,7 +106,7 @@ func TestDashboard_E2ESignIn(t *testing.T) {
 	stillFailed("a cross-site form post")
 
 	// Back on the dashboard: Retry with the session's CSRF token.
-	if err := chromedp.Do(ctx, chromedp.Navigate(sc.url+"/"), chromedp.WaitVisible("#count-failed"),
+	if err := chromedp.Do(ctx, chromedp.Navigate(sc.url+"/"), chromedp.WaitVisible("#count-failed"), chromedp.Click("#pause"),
 		chromedp.Click(fmt.Sprintf(`button[data-retry="%d"]`, id))); err != nil {
 		t.Fatalf("click Retry on job %d: %v", id, err)
 	}

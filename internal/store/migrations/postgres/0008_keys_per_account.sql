@@ -32,7 +32,7 @@ CREATE TABLE audit_log (
     at      timestamptz NOT NULL,
     actor   text NOT NULL,                    -- 'token <id>', 'cli', 'api', 'retention'
     action  text NOT NULL CHECK (action IN ('retry', 'cancel', 'prune')),
-    job_id  bigint NOT NULL REFERENCES jobs (id),
+    job_id  bigint NOT NULL,                  -- jobs.id (no foreign key, as on SQLite)
     detail  text                              -- what the job was before, in words
 );
 CREATE INDEX audit_log_job ON audit_log (job_id, id);

@@ -20,7 +20,10 @@
 --     job, written in the action's own transaction: who (actor: 'token
 --     <id>', 'cli', 'api' for an anonymous request on loopback,
 --     'retention' for serve's own retention loop), what, which job, when.
---     Append-only: rows are never updated or deleted.
+--     Append-only: rows are never updated or deleted. job_id has no
+--     foreign key: jobs rows are never deleted, and prune rewrites each
+--     pruned job row (delete and insert again, see prune.go), where a
+--     foreign key would add two more index probes per job.
 
 PRAGMA defer_foreign_keys = ON; -- this transaction only: SQLite clears it at COMMIT or ROLLBACK
 CREATE TEMP TABLE jobs_before_0008 AS SELECT * FROM jobs;
@@ -64,7 +67,7 @@ CREATE TABLE audit_log (
     at      TEXT NOT NULL,
     actor   TEXT NOT NULL,                    -- 'token <id>', 'cli', 'api', 'retention'
     action  TEXT NOT NULL CHECK (action IN ('retry', 'cancel', 'prune')),
-    job_id  INTEGER NOT NULL REFERENCES jobs (id),
+    job_id  INTEGER NOT NULL,                 -- jobs.id (no foreign key: see the top)
     detail  TEXT                              -- what the job was before, in words
 );
 CREATE INDEX audit_log_job ON audit_log (job_id, id);
