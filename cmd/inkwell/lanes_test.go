@@ -29,7 +29,7 @@ import (
 
 const (
 	lanesJobs = 500
-	lanesLate = 48 // sent once the provider holds its answers
+	lanesLate = 48               // sent once the provider holds its answers
 	lanesWait = 90 * time.Second // bound on each wait; normally seconds
 )
 
