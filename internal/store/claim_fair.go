@@ -94,47 +94,52 @@ func turnAfter(from, a, b string) bool {
 }
 
 // fairPick is the WITH RECURSIVE list that picks a claim's jobs: after and
-// before find up to n accounts in turn, walk takes their jobs round by
-// round. Parameters: $3 is n, $4 the lane's cursor. now is the statement's
-// time (the back-off guard). The reader takes
-// "SELECT id, acct FROM walk WHERE id IS NOT NULL LIMIT $3".
+// before find up to n accounts in turn, each with its oldest ready job;
+// walk takes their jobs round by round. Parameters: $3 is n, $4 the lane's
+// cursor. now is the statement's time (the back-off guard). The reader
+// takes "SELECT id, acct FROM walk WHERE id IS NOT NULL LIMIT $3".
+//
+// The account probe returns the job, not the account: "the oldest ready
+// job of the first account greater than x" (ORDER BY account, id), whose
+// row, read by its primary key, names the account. The walk then starts
+// each account at that job (id >= first). On PostgreSQL a claimed job
+// leaves a dead entry in the index until VACUUM, and a probe from the
+// start of an account steps over all of them: one such probe per account
+// per claim, as the oldest-first claim made one for the whole queue.
 func (s *Store) fairPick(now string) string {
 	acct, ready := s.dialect.claimAccount, readyAt(now)
-	// next is the probe "the first account with a ready job that is
-	// greater than x" (or "… not less than x": op). Always a bound, so
-	// that the probe is a search of the index on both dialects.
+	// next is the probe "the oldest ready job of the first account with
+	// one that is greater than x" (or "not less than x": op). Always a
+	// bound, so that the probe is a search of the index on both dialects.
 	next := func(op, x string) string {
-		return `(SELECT ` + acct + ` FROM jobs WHERE status = 'queued' AND ` + acct + ` ` + op + ` ` + x + ` AND ` + ready +
-			` ORDER BY 1 LIMIT 1)`
+		return `(SELECT id FROM jobs WHERE status = 'queued' AND ` + acct + ` ` + op + ` ` + x + ` AND ` + ready +
+			` ORDER BY ` + acct + `, id LIMIT 1)`
 	}
-	// job is the probe "the oldest ready job of account a (after id i)",
-	// locked as it is taken on PostgreSQL.
-	job := func(a, i string) string {
-		cond := ""
-		if i != "" {
-			cond = " AND id > " + i
-		}
-		return `(SELECT id FROM jobs WHERE status = 'queued' AND ` + acct + ` = ` + a + cond + ` AND ` + ready +
+	// job is the probe "the oldest ready job of account a from id i on"
+	// (or "after id i": op), locked as it is taken on PostgreSQL.
+	job := func(a, op, i string) string {
+		return `(SELECT id FROM jobs WHERE status = 'queued' AND ` + acct + ` = ` + a + ` AND id ` + op + ` ` + i + ` AND ` + ready +
 			` ORDER BY id LIMIT 1` + s.dialect.claimLock + `)`
 	}
-	q := `after (acct, pos) AS (
-		SELECT ` + next(">", "$4") + `, 0
+	return `after (acct, first, pos) AS (
+		SELECT ` + acct + `, id, 0 FROM jobs WHERE id = ` + next(">", "$4") + `
 		UNION ALL
-		SELECT ` + next(">", "after.acct") + `, pos + 1 FROM after WHERE acct IS NOT NULL AND pos + 1 < $3
+		SELECT ` + acct + `, jobs.id, after.pos + 1 FROM after JOIN jobs ON jobs.id = ` + next(">", "after.acct") + `
+		WHERE after.pos + 1 < $3
 	),
-	before (acct, pos) AS (
-		SELECT ` + next(">=", "''") + `, CAST($3 AS INTEGER) WHERE (SELECT COUNT(acct) FROM after) < $3
+	before (acct, first, pos) AS (
+		SELECT ` + acct + `, id, CAST($3 AS INTEGER) FROM jobs WHERE id = ` + next(">=", "''") + ` AND (SELECT COUNT(*) FROM after) < $3
 		UNION ALL
-		SELECT ` + next(">", "before.acct") + `, pos + 1 FROM before WHERE acct IS NOT NULL AND acct < $4 AND pos + 1 < 2 * $3
+		SELECT ` + acct + `, jobs.id, before.pos + 1 FROM before JOIN jobs ON jobs.id = ` + next(">", "before.acct") + `
+		WHERE before.acct < $4 AND before.pos + 1 < 2 * $3
 	),
 	accts AS (
-		SELECT acct, pos FROM (SELECT acct, pos FROM after UNION ALL SELECT acct, pos FROM before WHERE acct <= $4) turn
-		WHERE acct IS NOT NULL ORDER BY pos LIMIT $3
+		SELECT acct, first, pos FROM (SELECT acct, first, pos FROM after UNION ALL SELECT acct, first, pos FROM before WHERE acct <= $4) turn
+		ORDER BY pos LIMIT $3
 	),
 	walk (acct, pos, r, id) AS (
-		SELECT acct, pos, 0, ` + job("accts.acct", "") + ` FROM accts
+		SELECT acct, pos, 0, ` + job("accts.acct", ">=", "accts.first") + ` FROM accts
 		UNION ALL
-		SELECT acct, pos, r + 1, ` + job("walk.acct", "walk.id") + ` FROM walk WHERE id IS NOT NULL` + s.dialect.claimWalkLimit + `
+		SELECT acct, pos, r + 1, ` + job("walk.acct", ">", "walk.id") + ` FROM walk WHERE id IS NOT NULL` + s.dialect.claimWalkLimit + `
 	)`
-	return q
 }

@@ -1,11 +1,15 @@
 package store
 
 // ClaimSQL is the statement ClaimUpTo runs to pick and claim jobs on s's
-// dialect, unfenced, in the dialect's placeholders: $1 lane, $2 now, $3 n,
-// $4 the lane's cursor. Tests EXPLAIN it.
-func ClaimSQL(s *Store) string {
-	if s.dialect.claimStatement {
-		return s.claimStatementSQL("")
+// dialect, in the dialect's placeholders: $1 lane, $2 now, $3 n, $4 the
+// lane's cursor; fenced by l's lock when l is not nil. Tests EXPLAIN it.
+func ClaimSQL(s *Store, l *LaneLock) string {
+	fence := ""
+	if l != nil {
+		fence, _ = s.lockFence(l)
 	}
-	return s.dialect.rebind(s.claimTxSQL(""))
+	if s.dialect.claimStatement {
+		return s.claimStatementSQL(fence)
+	}
+	return s.dialect.rebind(s.claimTxSQL(fence))
 }

@@ -176,7 +176,7 @@ func testClaimPlan(t *testing.T, s *store.Store) {
 	if s.Dialect() == "postgres" {
 		explain, now = "EXPLAIN ", s.Now()
 	}
-	rows, err := s.WriteDB().QueryContext(t.Context(), explain+store.ClaimSQL(s), "local", now, 16, "")
+	rows, err := s.WriteDB().QueryContext(t.Context(), explain+store.ClaimSQL(s, nil), "local", now, 16, "")
 	if err != nil {
 		t.Fatalf("explain the claim: %v", err)
 	}

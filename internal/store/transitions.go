@@ -285,7 +285,10 @@ func (s *Store) claimStatementSQL(fence string) string {
 	// CTE, run once: as "WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP
 	// LOCKED)" PostgreSQL may rescan the subquery per row of a nested-loop
 	// semi-join, and each rescan skips the rows this statement has just
-	// updated and picks the next: n = 1 claimed two jobs.
+	// updated and picks the next: n = 1 claimed two jobs. The UPDATE
+	// finds its rows by id = ANY (the picked ids, one array): probes of the
+	// primary key, where a join with picked let the planner, misled by
+	// stale statistics, read every queued job into a hash join.
 	return `WITH RECURSIVE now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
 	` + s.fairPick("(SELECT t FROM now)") + `,
 	picked AS MATERIALIZED (
@@ -293,8 +296,7 @@ func (s *Store) claimStatementSQL(fence string) string {
 	),
 	job AS (
 		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), ` + clearOnClaim + `
-		FROM picked
-		WHERE jobs.id = picked.picked_id AND status = 'queued'` + fence + `
+		WHERE id = ANY (ARRAY(SELECT picked_id FROM picked)) AND status = 'queued'` + fence + `
 		RETURNING ` + qualified("jobs", jobColumns) + `
 	), attempt AS (
 		INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
