@@ -148,8 +148,13 @@ func TestMigrate_KeysPerAccountKeepsRows(t *testing.T) {
 			t.Errorf("job_overview after 0008: %v", err)
 		}
 		if b.Name == "sqlite" {
-			if got := jobsSchemaObjects(t, st); !slices.Equal(got, objectsBefore) {
-				t.Errorf("indexes and triggers of jobs after 0008:\n%q\nwant as before:\n%q", got, objectsBefore)
+			// Every index and trigger is back word for word; later
+			// migrations (0009 on) add their own beside them.
+			got := jobsSchemaObjects(t, st)
+			for _, o := range objectsBefore {
+				if !slices.Contains(got, o) {
+					t.Errorf("after 0008 and the migrations since, jobs lacks (or changed) %q; it has:\n%q", o, got)
+				}
 			}
 			if n := count(t, st, `SELECT COUNT(*) FROM pragma_foreign_key_check`); n != 0 {
 				t.Errorf("foreign_key_check after 0008: %d violations", n)
