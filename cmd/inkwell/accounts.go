@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
@@ -141,7 +140,7 @@ func runAccountsList(ctx context.Context, args []string, stdout, stderr io.Write
 	fmt.Fprintln(tw, "NAME\tBUDGET\tRESERVED\tSPENT\tRPM\tCREATED")
 	for _, a := range all {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, budgetText(a.BudgetMicros), formatAmount(a.ReservedMicros), formatAmount(a.SpentMicros),
-			rpmText(a.RPM), a.CreatedAt.Format(time.RFC3339))
+			rpmText(a.RPM), inkwell.FormatTime(a.CreatedAt))
 	}
 	return exitOf(tw.Flush())
 }

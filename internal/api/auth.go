@@ -183,18 +183,13 @@ func (s *Server) authenticate(r *http.Request, level access) (*store.Token, erro
 	}
 	presented, err := bearer(r)
 	if err != nil {
-		s.log.InfoContext(r.Context(), "request refused: no valid token", "method", r.Method, "path", r.URL.Path, "reason", inkwell.ErrorMessage(err))
-		return nil, err
+		return nil, err // writeError logs the refusal
 	}
 	tok, err := s.auth.tokens.VerifyToken(r.Context(), presented)
 	if err != nil {
-		if inkwell.ErrorCode(err) == inkwell.EUNAUTHENTICATED {
-			s.log.InfoContext(r.Context(), "request refused: token not valid", "method", r.Method, "path", r.URL.Path)
-		}
 		return nil, err
 	}
 	if level == operator && tok.Role != store.RoleOperator {
-		s.log.InfoContext(r.Context(), "request refused: operator route, client token", "method", r.Method, "path", r.URL.Path, "token_id", tok.ID, "account", tok.Account)
 		return nil, inkwell.Errorf(inkwell.EFORBIDDEN, "%s %s needs an operator token; token %s is a %s token of account %q", r.Method, r.URL.Path, tok.ID, tok.Role, tok.Account)
 	}
 	return &tok, nil

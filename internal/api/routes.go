@@ -14,4 +14,5 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", s.guard(operator, s.handleDashboard))
 	s.mux.HandleFunc("GET /jobs/{id}", s.guard(operator, s.handleJobPage))
 	s.mux.HandleFunc("GET /static/", s.guard(public, staticHandler().ServeHTTP))
+	s.mux.HandleFunc("GET /openapi.json", s.guard(public, handleOpenAPI)) // every route described (openapi.go, docs/api.md)
 }

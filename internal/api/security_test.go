@@ -50,6 +50,7 @@ var routeAccess = map[string]string{
 	"GET /{$}":                  "operator",
 	"GET /jobs/{id}":            "operator",
 	"GET /static/":              "public",
+	"GET /openapi.json":         "public",
 }
 
 // registeredRoutes reads the patterns routes.go registers.

@@ -63,7 +63,7 @@ type Config struct {
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
-	mux   *http.ServeMux
+	mux   *routeMux
 	ready atomic.Bool
 	pages pages
 	auth  *authGate
@@ -99,7 +99,7 @@ func New(cfg Config) *Server {
 	if cfg.AuthRecheck <= 0 {
 		cfg.AuthRecheck = authRecheckDefault
 	}
-	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages(),
+	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: newRouteMux(), pages: mustParsePages(),
 		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}}
 	s.routes()
 	return s
