@@ -17,7 +17,7 @@ func init() {
 }
 
 const accountsHelp = `
-Accounts pay for jobs (DESIGN.md §10). Every API token belongs to one
+Accounts pay for jobs (docs/design.md §10). Every API token belongs to one
 account, and with tokens in use the token's account pays for the jobs it
 submits. The account 'default' always exists.
 

@@ -14,7 +14,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Authentication and authorization (DESIGN.md §10, docs/security.md).
+// Authentication and authorization (docs/design.md §10, docs/security.md).
 //
 // Who may do what, with tokens in force:
 //

@@ -292,7 +292,7 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 	}
 }
 
-// pendingCases are the DESIGN §11 routes other branches build. They run
+// pendingCases are the docs/design.md §11 routes other branches build. They run
 // only once such a route is registered, and then hold it to what the spec
 // says: the lead adjusts the spec, or these, when merging.
 func pendingCases(srv *httptest.Server, operator string) []specCase {

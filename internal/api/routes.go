@@ -1,6 +1,6 @@
 package api
 
-// routes registers every endpoint of DESIGN.md §4 in one place, each with
+// routes registers every endpoint of docs/design.md §4 in one place, each with
 // who may call it when tokens are in force (auth.go; docs/security.md).
 func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/jobs", s.guard(client, s.handleAccept))

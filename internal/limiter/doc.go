@@ -1,5 +1,5 @@
 // Package limiter keeps one worker lane's provider calls within the
-// provider's limits (DESIGN.md §8): requests per minute, tokens per minute,
+// provider's limits (docs/design.md §8): requests per minute, tokens per minute,
 // and a lane-wide pause after a 429.
 //
 // A Limiter implements worker.Limiter structurally: every call of the lane

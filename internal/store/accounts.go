@@ -10,7 +10,7 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Accounts (DESIGN.md §10): who pays. This file stores and lists them.
+// Accounts (docs/design.md §10): who pays. This file stores and lists them.
 // Budgets and per-account rpm are stored here but NOT enforced yet: a
 // later change reserves against budget_micros at accept and limits new
 // requests by rpm (issue 12, items 5 and 6).

@@ -1,5 +1,5 @@
 // Package store owns Inkwell's durable state: the schema and its migrations,
-// every SQL statement, every state transition of DESIGN.md §2 (one method
+// every SQL statement, every state transition of docs/design.md §2 (one method
 // each, all in transitions.go and recover.go), the lane lock that is the
 // evidence of a dead worker, and the dialect differences between SQLite
 // and PostgreSQL.
