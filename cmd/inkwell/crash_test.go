@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
-	os.Exit(code)
+	storetest.Exit(code) // a line when PostgreSQL tests were skipped
 }
 
 // waitLimit bounds each wait on a child or a row; normally they take

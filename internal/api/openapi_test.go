@@ -388,3 +388,39 @@ func truncate(b []byte) string {
 	}
 	return string(b)
 }
+
+// TestOpenAPI_ValidatorCatchesMistakes: the validator the test above
+// trusts does refuse answers that break the spec: a 429 without
+// Retry-After, a job with a member the spec does not name, a status the
+// operation does not list.
+func TestOpenAPI_ValidatorCatchesMistakes(t *testing.T) {
+	t.Parallel()
+	lib, err := libopenapi.NewDocument(api.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(lib, config.WithFormatAssertions())
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	const job = `{"job":{"id":1,"idempotency_key":"k","request_hash":"h","payload":{},"status":"queued","created_at":"2026-12-01T08:42:49Z"%s},"attempts":[]}`
+	for _, c := range []struct {
+		name, method, path string
+		status             int
+		header             http.Header
+		body               string
+	}{
+		{"429 without Retry-After", "POST", "/v1/jobs", 429, http.Header{}, `{"error":{"code":"too_many","message":"m"}}`},
+		{"a member not described", "GET", "/v1/jobs/1", 200, http.Header{}, fmt.Sprintf(job, `,"colour":"red"`)},
+		{"a bad time", "GET", "/v1/jobs/1", 200, http.Header{}, strings.Replace(fmt.Sprintf(job, ""), "2026-12-01T08:42:49Z", "yesterday", 1)},
+		{"a status not listed", "GET", "/v1/jobs/1", 409, http.Header{}, `{"error":{"code":"conflict","message":"m"}}`},
+		{"an error code not listed", "GET", "/v1/jobs/1", 404, http.Header{}, `{"error":{"code":"gone","message":"m"}}`},
+	} {
+		req := httptest.NewRequest(c.method, "http://127.0.0.1:8080"+c.path, nil)
+		c.header.Set("Content-Type", "application/json")
+		resp := &http.Response{StatusCode: c.status, Header: c.header, Body: io.NopCloser(strings.NewReader(c.body)), Request: req}
+		if ok, _ := v.ValidateHttpResponse(req, resp); ok {
+			t.Errorf("%s: the validator passed it", c.name)
+		}
+	}
+}
