@@ -20,6 +20,7 @@ import (
 //
 //	route                          anonymous  client              operator
 //	GET  /healthz, /readyz         yes        yes                 yes
+//	GET  /openapi.json             yes        yes                 yes   (the API's description, no data)
 //	GET  /static/...               yes        yes                 yes   (the binary's own files, no data)
 //	POST /v1/jobs                  401        own account         own account
 //	GET  /v1/jobs/{id}             401        own account's jobs  every job
