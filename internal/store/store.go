@@ -104,28 +104,36 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 // PostgreSQL, whether new transactions are read-only (a hot standby, or
 // default_transaction_read_only). Nothing is written.
 func (s *Store) checkWritable(ctx context.Context) error {
-	readOnly := "database " + RedactDSN(s.dsn) + " is read-only"
 	if s.dialect.name == "postgres" {
 		var ro string
 		if err := s.db.QueryRowContext(ctx, `SHOW transaction_read_only`).Scan(&ro); err != nil {
 			return s.classify(fmt.Errorf("is the database writable: %w", err))
 		}
 		if ro == "on" {
-			return inkwell.Errorf(inkwell.EINVALID, "%s (transaction_read_only is on: a standby, or default_transaction_read_only): point --db at the primary, or let this user write", readOnly)
+			return inkwell.Errorf(inkwell.EINVALID, "database %s is read-only (transaction_read_only is on: a standby, or default_transaction_read_only): point --db at the primary, or let this user write", RedactDSN(s.dsn))
 		}
 		return nil
 	}
 	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock=immediate): takes the write lock, writes nothing
-	switch {
-	case err == nil:
+	if err == nil {
 		return tx.Rollback()
-	case strings.Contains(err.Error(), "readonly"):
-		return inkwell.Errorf(inkwell.EINVALID, "%s: this process may not write the file %s or its directory (it needs both, for the -wal and -shm files beside it): %v", readOnly, s.path, err)
+	}
+	if ro := s.sqliteReadOnly(err); ro != nil {
+		return ro
 	}
 	// Busy or locked: another process is writing, so the file is
 	// writable; the first real write will wait its turn as usual.
 	s.log.Debug("writable check", "err", err)
 	return nil
+}
+
+// sqliteReadOnly is SQLite's "attempt to write a readonly database" in
+// words that say what to do; nil for any other error.
+func (s *Store) sqliteReadOnly(err error) error {
+	if !strings.Contains(err.Error(), "readonly") {
+		return nil
+	}
+	return inkwell.Errorf(inkwell.EINVALID, "database %s is read-only: this process may not write the file or its directory (it needs both, for the -wal and -shm files beside it): %v", s.path, err)
 }
 
 // Close stops the batchers and closes the database pools. A second Close
