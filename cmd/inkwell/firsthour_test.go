@@ -68,7 +68,7 @@ func TestServe_OpenAISaysWhatItUses(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	f.log = slog.New(slog.NewTextHandler(&logs, nil))
-	if err := f.check(); err != nil {
+	if err := f.checkOpenAI(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.build(); err != nil {

@@ -29,24 +29,31 @@ type providerFlags struct {
 }
 
 func addProviderFlags(fs *flag.FlagSet) providerFlags {
-	return providerFlags{
-		kind:           fs.String("provider", "sim", "text provider: sim (in-process, deterministic, free) or openai (OpenAI-compatible API; key from env INKWELL_PROVIDER_KEY)"),
-		latency:        fs.Duration("sim-latency", 2*time.Second, "with --provider sim: how long each call takes (long enough to watch a job run, or kill it mid-call)"),
-		url:            fs.String("provider-url", "", "with --provider openai: the API's base URL, e.g. http://127.0.0.1:9090 (a provider-sim) or https://api.openai.com"),
-		model:          fs.String("model", "", "with --provider openai: the model name sent with each call"),
-		timeout:        fs.Duration("provider-timeout", 60*time.Second, "with --provider openai: bound on one provider call (must be positive)"),
-		microsPerToken: fs.Int64("provider-micros-per-token", 0, "with --provider openai: the price of one token in micros (millionths of the currency unit), charged as usage.total_tokens times this when the answer names no amount (0: Inkwell's own price by the word)"),
-		rpm:            fs.Int("provider-rpm", 0, "the lane's provider calls per minute, spread evenly (0: unlimited); set it a little under the provider's limit"),
-		tpm:            fs.Int("provider-tpm", 0, "the lane's provider tokens per minute, estimated from the prompt and max_words before each call and corrected by the answer's usage (0: unlimited)"),
+	f := providerFlags{
+		kind:    fs.String("provider", "sim", "text provider: sim (in-process, deterministic, free) or openai (OpenAI-compatible API; key from env INKWELL_PROVIDER_KEY)"),
+		latency: fs.Duration("sim-latency", 2*time.Second, "with --provider sim: how long each call takes (long enough to watch a job run, or kill it mid-call)"),
+		url:     fs.String("provider-url", "", "with --provider openai: the API's base URL, e.g. http://127.0.0.1:9090 (a provider-sim) or https://api.openai.com"),
+		model:   fs.String("model", "", "with --provider openai: the model name sent with each call"),
+		timeout: fs.Duration("provider-timeout", 60*time.Second, "with --provider openai: bound on one provider call (must be positive)"),
+		rpm:     fs.Int("provider-rpm", 0, "the lane's provider calls per minute, spread evenly (0: unlimited); set it a little under the provider's limit"),
+		tpm:     fs.Int("provider-tpm", 0, "the lane's provider tokens per minute, estimated from the prompt and max_words before each call and corrected by the answer's usage (0: unlimited)"),
 	}
+	f.microsPerToken = fs.Int64("provider-micros-per-token", 0, "with --provider openai: the price of one token in micros (millionths of the currency unit), charged as usage.total_tokens times this when the answer names no amount (0: Inkwell's own price by the word)")
+	return f
 }
 
-// check refuses a negative limit or price, and a provider call with no
-// time to run, before anything is created.
-func (f providerFlags) check() error {
-	switch {
-	case *f.rpm < 0 || *f.tpm < 0:
+// checkLimits refuses a negative limit before anything is created.
+func (f providerFlags) checkLimits() error {
+	if *f.rpm < 0 || *f.tpm < 0 {
 		return fmt.Errorf("--provider-rpm and --provider-tpm must be 0 (unlimited) or more, not %d and %d", *f.rpm, *f.tpm)
+	}
+	return nil
+}
+
+// checkOpenAI refuses a negative price, and (with --provider openai) a
+// provider call with no time to run, before anything is created.
+func (f providerFlags) checkOpenAI() error {
+	switch {
 	case *f.microsPerToken < 0:
 		return fmt.Errorf("--provider-micros-per-token must be 0 (Inkwell's price by the word) or more, not %d", *f.microsPerToken)
 	case *f.kind == "openai" && *f.timeout <= 0:

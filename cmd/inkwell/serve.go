@@ -88,7 +88,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
 	}
-	if err := cfg.provider.check(); err != nil {
+	if err := errors.Join(cfg.provider.checkLimits(), cfg.provider.checkOpenAI()); err != nil {
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
 	}
