@@ -3,7 +3,7 @@ package inkwell
 import "slices"
 
 // ErrorClass says what kind of failure ended an attempt or a job
-// (DESIGN.md §9). It is stored in error_class on job_attempts and jobs;
+// (docs/design.md §9). It is stored in error_class on job_attempts and jobs;
 // the retry policy and the operator views decide on it, never on the
 // error's wording.
 type ErrorClass string

@@ -22,6 +22,10 @@ const (
 	EINTERNAL        = "internal"           // a bug or an unexpected failure
 )
 
+// EMEDIATYPE is a request body whose Content-Type the route does not read
+// (415). Its own block keeps the one above aligned as it was.
+const EMEDIATYPE = "unsupported_media_type"
+
 // Error is an error with a machine-readable code and a message fit for a
 // client. Its JSON form is the body of every refusal.
 type Error struct {
