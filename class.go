@@ -53,7 +53,7 @@ func (c ErrorClass) RetrySafe(providerHonoursKeys bool) bool {
 // rate_limited (it answered 429), provider_error (5xx) and rejected
 // (another 4xx, or a request never sent because it is unreadable). A job
 // all of whose attempts failed so releases its budget reservation
-// (DESIGN.md §10); any other class (timeout, shutdown, malformed,
+// (docs/design.md §10); any other class (timeout, shutdown, malformed,
 // unstorable, worker_restarted, a cancel of a running call, legacy) may
 // have been billed and keeps it.
 func (c ErrorClass) NotBilled() bool {
