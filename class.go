@@ -3,7 +3,7 @@ package inkwell
 import "slices"
 
 // ErrorClass says what kind of failure ended an attempt or a job
-// (DESIGN.md §9). It is stored in error_class on job_attempts and jobs;
+// (docs/design.md §9). It is stored in error_class on job_attempts and jobs;
 // the retry policy and the operator views decide on it, never on the
 // error's wording.
 type ErrorClass string
@@ -53,7 +53,7 @@ func (c ErrorClass) RetrySafe(providerHonoursKeys bool) bool {
 // rate_limited (it answered 429), provider_error (5xx) and rejected
 // (another 4xx, or a request never sent because it is unreadable). A job
 // all of whose attempts failed so releases its budget reservation
-// (DESIGN.md §10); any other class (timeout, shutdown, malformed,
+// (docs/design.md §10); any other class (timeout, shutdown, malformed,
 // unstorable, worker_restarted, a cancel of a running call, legacy) may
 // have been billed and keeps it.
 func (c ErrorClass) NotBilled() bool {

@@ -14,13 +14,17 @@ const (
 	ENOTFOUND        = "not_found"          // no such row or endpoint
 	EMETHOD          = "method_not_allowed" // the endpoint exists, the method does not
 	EFORBIDDEN       = "forbidden"          // refused whatever the body: e.g. a cross-site browser request, or a token whose role or account may not act
-	EUNAUTHENTICATED = "unauthenticated"    // no valid API token where one is required (DESIGN.md §10)
+	EUNAUTHENTICATED = "unauthenticated"    // no valid API token where one is required (docs/design.md §10)
 	EUNAVAILABLE     = "unavailable"        // database busy, locked or full: retry later
 	ELANEHELD        = "lane_held"          // another live process holds the lane lock
 	ETOOMANY         = "too_many"           // admission: the queue is full (serve --max-queued), or the account's rpm is used up; retry later
-	EBUDGET          = "budget_exceeded"    // the account's budget cannot cover the job's worst-case cost (DESIGN.md §10)
+	EBUDGET          = "budget_exceeded"    // the account's budget cannot cover the job's worst-case cost (docs/design.md §10)
 	EINTERNAL        = "internal"           // a bug or an unexpected failure
 )
+
+// EMEDIATYPE is a request body whose Content-Type the route does not read
+// (415). Its own block keeps the one above aligned as it was.
+const EMEDIATYPE = "unsupported_media_type"
 
 // Error is an error with a machine-readable code and a message fit for a
 // client. Its JSON form is the body of every refusal.

@@ -1,7 +1,7 @@
 package inkwell
 
 // Job and attempt statuses. The values are exactly the text stored in the
-// status columns of jobs and job_attempts (DESIGN.md §1).
+// status columns of jobs and job_attempts (docs/design.md §1).
 const (
 	StatusQueued  = "queued"
 	StatusRunning = "running"

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
@@ -18,7 +17,7 @@ func init() {
 }
 
 const accountsHelp = `
-Accounts pay for jobs (DESIGN.md §10). Every API token belongs to one
+Accounts pay for jobs (docs/design.md §10). Every API token belongs to one
 account, and with tokens in use the token's account pays for the jobs it
 submits. The account 'default' always exists.
 
@@ -157,7 +156,7 @@ func runAccountsList(ctx context.Context, args []string, stdout, stderr io.Write
 	fmt.Fprintln(tw, "NAME\tBUDGET\tRESERVED\tSPENT\tRPM\tCREATED\tWEBHOOK")
 	for _, a := range all {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, budgetText(a.BudgetMicros), formatAmount(a.ReservedMicros), formatAmount(a.SpentMicros),
-			rpmText(a.RPM), a.CreatedAt.Format(time.RFC3339), webhookText(a.WebhookURL))
+			rpmText(a.RPM), inkwell.FormatTime(a.CreatedAt), webhookText(a.WebhookURL))
 	}
 	return exitOf(tw.Flush())
 }

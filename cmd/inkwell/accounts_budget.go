@@ -12,7 +12,7 @@ import (
 )
 
 // `inkwell accounts set` and `inkwell accounts release`: an operator's
-// hands on budgets and rpm (DESIGN.md §10, docs/operations.md#budgets-and-per-account-rpm).
+// hands on budgets and rpm (docs/design.md §10, docs/operations.md#budgets-and-per-account-rpm).
 
 const accountsSetHelp = `
 Set changes an account's budget and rpm. AMOUNT is in currency units with

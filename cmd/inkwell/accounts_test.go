@@ -13,7 +13,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// `inkwell accounts` and `inkwell tokens` (DESIGN.md §10) from the outside,
+// `inkwell accounts` and `inkwell tokens` (docs/design.md §10) from the outside,
 // on both dialects: words and exit codes; bad input exits 2 and writes
 // nothing; a refusal (a name taken, an unknown account or id) exits 1 and
 // writes nothing.

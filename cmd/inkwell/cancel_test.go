@@ -19,7 +19,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// `inkwell cancel` from the outside (DESIGN.md §9), on both dialects: its
+// `inkwell cancel` from the outside (docs/design.md §9), on both dialects: its
 // words and exit codes, bad input and refusals that write nothing, and a
 // cancel from another process while `inkwell serve` runs a slow call as a
 // real child process: the child's lane aborts the call at its next look.

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
-	os.Exit(code)
+	storetest.Exit(code) // a line when PostgreSQL tests were skipped
 }
 
 // waitLimit bounds each wait on a child or a row; normally they take
@@ -257,7 +257,7 @@ func TestCLI_HelpForEveryCommand(t *testing.T) {
 			if code != 0 {
 				t.Errorf("inkwell %s --help: exit %d, want 0 (stderr %q)", name, code, stderr)
 			}
-			if !strings.Contains(stdout, "Usage: inkwell "+name) || !strings.Contains(stdout, "Flags:") || !regexp.MustCompile(`(?m)^\s+-\w`).MatchString(stdout) {
+			if !strings.Contains(stdout, "Usage: inkwell "+name) || !strings.Contains(stdout, "Flags:") || !regexp.MustCompile(`(?m)^\s+--\w`).MatchString(stdout) {
 				t.Errorf("inkwell %s --help printed no usage and flags:\n%s", name, stdout)
 			}
 		})

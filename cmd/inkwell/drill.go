@@ -27,7 +27,7 @@ point, 'inkwell serve' on a fresh database with INKWELL_CRASH_AT set; its
 client submits a request and re-sends it whenever the connection breaks;
 serve kills itself at the point; the drill reads the database, restarts
 serve, reads it again after recovery, retries failed jobs, waits for done,
-reads it a last time, and checks the invariants of DESIGN.md §7.
+reads it a last time, and checks the invariants of docs/design.md §7.
 
 Modes: the named points, once each with one job, then each again with 8
 provider calls in flight (serve --concurrency 8), the in-flight family

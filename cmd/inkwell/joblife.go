@@ -9,7 +9,7 @@ import (
 )
 
 // jobLifeFlags are serve's flags for a job's life without a human
-// (DESIGN.md §9): automatic retry, retention and admission.
+// (docs/design.md §9): automatic retry, retention and admission.
 type jobLifeFlags struct {
 	maxAttempts         *int
 	retryBase, retryCap *time.Duration

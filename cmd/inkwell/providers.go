@@ -17,6 +17,7 @@ type providerFlags struct {
 	kind, url, model *string
 	latency, timeout *time.Duration
 	rpm, tpm         *int
+	microsPerToken   *int64
 
 	// metrics and log are set by the command before build, not by flags.
 	// With --provider openai, build registers
@@ -28,21 +29,35 @@ type providerFlags struct {
 }
 
 func addProviderFlags(fs *flag.FlagSet) providerFlags {
-	return providerFlags{
+	f := providerFlags{
 		kind:    fs.String("provider", "sim", "text provider: sim (in-process, deterministic, free) or openai (OpenAI-compatible API; key from env INKWELL_PROVIDER_KEY)"),
 		latency: fs.Duration("sim-latency", 2*time.Second, "with --provider sim: how long each call takes (long enough to watch a job run, or kill it mid-call)"),
 		url:     fs.String("provider-url", "", "with --provider openai: the API's base URL, e.g. http://127.0.0.1:9090 (a provider-sim) or https://api.openai.com"),
 		model:   fs.String("model", "", "with --provider openai: the model name sent with each call"),
-		timeout: fs.Duration("provider-timeout", 60*time.Second, "with --provider openai: bound on one provider call"),
+		timeout: fs.Duration("provider-timeout", 60*time.Second, "with --provider openai: bound on one provider call (must be positive)"),
 		rpm:     fs.Int("provider-rpm", 0, "the lane's provider calls per minute, spread evenly (0: unlimited); set it a little under the provider's limit"),
 		tpm:     fs.Int("provider-tpm", 0, "the lane's provider tokens per minute, estimated from the prompt and max_words before each call and corrected by the answer's usage (0: unlimited)"),
 	}
+	f.microsPerToken = fs.Int64("provider-micros-per-token", 0, "with --provider openai: the price of one token in micros (millionths of the currency unit), charged as usage.total_tokens times this when the answer names no amount (0: Inkwell's own price by the word)")
+	return f
 }
 
 // checkLimits refuses a negative limit before anything is created.
 func (f providerFlags) checkLimits() error {
 	if *f.rpm < 0 || *f.tpm < 0 {
 		return fmt.Errorf("--provider-rpm and --provider-tpm must be 0 (unlimited) or more, not %d and %d", *f.rpm, *f.tpm)
+	}
+	return nil
+}
+
+// checkOpenAI refuses a negative price, and (with --provider openai) a
+// provider call with no time to run, before anything is created.
+func (f providerFlags) checkOpenAI() error {
+	switch {
+	case *f.microsPerToken < 0:
+		return fmt.Errorf("--provider-micros-per-token must be 0 (Inkwell's price by the word) or more, not %d", *f.microsPerToken)
+	case *f.kind == "openai" && *f.timeout <= 0:
+		return fmt.Errorf("--provider-timeout must be positive, not %s: it bounds each provider call", *f.timeout)
 	}
 	return nil
 }
@@ -114,11 +129,21 @@ func (f providerFlags) build() (inkwell.Provider, error) {
 		})
 		p, err := provider.NewOpenAI(provider.OpenAIConfig{
 			URL: *f.url, Model: *f.model, APIKey: os.Getenv("INKWELL_PROVIDER_KEY"), Timeout: *f.timeout,
-			Logger: f.log, OnResend: resends.Inc,
+			MicrosPerToken: *f.microsPerToken, Logger: f.log, OnResend: resends.Inc,
 		})
 		if err != nil {
 			return nil, err
 		}
+		price := "Inkwell's price by the word, unless the answer names its amount"
+		if *f.microsPerToken > 0 {
+			price = fmt.Sprintf("%d micros per token, unless the answer names its amount", *f.microsPerToken)
+		}
+		log := f.log
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Info("provider openai", "url", p.Endpoint(), "model", p.Model(), "timeout", p.Timeout().String(),
+			"price", price, "key_set", os.Getenv("INKWELL_PROVIDER_KEY") != "")
 		if f.metrics != nil {
 			if err := f.metrics.Register(resends); err != nil {
 				return nil, fmt.Errorf("register provider metrics: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/inkwell/inkwell"
 	"io"
 	"strconv"
 	"strings"
@@ -126,7 +127,7 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 		fmt.Fprintf(stdout, "  %d of %d jobs pruned (%.0f%%), %s\n", p.Pruned, p.Matched, pct, p.Elapsed.Round(time.Millisecond))
 	}}
 	rep, err := st.PruneOlderThan(ctx, age, opts)
-	when := rep.Before.Format(time.RFC3339)
+	when := inkwell.FormatTime(rep.Before)
 	if dryRun {
 		if err != nil {
 			return fail(stderr, "prune", err)

@@ -19,7 +19,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Tests of retention (DESIGN.md §9) from the outside: inkwell prune's flags
+// Tests of retention (docs/design.md §9) from the outside: inkwell prune's flags
 // and words, and serve --retention over real HTTP: a re-send of a pruned
 // job's key answers 200 with the pruned job and never runs it again, and a
 // retry of a pruned failed job is refused and says why.

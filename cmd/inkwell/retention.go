@@ -9,7 +9,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Retention (serve --retention, DESIGN.md §9): a loop in serve that prunes
+// Retention (serve --retention, docs/design.md §9): a loop in serve that prunes
 // the jobs finished longer ago than --retention, soon after start and then
 // every hour, with the store's Prune (small low-priority transactions; see
 // internal/store/prune.go). It stops with serve: a prune cut short keeps

@@ -28,6 +28,9 @@ func register(name, summary string, run func(ctx context.Context, args []string,
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 2 && args[0] == "help" { // 'inkwell help serve' is 'inkwell serve --help'
+		args = []string{args[1], "--help"}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		if len(args) == 0 {
@@ -60,7 +63,7 @@ Commands:
 		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprint(w, `
-Run 'inkwell COMMAND --help' for a command's flags.
+Run 'inkwell COMMAND --help' (or 'inkwell help COMMAND') for a command's flags.
 Quick start: 'inkwell serve' in one terminal, 'inkwell submit --prompt "a haiku about ink" --wait' in another.
 `)
 }
@@ -73,9 +76,27 @@ func newFlags(name, synopsis, description string, stdout, stderr io.Writer) *fla
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "Usage: inkwell %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(description))
-		fs.PrintDefaults()
+		printFlags(out, fs)
 	}
 	return fs
+}
+
+// printFlags lists fs's flags as every command's help and the docs write
+// them, with two dashes (flag.PrintDefaults writes one): "--db PATH".
+// Either form is accepted on the command line.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if typ != "" {
+			line += " " + typ
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
 }
 
 // parseFlags parses args; it returns (exit code, false) when the command

@@ -77,6 +77,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
+	if fs.NArg() > 0 { // before anything is created: a stray word is a mistake, not a database name
+		fmt.Fprintf(stderr, "inkwell serve: unexpected argument %q: serve takes flags only (the database is --db PATH)\n", fs.Arg(0))
+		return 2
+	}
 	if err := cfg.life.check(); err != nil {
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
@@ -93,7 +97,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
 	}
-	if err := cfg.provider.checkLimits(); err != nil {
+	if err := errors.Join(cfg.provider.checkLimits(), cfg.provider.checkOpenAI()); err != nil {
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// serve --auth (DESIGN.md §10, docs/security.md).
+// serve --auth (docs/design.md §10, docs/security.md).
 
 const authFlagHelp = "API tokens: auto (required as soon as one token exists), required (always), or off (no tokens; allowed on loopback only). Beyond loopback a token must exist: inkwell tokens create --account NAME --role operator"
 

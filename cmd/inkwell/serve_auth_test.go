@@ -14,7 +14,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// serve --auth (DESIGN.md §10): beyond loopback with no token, serve
+// serve --auth (docs/design.md §10): beyond loopback with no token, serve
 // refuses to start and says how to create one; --auth off is refused
 // beyond loopback; once a token exists it starts; on loopback with no
 // token the README's tour still needs none.

@@ -170,7 +170,7 @@ func fmtTime(t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+	return inkwell.FormatTime(*t)
 }
 
 func orDash(s string) string {
@@ -180,6 +180,8 @@ func orDash(s string) string {
 	return s
 }
 
+// formatMoney prints an amount with its unit: currency units (as
+// 'accounts add --budget' takes them) and the micros stored.
 func formatMoney(micros int64) string {
-	return fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000)
+	return fmt.Sprintf("%s currency units (%d micros)", formatAmount(micros), micros)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestCLI_ShowsClassesBackOffAndAttemptNumbers(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("show: exit %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"job 1  queued", "class     provider_error", "waiting   automatic retry, not before " + retryAt.UTC().Format("2006-01-02 15:04"),
+	for _, want := range []string{"job 1  queued", "class     provider_error", "waiting   automatic retry, not before " + retryAt.UTC().Format("2006-01-02T15:04"),
 		"#  STATUS  CLASS", "  1  failed  provider_error"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("show of a rescheduled job lacks %q:\n%s", want, stdout)
@@ -56,5 +57,12 @@ func TestCLI_ShowsClassesBackOffAndAttemptNumbers(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "provider request req-1  (attempt #2)") || strings.Contains(stdout, "class     ") {
 		t.Errorf("show of the done job: want the charge's attempt as #2 and no class line:\n%s", stdout)
+	}
+	if !strings.Contains(stdout, "charge  0.000005 currency units (5 micros)") {
+		t.Errorf("show of the done job: want the money with its unit:\n%s", stdout)
+	}
+	// One time format on every screen: RFC 3339 in UTC, to the second.
+	if !regexp.MustCompile(`accepted  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n`).MatchString(stdout) {
+		t.Errorf("show prints times in another form than 2006-01-02T15:04:05Z:\n%s", stdout)
 	}
 }

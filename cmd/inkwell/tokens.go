@@ -120,7 +120,7 @@ func runTokensList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tACCOUNT\tROLE\tCREATED\tLAST USED\tREVOKED")
 	for _, t := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Account, t.Role, t.CreatedAt.Format(time.RFC3339), timeOrDash(t.LastUsedAt), timeOrDash(t.RevokedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Account, t.Role, inkwell.FormatTime(t.CreatedAt), timeOrDash(t.LastUsedAt), timeOrDash(t.RevokedAt))
 	}
 	return exitOf(tw.Flush())
 }
@@ -129,7 +129,7 @@ func timeOrDash(t *time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	return t.Format(time.RFC3339)
+	return inkwell.FormatTime(*t)
 }
 
 const tokensRevokeHelp = `

@@ -12,7 +12,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Webhooks (DESIGN.md §11, docs/webhooks.md): an account's webhook URL and
+// Webhooks (docs/design.md §11, docs/webhooks.md): an account's webhook URL and
 // secret ('inkwell accounts add --webhook-url', 'inkwell accounts
 // webhook'), and the deliveries ('inkwell webhooks list|replay').
 

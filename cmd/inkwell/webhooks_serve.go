@@ -9,7 +9,7 @@ import (
 	"github.com/inkwell/inkwell/internal/webhook"
 )
 
-// Webhooks in serve (DESIGN.md §11): the sender loop that posts the
+// Webhooks in serve (docs/design.md §11): the sender loop that posts the
 // deliveries the store writes when a job of an account with a webhook URL
 // ends (internal/webhook, docs/webhooks.md). Every serve runs one; on
 // PostgreSQL several claim apart (SKIP LOCKED and a lease).

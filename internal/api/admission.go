@@ -19,7 +19,7 @@ import (
 // in a running server within this time.
 const accountRPMRecheckDefault = 5 * time.Second
 
-// accountLimits is admission's per-account rpm (DESIGN.md §10): each new
+// accountLimits is admission's per-account rpm (docs/design.md §10): each new
 // request of an account with an rpm takes a place in a sliding minute of
 // this process (limiter.Window); a request that created no job (a
 // re-send, a refusal) gives its place back.

@@ -25,7 +25,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(storetest.Exit)) // storetest.Exit: a line when PostgreSQL tests were skipped
 }
 
 // env is a real api.Server over a real store on a SQLite file, served on

@@ -13,12 +13,13 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Authentication and authorization (DESIGN.md §10, docs/security.md).
+// Authentication and authorization (docs/design.md §10, docs/security.md).
 //
 // Who may do what, with tokens in force:
 //
 //	route                          anonymous  client              operator
 //	GET  /healthz, /readyz         yes        yes                 yes
+//	GET  /openapi.json             yes        yes                 yes   (the API's description, no data)
 //	GET  /static/...               yes        yes                 yes   (the binary's own files, no data)
 //	POST /v1/jobs                  401        own account         own account
 //	GET  /v1/jobs/{id}             401        own account's jobs  every job
@@ -201,7 +202,7 @@ func (s *Server) authenticate(r *http.Request, level access) (*store.Token, *ses
 	}
 	stok, se, err := s.fromSession(r) // nil, nil, nil without a cookie, or with an Authorization header
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, err // writeError logs the refusal
 	}
 	var tok store.Token
 	if stok != nil {
@@ -210,7 +211,6 @@ func (s *Server) authenticate(r *http.Request, level access) (*store.Token, *ses
 		return nil, nil, err
 	}
 	if level == operator && tok.Role != store.RoleOperator {
-		s.log.InfoContext(r.Context(), "request refused: operator route, client token", "method", r.Method, "path", r.URL.Path, "token_id", tok.ID, "account", tok.Account)
 		return nil, nil, inkwell.Errorf(inkwell.EFORBIDDEN, "%s %s needs an operator token; token %s is a %s token of account %q", r.Method, r.URL.Path, tok.ID, tok.Role, tok.Account)
 	}
 	return &tok, se, nil

@@ -11,7 +11,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Batches (DESIGN.md §11, docs/batches.md): POST /v1/batches takes JSONL
+// Batches (docs/design.md §11, docs/batches.md): POST /v1/batches takes JSONL
 // in the OpenAI batch input form and stores one job per line in one
 // transaction; GET /v1/batches/{id} counts its jobs by status; GET
 // /v1/batches/{id}/output is JSONL in the OpenAI batch output form, one

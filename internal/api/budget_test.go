@@ -12,7 +12,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Budgets and per-account rpm over real HTTP (DESIGN.md §10): 402
+// Budgets and per-account rpm over real HTTP (docs/design.md §10): 402
 // budget_exceeded and 429 too_many write nothing (every table compared);
 // re-sends are answered and never counted.
 

@@ -24,7 +24,7 @@ import (
 	"github.com/inkwell/inkwell/internal/worker"
 )
 
-// POST /v1/jobs/{id}/cancel (DESIGN.md §9), on both dialects, over a real
+// POST /v1/jobs/{id}/cancel (docs/design.md §9), on both dialects, over a real
 // store and a real server.
 
 // cancelEnv is an api.Server over a store of either dialect; OnCancelled

@@ -250,7 +250,7 @@ var pageFuncs = template.FuncMap{
 		if t == nil || t.IsZero() {
 			return "–"
 		}
-		return t.UTC().Format("2006-01-02 15:04:05Z")
+		return inkwell.FormatTime(*t)
 	},
 	"ago": func(now time.Time, t *time.Time) string {
 		if t == nil || t.IsZero() {
@@ -260,7 +260,7 @@ var pageFuncs = template.FuncMap{
 	},
 	// stamp prints a time with its age.
 	"stamp": func(now, t time.Time) string {
-		return t.UTC().Format("2006-01-02 15:04:05Z") + " · " + shortDuration(now.Sub(t)) + " ago"
+		return inkwell.FormatTime(t) + " · " + shortDuration(now.Sub(t)) + " ago"
 	},
 	"money": func(micros int64) string { return fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000) },
 	"tp":    func(t time.Time) *time.Time { return &t },

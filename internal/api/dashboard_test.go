@@ -411,7 +411,7 @@ func TestDashboard_EmptyDatabase(t *testing.T) {
 }
 
 // TestDashboard_JobLifeStates: the dashboard shows what automatic retry
-// and cancel leave behind (DESIGN.md §9), in the views' words: a job
+// and cancel leave behind (docs/design.md §9), in the views' words: a job
 // waiting for back-off, one automatic retry gave up on, a possible poison
 // job (graded as needing a person now), and a job cancelled in flight.
 func TestDashboard_JobLifeStates(t *testing.T) {

@@ -24,6 +24,7 @@ var statusOf = map[string]int{
 	inkwell.ETOOMANY:         http.StatusTooManyRequests,
 	inkwell.EBUDGET:          http.StatusPaymentRequired,
 	inkwell.EINTERNAL:        http.StatusInternalServerError,
+	inkwell.EMEDIATYPE:       http.StatusUnsupportedMediaType,
 }
 
 // writeError is the one place an error becomes an HTTP answer: the code
@@ -50,12 +51,19 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if w.Header().Get("Retry-After") == "" {
 			w.Header().Set("Retry-After", "5")
 		}
-		s.log.InfoContext(r.Context(), "request refused: too many", "method", r.Method, "path", r.URL.Path, "code", code)
 	case status == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
-		s.log.WarnContext(r.Context(), "request refused: unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	// Every refusal is logged: a client's mistake (4xx) at info with its
+	// code and message, never the request's body or its token.
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status, "code", code}
+	switch {
+	case status == http.StatusServiceUnavailable:
+		s.log.WarnContext(r.Context(), "request refused: unavailable", append(attrs, "err", err)...)
 	case status >= 500:
-		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.ErrorContext(r.Context(), "request failed", append(attrs, "err", err)...)
+	default:
+		s.log.InfoContext(r.Context(), "request refused", append(attrs, "message", msg)...)
 	}
 	writeJSON(w, status, map[string]*inkwell.Error{"error": {Code: code, Message: msg}})
 }

@@ -117,7 +117,7 @@ func jobID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
-// handleCancel is POST /v1/jobs/{id}/cancel (DESIGN.md §9): a queued or
+// handleCancel is POST /v1/jobs/{id}/cancel (docs/design.md §9): a queued or
 // running job becomes failed, class cancelled. 200 with the job detail
 // (as GET /v1/jobs/{id} answers it) when it was cancelled now or before (a
 // re-sent cancel); 409 with the error and the job detail as it is now when

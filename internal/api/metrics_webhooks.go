@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Webhook metrics (DESIGN.md §11): what this process's sender did, and
+// Webhook metrics (docs/design.md §11): what this process's sender did, and
 // the deliveries pending in the database at scrape time.
 
 type webhookMetrics struct {

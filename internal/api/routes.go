@@ -1,6 +1,6 @@
 package api
 
-// routes registers every endpoint of DESIGN.md §4 in one place, each with
+// routes registers every endpoint of docs/design.md §4 in one place, each with
 // who may call it when tokens are in force (auth.go; docs/security.md).
 func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/jobs", s.guard(client, s.handleAccept))
@@ -20,4 +20,5 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /signin", s.guard(public, s.handleSignInPage))
 	s.mux.HandleFunc("POST /signin", s.guard(public, s.handleSignIn))
 	s.mux.HandleFunc("POST /signout", s.guard(operator, s.handleSignOut))
+	s.mux.HandleFunc("GET /openapi.json", s.guard(public, handleOpenAPI)) // every route described (openapi.go, docs/api.md)
 }

@@ -67,7 +67,7 @@ type Config struct {
 	AuthRecheck time.Duration
 	// WorstCase is the most a request can cost (provider.WorstCaseMicros
 	// for the serve's provider): accept reserves it against the account's
-	// budget (DESIGN.md §10). nil reserves 0.
+	// budget (docs/design.md §10). nil reserves 0.
 	WorstCase func(inkwell.Request) int64
 	// RPMRecheck is how long an account's rpm is trusted before it is read
 	// again (default 5s).
@@ -78,7 +78,7 @@ type Config struct {
 type Server struct {
 	cfg      Config
 	log      *slog.Logger
-	mux      *http.ServeMux
+	mux      *routeMux
 	ready    atomic.Bool
 	pages    pages
 	auth     *authGate
@@ -119,7 +119,7 @@ func New(cfg Config) *Server {
 	if cfg.AuthRecheck <= 0 {
 		cfg.AuthRecheck = authRecheckDefault
 	}
-	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: http.NewServeMux(), pages: mustParsePages(),
+	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: newRouteMux(), pages: mustParsePages(),
 		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, rpm: newAccountLimits(cfg.RPMRecheck), sessions: newSessions()}
 	s.routes()
 	return s

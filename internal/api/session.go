@@ -15,7 +15,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Dashboard sign-in (DESIGN.md §10, docs/security.md). A browser sends no
+// Dashboard sign-in (docs/design.md §10, docs/security.md). A browser sends no
 // Authorization header of its own, so with tokens in force an operator
 // signs in once with an operator token at /signin and the dashboard then
 // goes by a session cookie:

@@ -79,7 +79,7 @@ func attemptFailed(a inkwell.Attempt, runs map[int64]*store.RecoveryRun) timelin
 // withRecovery adds the evidence that allowed recovery to close the attempt.
 func withRecovery(e timelineEntry, run *store.RecoveryRun) timelineEntry {
 	e.Lines = append(e.Lines, fmt.Sprintf("closed by recovery run %d of lane %s at %s (%s)", run.ID, run.Lane,
-		run.StartedAt.UTC().Format(time.RFC3339), run.LockMethod))
+		inkwell.FormatTime(run.StartedAt), run.LockMethod))
 	var ev store.Evidence
 	if json.Unmarshal([]byte(run.Evidence), &ev) != nil {
 		return e
@@ -87,7 +87,7 @@ func withRecovery(e timelineEntry, run *store.RecoveryRun) timelineEntry {
 	e.Lines = append(e.Lines, "evidence: "+ev.Proof)
 	if p := ev.LaneRow; p != nil {
 		e.Lines = append(e.Lines, fmt.Sprintf("previous holder: pid %d on %s, incarnation %s, last heartbeat %s",
-			p.PID, p.Host, p.Incarnation, p.HeartbeatAt.UTC().Format(time.RFC3339)))
+			p.PID, p.Host, p.Incarnation, inkwell.FormatTime(p.HeartbeatAt)))
 	}
 	return e
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -22,6 +24,9 @@ var accountRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]*$`)
 func parseAccept(w http.ResponseWriter, r *http.Request) (store.AcceptParams, error) {
 	key, err := idempotencyKey(r)
 	if err != nil {
+		return store.AcceptParams{}, err
+	}
+	if err := jsonContentType(r); err != nil {
 		return store.AcceptParams{}, err
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, inkwell.MaxBodyBytes))
@@ -66,15 +71,36 @@ func idempotencyKey(r *http.Request) (string, error) {
 	return key, nil
 }
 
+// jsonContentType refuses a body labelled as anything but JSON (415): a
+// form post or a text upload is a mistake to name, not to guess at. A
+// request without Content-Type is read as JSON.
+func jsonContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return inkwell.Errorf(inkwell.EMEDIATYPE, "Content-Type %q is not read here: send the body as JSON with Content-Type: application/json", ct)
+}
+
+// expectedBody is what POST /v1/jobs reads, in words.
+const expectedBody = `one JSON object {"prompt": "...", "account": "...", "max_words": N} (only prompt is required)`
+
 func decodeRequest(body []byte) (inkwell.Request, error) {
 	var req inkwell.Request
 	if !utf8.Valid(body) {
 		return req, inkwell.Errorf(inkwell.EINVALID, "body is not valid UTF-8")
 	}
+	if kind := jsonKind(body); kind != "" {
+		return req, inkwell.Errorf(inkwell.EINVALID, "body is %s; expected %s", kind, expectedBody)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return req, inkwell.Errorf(inkwell.EINVALID, "body must be a JSON object {\"prompt\", \"account\", \"max_words\"}: %s", jsonProblem(err))
+		return req, inkwell.Errorf(inkwell.EINVALID, "body must be %s: %s", expectedBody, jsonProblem(err))
 	}
 	// Only white space may follow the object. (dec.More would let a
 	// trailing '}' or ']' through: it reports the end of an enclosing value.)
@@ -84,10 +110,31 @@ func decodeRequest(body []byte) (inkwell.Request, error) {
 	return req, nil
 }
 
+// jsonKind names, in words, a body whose JSON value is not an object
+// (an array, a string, a number, true or false); "" for anything else
+// (an object, null, or not JSON at all: the decoder says what is wrong).
+func jsonKind(body []byte) string {
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 || !json.Valid(b) {
+		return ""
+	}
+	switch b[0] {
+	case '[':
+		return "a JSON array (one request per POST: send each object on its own, with its own Idempotency-Key)"
+	case '"':
+		return "a JSON string"
+	case 't', 'f':
+		return "a JSON boolean"
+	case 'n', '{':
+		return ""
+	}
+	return "a JSON number"
+}
+
 func jsonProblem(err error) string {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		return "field " + typeErr.Field + " must be " + typeErr.Type.String()
+		return "field " + typeErr.Field + " must be " + goKindInWords(typeErr.Type.Kind())
 	}
 	if errors.Is(err, io.EOF) {
 		return "body is empty"
@@ -112,6 +159,17 @@ func decideAccount(r *http.Request, req inkwell.Request) (string, error) {
 		return inkwell.DefaultAccount, nil
 	}
 	return req.Account, nil
+}
+
+// goKindInWords is a Go type as a JSON reader knows it.
+func goKindInWords(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	}
+	return k.String()
 }
 
 func validateRequest(req *inkwell.Request) error {

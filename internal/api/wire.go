@@ -80,7 +80,7 @@ type BoardJob struct {
 	Error      string     `json:"error,omitempty"`
 	NextAction string     `json:"next_action"`
 	// ErrorClass is what kind of failure ended a failed job, or the one a
-	// queued job waits out after an automatic retry (DESIGN.md §9).
+	// queued job waits out after an automatic retry (docs/design.md §9).
 	ErrorClass string `json:"error_class,omitempty"`
 	// PrunedAt: retention removed a failed job's prompt; it cannot run again.
 	PrunedAt *time.Time `json:"pruned_at,omitempty"`

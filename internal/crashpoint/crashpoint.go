@@ -1,4 +1,4 @@
-// Package crashpoint owns the named crash points of DESIGN.md §6: places
+// Package crashpoint owns the named crash points of docs/design.md §6: places
 // where the process kills itself with SIGKILL, as a power cut of the process
 // would, when INKWELL_CRASH_AT names them. Unarmed, Hit is one atomic load.
 //

@@ -1,6 +1,6 @@
 package crashpoint
 
-// The named crash points of DESIGN.md §6. Each comment says what the
+// The named crash points of docs/design.md §6. Each comment says what the
 // database holds at the instant the process dies there.
 const (
 	// AcceptBeforeCommit: the accept transaction (possibly a group of

@@ -8,7 +8,7 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Invariants of DESIGN.md §7, as a violation names them.
+// Invariants of docs/design.md §7, as a violation names them.
 const (
 	InvOneJobPerKey      = "1 one job per idempotency key"
 	InvNoRowForRefused   = "1 no row for a refused request"
@@ -61,7 +61,7 @@ type Evidence struct {
 	// DeadPIDs are the serve processes the drill saw die.
 	DeadPIDs []int
 	// HonoursKeys says serve ran with --provider-honours-keys on, which
-	// makes timeout and shutdown retry-safe (DESIGN.md §9). The drill runs
+	// makes timeout and shutdown retry-safe (docs/design.md §9). The drill runs
 	// `--provider openai`, off by default.
 	HonoursKeys bool
 	// WebhookIDs are the webhook-ids the drill's receiver got, with their
@@ -69,7 +69,7 @@ type Evidence struct {
 	WebhookIDs map[string]int
 }
 
-// Check returns every violation of DESIGN.md §7 in e; none means the
+// Check returns every violation of docs/design.md §7 in e; none means the
 // database told the truth at every snapshot.
 func Check(e Evidence) []Violation {
 	var out []Violation

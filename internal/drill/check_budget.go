@@ -10,7 +10,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Budgets (DESIGN.md §10): at every snapshot, whatever instant serve died,
+// Budgets (docs/design.md §10): at every snapshot, whatever instant serve died,
 // each account's books add up and its budget holds.
 const (
 	InvBudgetHeld     = "§10 an account's charges plus its open reservations never exceed its budget"

@@ -7,7 +7,7 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// The invariants of a job's life without a human (DESIGN.md §9): failure
+// The invariants of a job's life without a human (docs/design.md §9): failure
 // classes, automatic retry (reschedule), cancel and retention (prune).
 const (
 	InvErrorClass     = "§9 every failed attempt and failed job has a valid error_class; a running or done one has none"

@@ -81,7 +81,7 @@ func (c *checker) recovered(prev Snapshot, dead []int) {
 		c.add(0, InvRecoveryRun, "serve restarted (%s) and became ready without writing a recovery_runs row", prev.Label)
 	case len(newRuns) > 1:
 		// Between these reads one serve started: its startup recovery ran
-		// once, and closes every orphan in one run (DESIGN.md §8).
+		// once, and closes every orphan in one run (docs/design.md §8).
 		c.add(0, InvRecoveryRun, "serve restarted once (%s) and %d recovery_runs rows were written; one restart recovers once, in one run", prev.Label, len(newRuns))
 	}
 	isNew := func(id int64) bool {

@@ -8,7 +8,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Invariants of webhooks (DESIGN.md §11), as a violation names them.
+// Invariants of webhooks (docs/design.md §11), as a violation names them.
 const (
 	InvWebhookRow       = "§11 every ended job of an account with a webhook has a delivery row for that end"
 	InvWebhookDelivered = "§11 each delivery is delivered at least once once the receiver is up"

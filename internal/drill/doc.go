@@ -1,16 +1,16 @@
 // Package drill owns the crash-timeline drill behind `inkwell drill`
-// (DESIGN.md §6): it starts real `inkwell provider-sim` and `inkwell serve`
+// (docs/design.md §6): it starts real `inkwell provider-sim` and `inkwell serve`
 // child processes, lets serve kill itself at each named crash point (and,
 // in random mode, kills it at random instants), restarts it, re-sends
 // requests as a real client would, reads the database through SQL after
 // the crash, after recovery and at the end, and checks the invariants of
-// DESIGN.md §7 on what it read. It does so with one job at each point,
+// docs/design.md §7 on what it read. It does so with one job at each point,
 // and again with a lane's slots full of provider calls (the in-flight
 // family, inflight.go: serve --concurrency 8, and the restart's one
 // recovery run must close every attempt the crash left running); random
 // mode kills a serve running several calls at once, with automatic retry
 // on in most runs and some requests cancelled. The job-life families
-// (joblife.go, DESIGN.md §9) crash the points where automatic retry and
+// (joblife.go, docs/design.md §9) crash the points where automatic retry and
 // cancel matter: reschedule runs serve with --max-attempts 3 behind the
 // front (front.go), an HTTP front in the drill's own process that fails a
 // job's first call(s) before the simulator sees them; cancel has the

@@ -11,7 +11,7 @@ import (
 )
 
 // The in-flight family: every crash point with a lane's slots full of
-// provider calls (DESIGN.md §8). Serve runs with --concurrency n, and the
+// provider calls (docs/design.md §8). Serve runs with --concurrency n, and the
 // client sends n jobs one after another, each once the one before it is
 // claimed (client.holdEach), so that every accept and every claim is one
 // job's and a point's N-th hit is the N-th job's. The simulator holds the
@@ -45,7 +45,7 @@ import (
 const inFlightCalls = 8
 
 // InvInFlight: what a crash with calls in flight must leave, and what the
-// restart's recovery must do with it (DESIGN.md §8).
+// restart's recovery must do with it (docs/design.md §8).
 const InvInFlight = "§8 with calls in flight, the crash leaves each attempt running and the restart's one recovery run closes every one"
 
 // trigger is what the family's workload adds once the calls are in flight.

@@ -8,7 +8,7 @@ import (
 	"github.com/inkwell/inkwell/internal/crashpoint"
 )
 
-// The job-life families (DESIGN.md §9, issue 11): automatic retry
+// The job-life families (docs/design.md §9, issue 11): automatic retry
 // (reschedule) and cancel, each crashed at the points where they matter,
 // one job each, with the paths its three reads may take.
 //

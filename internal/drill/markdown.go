@@ -64,7 +64,7 @@ func (m *mdWriter) header(r *Report) {
 		m.f("recovery run must close every attempt left running, each linked to it.\n\n")
 	}
 	if slices.ContainsFunc(r.Timelines, func(t *Timeline) bool { return t.Family != "" }) {
-		m.f("The *job-life* scenarios (DESIGN.md §9) crash the same points on a job's life without a human: ")
+		m.f("The *job-life* scenarios ([design.md](design.md) §9) crash the same points on a job's life without a human: ")
 		m.f("*reschedule* runs serve with `--max-attempts %d --retry-base %s --retry-cap %s` behind the drill's front, ", joblifeMaxAttempts, joblifeRetryBase, joblifeRetryCap)
 		m.f("which fails the job's first call(s) (500, 429, a cut connection; or the first serve's provider address refuses connections) before the simulator sees them, so that ")
 		m.f("automatic retry puts the job back to queued, and serve dies on the attempt after; *cancel* has the client cancel a job ")
@@ -284,7 +284,7 @@ func (m *mdWriter) invariants() {
 		num, text, _ := strings.Cut(inv, " ")
 		m.f("- (%s) %s\n", num, text)
 	}
-	m.f("\nNumbers refer to DESIGN.md §7, and §6 to its crash points: with one job crashed at a point's first hit, ")
+	m.f("\nNumbers refer to [design.md](design.md) §7, and §6 to its crash points: with one job crashed at a point's first hit, ")
 	m.f("the reads after the crash, after recovery and at the end must follow a path that point allows (each scenario lists them). ")
 	m.f("After a crash, recovery must close exactly the attempts that were running, ")
 	m.f("each linked to the one new `recovery_runs` row of the restart, whose evidence names the dead process; a request whose outcome the ")

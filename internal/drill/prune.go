@@ -10,7 +10,7 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// pruneAndResend ends a job-life scenario with retention (DESIGN.md §9):
+// pruneAndResend ends a job-life scenario with retention (docs/design.md §9):
 // once every job is finished and serve stopped, `inkwell prune
 // --older-than 0s` removes the prompt and text of every finished job; the
 // drill reads the database, starts serve again, re-sends every key as a

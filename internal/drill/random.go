@@ -35,7 +35,7 @@ type plan struct {
 	Concurrency int           // serve's --concurrency: calls in flight at once
 	Latency     time.Duration // the simulator's latency per call
 	// MaxAttempts is serve's --max-attempts: 1, or with automatic retry
-	// (DESIGN.md §9) the job-life families' 3 and short back-off, so the
+	// (docs/design.md §9) the job-life families' 3 and short back-off, so the
 	// simulator's 500s reschedule their jobs while serve is being killed.
 	MaxAttempts int
 	// Cancels are the requests (client-major indexes) whose client cancels

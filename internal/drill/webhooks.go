@@ -16,7 +16,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Webhooks in the drill (DESIGN.md §11): every scenario's database gets
+// Webhooks in the drill (docs/design.md §11): every scenario's database gets
 // the drill's account ("drill", the account of every request the clients
 // send) with a webhook URL on a real receiver in the drill's own process,
 // set by the real `inkwell accounts webhook NAME --url` before the first

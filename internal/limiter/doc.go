@@ -1,5 +1,5 @@
 // Package limiter keeps one worker lane's provider calls within the
-// provider's limits (DESIGN.md §8): requests per minute, tokens per minute,
+// provider's limits (docs/design.md §8): requests per minute, tokens per minute,
 // and a lane-wide pause after a 429.
 //
 // A Limiter implements worker.Limiter structurally: every call of the lane
@@ -25,7 +25,7 @@
 // testing/synctest bubble, where that clock is fake, exact and instant.
 //
 // Window is a different limit on the same footing: the sliding minute of
-// an account's rpm at admission (DESIGN.md §10), per serve process, used
+// an account's rpm at admission (docs/design.md §10), per serve process, used
 // by internal/api.
 //
 // It imports the standard library only: never worker (whose interface it

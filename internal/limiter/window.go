@@ -6,7 +6,7 @@ import (
 )
 
 // Window is admission's per-account request limit (an account's rpm,
-// DESIGN.md §10): at most rpm new requests in any sliding minute, per key.
+// docs/design.md §10): at most rpm new requests in any sliding minute, per key.
 // It remembers the time of each request taken in the last minute (a list
 // of at most rpm times per key), so a refusal can say exactly when the
 // next one fits. A request that turns out not to create anything (a

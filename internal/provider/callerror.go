@@ -40,7 +40,7 @@ type CallError struct {
 	Reached bool
 }
 
-// ErrorClass is the failure class stored on the attempt (DESIGN.md §9),
+// ErrorClass is the failure class stored on the attempt (docs/design.md §9),
 // from the evidence the call left: what the provider answered, or how far
 // the request got. The worker's retry policy decides on it.
 func (e *CallError) ErrorClass() inkwell.ErrorClass {

@@ -7,7 +7,7 @@ import "github.com/inkwell/inkwell"
 const chatOverheadTokens = 16
 
 // WorstCaseMicros is the most a request can cost on provider p, in micros:
-// what accept reserves against the account's budget (DESIGN.md §10). It is
+// what accept reserves against the account's budget (docs/design.md §10). It is
 // an upper bound of what each provider's answer is priced at:
 //
 //   - sim (and the simulator, which bills the same): exactly

@@ -95,6 +95,15 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	return &OpenAI{cfg: cfg, client: noRedirects(cfg.Client), endpoint: u.String()}, nil
 }
 
+// Endpoint is the chat-completions URL each call is sent to.
+func (p *OpenAI) Endpoint() string { return p.endpoint }
+
+// Model is the model name sent with each call.
+func (p *OpenAI) Model() string { return p.cfg.Model }
+
+// Timeout bounds each call.
+func (p *OpenAI) Timeout() time.Duration { return p.cfg.Timeout }
+
 // Generate sends one chat completion with req.IdempotencyKey as the
 // Idempotency-Key header (omitted when empty) and MaxWords as max_tokens
 // (see TokensPerWord). Every failure is a *CallError; a 429's carries its

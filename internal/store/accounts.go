@@ -10,7 +10,7 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Accounts (DESIGN.md §10): who pays. This file stores and lists them;
+// Accounts (docs/design.md §10): who pays. This file stores and lists them;
 // budgets.go reserves, settles and releases against budget_micros, and the
 // API limits each account's new requests by rpm.
 

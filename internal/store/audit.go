@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// audit_log (migration 0008, DESIGN.md §10): who retried, cancelled or
+// audit_log (migration 0008, docs/design.md §10): who retried, cancelled or
 // pruned which job, and when. Each row is written by the transition itself
 // (RetryIfFailed, Cancel, Prune), in the transaction that makes the change,
 // so there is never an action without its row nor a row without its

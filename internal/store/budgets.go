@@ -10,7 +10,7 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Budgets (DESIGN.md §10): this file owns every write of a job's budget
+// Budgets (docs/design.md §10): this file owns every write of a job's budget
 // reservation (jobs.reservation_*) and of accounts.reserved_micros and
 // accounts.spent_micros. The transitions call it inside their own
 // transactions:

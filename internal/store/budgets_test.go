@@ -13,7 +13,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Budgets (DESIGN.md §10): accept reserves, completion settles, a failure
+// Budgets (docs/design.md §10): accept reserves, completion settles, a failure
 // with evidence that nothing was billed releases, a retry reserves again,
 // and the books always add up: for every account, reserved_micros is the
 // sum of its jobs' open reservations and spent_micros the sum of its

@@ -24,7 +24,7 @@ const endedAttemptsBatch = 500
 
 // AttemptsNotRunning returns those of ids whose attempt row is no longer
 // running, with how it ended. A lane asks it about its calls in flight, so
-// a cancel made in another process aborts the call (DESIGN.md §9). Ids
+// a cancel made in another process aborts the call (docs/design.md §9). Ids
 // with no row are left out. It reads on the read pool and writes nothing.
 func (s *Store) AttemptsNotRunning(ctx context.Context, ids []int64) ([]EndedAttempt, error) {
 	var out []EndedAttempt

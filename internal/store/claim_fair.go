@@ -2,7 +2,7 @@ package store
 
 import "sync"
 
-// Fair claims (DESIGN.md §10, docs/scaling.md#fair-claims-across-accounts):
+// Fair claims (docs/design.md §10, docs/scaling.md#fair-claims-across-accounts):
 // a lane takes queued jobs round robin across the accounts that have ready
 // queued work, oldest first within each account, so that one account's
 // flood does not starve another's single job.

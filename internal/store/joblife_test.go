@@ -12,7 +12,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Tests of a job's life without a human (DESIGN.md §9): failure classes,
+// Tests of a job's life without a human (docs/design.md §9): failure classes,
 // reschedule, not_before, cancel, admission and the installation id, on
 // both dialects.
 

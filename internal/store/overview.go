@@ -52,7 +52,7 @@ type BoardRow struct {
 	NextAction string
 	// ErrorClass is the class of the failure that ended a failed job, or
 	// that a queued job waits out after an automatic retry put it back;
-	// empty otherwise (DESIGN.md §9). next_action is decided on it.
+	// empty otherwise (docs/design.md §9). next_action is decided on it.
 	ErrorClass string
 	// PrunedAt is when retention removed a failed job's prompt: it cannot
 	// run again. The board lists such jobs after the other failed ones.

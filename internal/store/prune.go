@@ -13,7 +13,7 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Prune is the prune transition of DESIGN.md §2 (retention, §9): a job
+// Prune is the prune transition of docs/design.md §2 (retention, §9): a job
 // finished (done or failed) before a cut-off loses its prompt and its text,
 // and gets pruned_at. Its status does not change, and nothing else about it
 // does: the row, its key and request hash (so a re-send of the key is still

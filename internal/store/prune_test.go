@@ -15,7 +15,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Tests of retention's prune (DESIGN.md §9, the prune row of §2), on both
+// Tests of retention's prune (docs/design.md §9, the prune row of §2), on both
 // dialects: what it removes and what it keeps, dry runs, batches,
 // idempotence, re-sends and retries of a pruned job, and on SQLite the
 // file's size.

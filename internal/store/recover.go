@@ -43,7 +43,7 @@ type RecoveryReport struct {
 // errDryRun rolls a dry run's transaction back after it has counted.
 var errDryRun = errors.New("dry run")
 
-// Recover is startup recovery (DESIGN.md §3) for the lane whose lock l
+// Recover is startup recovery (docs/design.md §3) for the lane whose lock l
 // holds: it closes the orphans of the lane's previous holder, which the
 // lock proves dead, in one transaction, in this order:
 //

@@ -48,6 +48,9 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 	s.rdb.SetMaxOpenConns(4)
 	if err := s.db.PingContext(ctx); err != nil {
 		s.Close()
+		if ro := s.sqliteReadOnly(err); ro != nil {
+			return ro
+		}
 		return s.classify(fmt.Errorf("open %s: %w", canon, err))
 	}
 	if !opts.NoMigrate && s.schemaCurrent(ctx) {

@@ -85,10 +85,55 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			s.Close()
 			return nil, err
 		}
+		if err := s.checkWritable(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	s.accepts = newAcceptBatcher(s)
 	s.outcomes = newOutcomeBatcher(s)
 	return s, nil
+}
+
+// checkWritable refuses a database this process can read but not write,
+// when the open is one that writes (serve, migrate): serve would
+// otherwise listen, answer /healthz, and fail at its first write. A
+// schema already migrated needs no write to open, so it is asked: on
+// SQLite, a write transaction begun and rolled back (SQLite opens a file
+// it may not write read-only, and BEGIN IMMEDIATE is then refused); on
+// PostgreSQL, whether new transactions are read-only (a hot standby, or
+// default_transaction_read_only). Nothing is written.
+func (s *Store) checkWritable(ctx context.Context) error {
+	if s.dialect.name == "postgres" {
+		var ro string
+		if err := s.db.QueryRowContext(ctx, `SHOW transaction_read_only`).Scan(&ro); err != nil {
+			return s.classify(fmt.Errorf("is the database writable: %w", err))
+		}
+		if ro == "on" {
+			return inkwell.Errorf(inkwell.EINVALID, "database %s is read-only (transaction_read_only is on: a standby, or default_transaction_read_only): point --db at the primary, or let this user write", RedactDSN(s.dsn))
+		}
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock=immediate): takes the write lock, writes nothing
+	if err == nil {
+		return tx.Rollback()
+	}
+	if ro := s.sqliteReadOnly(err); ro != nil {
+		return ro
+	}
+	// Busy or locked: another process is writing, so the file is
+	// writable; the first real write will wait its turn as usual.
+	s.log.Debug("writable check", "err", err)
+	return nil
+}
+
+// sqliteReadOnly is SQLite's "attempt to write a readonly database" in
+// words that say what to do; nil for any other error.
+func (s *Store) sqliteReadOnly(err error) error {
+	if !strings.Contains(err.Error(), "readonly") {
+		return nil
+	}
+	return inkwell.Errorf(inkwell.EINVALID, "database %s is read-only: this process may not write the file or its directory (it needs both, for the -wal and -shm files beside it): %v", s.path, err)
 }
 
 // Close stops the batchers and closes the database pools. A second Close

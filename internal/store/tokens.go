@@ -16,7 +16,7 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// API tokens (DESIGN.md §10). A token is ink_<id>_<secret>: id is 16 hex
+// API tokens (docs/design.md §10). A token is ink_<id>_<secret>: id is 16 hex
 // digits (8 random bytes), secret 64 hex digits (32 random bytes from
 // crypto/rand). It is returned once, by CreateToken; the database keeps
 // only the id and the SHA-256 of the secret. VerifyToken reads the row

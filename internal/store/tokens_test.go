@@ -11,7 +11,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Accounts and API tokens (DESIGN.md §10), on both dialects.
+// Accounts and API tokens (docs/design.md §10), on both dialects.
 
 func TestStore_Accounts(t *testing.T) {
 	t.Parallel()

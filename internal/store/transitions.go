@@ -15,7 +15,7 @@ import (
 )
 
 // This file holds every write to jobs.status and job_attempts.status except
-// startup recovery (recover.go): one method per row of DESIGN.md §2, each
+// startup recovery (recover.go): one method per row of docs/design.md §2, each
 // one short transaction whose guard is in its WHERE clause. Prune, which
 // changes no status, is in prune.go.
 
@@ -448,7 +448,7 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 
 // FailParams names the attempt that failed, why, and what becomes of its
 // job: failed (the default), queued again after a back-off (RetryAt, the
-// reschedule transition of DESIGN.md §9), or failed because automatic retry
+// reschedule transition of docs/design.md §9), or failed because automatic retry
 // gave up (GaveUpAfter).
 type FailParams struct {
 	JobID     int64
@@ -562,7 +562,7 @@ type Cancelled struct {
 }
 
 // Cancel moves a queued or running job to failed, class cancelled, with
-// its running attempt, in one transaction (DESIGN.md §9). by names who
+// its running attempt, in one transaction (docs/design.md §9). by names who
 // asked, for the error text and for audit_log, written in the same
 // transaction. A job already cancelled is answered as it is
 // (a re-sent cancel). A done job, or one failed for another reason, is

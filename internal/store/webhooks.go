@@ -14,7 +14,7 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Webhooks (DESIGN.md §11). This file owns an account's webhook settings
+// Webhooks (docs/design.md §11). This file owns an account's webhook settings
 // (accounts.webhook_url, webhook_secret, webhook_since) and every write to
 // webhook_deliveries but one: the row for an ending job is written by the
 // trigger webhook_deliveries_on_job_end (migration 0010), inside the

@@ -11,7 +11,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Webhooks (DESIGN.md §11): the delivery row written by the trigger in the
+// Webhooks (docs/design.md §11): the delivery row written by the trigger in the
 // transaction that ends a job, and the sender's claims and outcomes, on
 // both dialects.
 

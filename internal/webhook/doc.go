@@ -1,4 +1,4 @@
-// Package webhook owns the sending of webhook deliveries (DESIGN.md §11):
+// Package webhook owns the sending of webhook deliveries (docs/design.md §11):
 // the sender loop that serve runs, the Standard Webhooks payload and its
 // signature (webhook-id, webhook-timestamp, webhook-signature: v1 and the
 // base64 HMAC-SHA256 of "id.timestamp.body" under the account's whsec_

@@ -11,7 +11,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Cancel (DESIGN.md §9). store.Cancel closes a running attempt and its
+// Cancel (docs/design.md §9). store.Cancel closes a running attempt and its
 // job in one transaction; this file aborts the attempt's provider call,
 // which would otherwise run to its end only to be fenced out. Two ways in:
 //

@@ -20,7 +20,7 @@ import (
 	"github.com/inkwell/inkwell/internal/worker"
 )
 
-// Cancel of a running job (DESIGN.md §9): the lane aborts its provider
+// Cancel of a running job (docs/design.md §9): the lane aborts its provider
 // call, in process at once (CancelAttempt, which the API calls), from
 // another process at the lane's next look (CancelPoll). The simulator is
 // real and slow; the cancel is the store's, as `inkwell cancel` makes it.

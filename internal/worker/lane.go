@@ -61,7 +61,7 @@ func (l *Lane) beat() store.LaneBeat {
 	return b
 }
 
-// Limiter paces a lane's provider calls (DESIGN §8). Every call of the lane
+// Limiter paces a lane's provider calls (docs/design.md §8). Every call of the lane
 // asks Wait before it starts and reports Done when it ends.
 type Limiter interface {
 	// Wait blocks until a call estimated at tokens may start, or ctx ends

@@ -20,7 +20,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(storetest.Exit)) // storetest.Exit: a line when PostgreSQL tests were skipped
 }
 
 // waitLimit bounds every wait on a condition; the conditions normally hold

@@ -21,7 +21,7 @@ import (
 	"github.com/inkwell/inkwell/internal/worker"
 )
 
-// Provider limits end to end (DESIGN §8): a lane with many calls in flight,
+// Provider limits end to end (docs/design.md §8): a lane with many calls in flight,
 // the real openai provider, and the real provider simulator on loopback
 // enforcing its own limit. The simulator is watched (each call's key,
 // arrival, end and status), never replaced.

@@ -9,7 +9,7 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// RetryPolicy is automatic retry (DESIGN.md §9): which failed attempts put
+// RetryPolicy is automatic retry (docs/design.md §9): which failed attempts put
 // their job back to queued, and when it may run again. The store refuses a
 // reschedule for any class that is not RetrySafe, whatever the policy.
 type RetryPolicy struct {

@@ -22,7 +22,7 @@ import (
 	"github.com/inkwell/inkwell/internal/worker"
 )
 
-// Automatic retry (DESIGN.md §9): the policy's decisions, the classes of
+// Automatic retry (docs/design.md §9): the policy's decisions, the classes of
 // real provider failures, and lanes that reschedule against a real HTTP
 // provider on loopback.
 

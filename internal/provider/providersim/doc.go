@@ -1,7 +1,7 @@
 // Package providersim is the standalone provider simulator behind
 // `inkwell provider-sim`: an HTTP server speaking the OpenAI-compatible
 // POST /v1/chat/completions that plays the paid outside world in drills and
-// tests (DESIGN.md §5).
+// tests (docs/design.md §5).
 //
 // It owns its own ledger, a SQLite file, which is the provider's truth
 // about money: each new Idempotency-Key is billed once, a repeated key gets

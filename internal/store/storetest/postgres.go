@@ -89,6 +89,7 @@ func EmptyPostgresDSN(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv(PostgresEnv)
 	if url == "" {
+		postgresSkipped.Add(1)
 		t.Skip("PostgreSQL tests skipped: set " + PostgresEnv + "=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable to run them")
 	}
 	return createDatabase(t, url, "template0")

@@ -7,9 +7,11 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/inkwell/inkwell/internal/store"
@@ -62,9 +64,30 @@ func PostgresDSN(t testing.TB) string {
 	t.Helper()
 	url := os.Getenv(PostgresEnv)
 	if url == "" {
+		postgresSkipped.Add(1)
 		t.Skip("PostgreSQL tests skipped: set " + PostgresEnv + "=postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable to run them")
 	}
 	return freshPostgres(t, url)
+}
+
+// postgresSkipped counts the tests PostgresDSN skipped for want of
+// INKWELL_TEST_POSTGRES_URL, for Exit's summary.
+var postgresSkipped atomic.Int64
+
+// Main is a TestMain for a package whose tests use PostgreSQL: it runs
+// the tests and exits through Exit.
+func Main(m *testing.M) { Exit(m.Run()) }
+
+// Exit prints, when tests were skipped for want of PostgreSQL, one line
+// saying how many and how to run them, then exits with code. (The go
+// command shows it with -v, for one package, or when the package fails;
+// 'go test ./...' shows only the ok line of a package that passes.)
+func Exit(code int) {
+	if n := postgresSkipped.Load(); n > 0 {
+		fmt.Printf("storetest: %d PostgreSQL tests skipped: %s is not set; set it, e.g. %s='postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable', to run them\n",
+			n, PostgresEnv, PostgresEnv)
+	}
+	os.Exit(code)
 }
 
 // MustOpen opens (and migrates) the store at dsn and closes it at cleanup.
