@@ -244,7 +244,7 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 		{"", "no such route", main, "GET", "/v1/nope", operator, nil, "", 404},
 		{"", "no such method", main, "DELETE", "/v1/jobs/1", operator, nil, "", 405},
 	}
-	cases = append(cases, batchCases(main, operator, client)...)
+	cases = append(cases, batchCases(main, operator, client, specEndedBatch(t, main, operator, sc.st))...)
 
 	registered := srv.Routes()
 	ops := map[string]bool{} // "get /v1/jobs/{id}"
@@ -263,7 +263,7 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 		}
 	}
 
-	errSchema := errorSchema(t, lib)
+	errSchema, lineSchema := componentSchema(t, lib, "Error"), componentSchema(t, lib, "BatchOutputLine")
 	sv := schema_validation.NewSchemaValidator()
 	codesSeen := map[string]bool{}
 	okSeen := map[string]bool{}
@@ -296,6 +296,19 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 				t.Errorf("%s: body %s is not the Error schema:%s", where, body, validationErrors(verrs))
 			}
 			continue
+		}
+		if c.pattern == "GET /v1/batches/{id}/output" && resp.StatusCode == http.StatusOK {
+			// JSON Lines is a string to OpenAPI 3.1: each line is held to
+			// BatchOutputLine here.
+			lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+			for _, l := range lines {
+				if ok, verrs := sv.ValidateSchemaBytes(lineSchema, []byte(l)); !ok {
+					t.Errorf("%s: line %s is not BatchOutputLine:%s", where, l, validationErrors(verrs))
+				}
+			}
+			if len(body) == 0 {
+				t.Errorf("%s: no line; the batch has ended", where)
+			}
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		if ok, verrs := v.ValidateHttpResponse(req, resp); !ok {
@@ -330,10 +343,11 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 	}
 }
 
-// batchCases are POST /v1/batches and its reads (docs/batches.md). The
-// scene holds no batch, so the new one is batch 1; its jobs are still
-// queued, so its output is empty JSONL (200).
-func batchCases(srv *httptest.Server, operator, client string) []specCase {
+// batchCases are POST /v1/batches and its reads (docs/batches.md); the
+// reads are of batch ended, whose one job has ended (specEndedBatch), so
+// its output has a line.
+func batchCases(srv *httptest.Server, operator, client string, ended int64) []specCase {
+	batch := fmt.Sprintf("/v1/batches/%d", ended)
 	jsonl := func(ct, key string) map[string]string {
 		return map[string]string{"Content-Type": ct, "Idempotency-Key": key}
 	}
@@ -347,15 +361,38 @@ func batchCases(srv *httptest.Server, operator, client string) []specCase {
 		{"POST /v1/batches", "JSON, not JSONL", srv, "POST", "/v1/batches", operator, jsonl("application/json", "spec-batch-4"), lines, 400},
 		{"POST /v1/batches", "no token", srv, "POST", "/v1/batches", "", jsonl("application/jsonl", "spec-batch-5"), lines, 401},
 		{"POST /v1/batches", "key reused", srv, "POST", "/v1/batches", operator, jsonl("application/jsonl", "spec-batch-1"), strings.Replace(lines, "haiku", "sonnet", 1), 422},
-		{"GET /v1/batches/{id}", "ok", srv, "GET", "/v1/batches/1", operator, nil, "", 200},
+		{"GET /v1/batches/{id}", "ok", srv, "GET", batch, operator, nil, "", 200},
 		{"GET /v1/batches/{id}", "bad id", srv, "GET", "/v1/batches/x", operator, nil, "", 400},
-		{"GET /v1/batches/{id}", "no token", srv, "GET", "/v1/batches/1", "", nil, "", 401},
-		{"GET /v1/batches/{id}", "another account's", srv, "GET", "/v1/batches/1", client, nil, "", 404},
+		{"GET /v1/batches/{id}", "no token", srv, "GET", batch, "", nil, "", 401},
+		{"GET /v1/batches/{id}", "another account's", srv, "GET", batch, client, nil, "", 404},
 		{"GET /v1/batches/{id}", "no such batch", srv, "GET", "/v1/batches/99999", operator, nil, "", 404},
-		{"GET /v1/batches/{id}/output", "ok", srv, "GET", "/v1/batches/1/output", operator, nil, "", 200},
+		{"GET /v1/batches/{id}/output", "a line", srv, "GET", batch + "/output", operator, nil, "", 200},
+		{"GET /v1/batches/{id}/output", "another account's", srv, "GET", batch + "/output", client, nil, "", 404},
 		{"GET /v1/batches/{id}/output", "bad id", srv, "GET", "/v1/batches/0/output", operator, nil, "", 400},
 		{"GET /v1/batches/{id}/output", "no such batch", srv, "GET", "/v1/batches/99999/output", operator, nil, "", 404},
 	}
+}
+
+// specEndedBatch sends a one-line batch and cancels its job through the
+// store, so that the batch has ended and its output a (failed) line.
+func specEndedBatch(t *testing.T, srv *httptest.Server, operator string, st *store.Store) int64 {
+	t.Helper()
+	c := specCase{srv: srv, method: "POST", path: "/v1/batches", token: operator,
+		header: map[string]string{"Content-Type": "application/jsonl", "Idempotency-Key": "spec-batch-ended"},
+		body:   `{"custom_id":"only","method":"POST","url":"/v1/jobs","body":{"prompt":"an ode"}}` + "\n"}
+	_, resp, body := c.do(t)
+	var b struct{ ID int64 }
+	if err := json.Unmarshal(body, &b); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("batch: %d %s", resp.StatusCode, body)
+	}
+	var jobID int64
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT id FROM jobs WHERE idempotency_key = ?`, store.BatchJobKey(b.ID, "only")).Scan(&jobID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(t.Context(), jobID, "spec"); err != nil {
+		t.Fatal(err)
+	}
+	return b.ID
 }
 
 // csrfHeaderName is the header a session's non-GET request carries its
@@ -439,15 +476,16 @@ func holdWriteLock(t *testing.T, path string) {
 	})
 }
 
-func errorSchema(t *testing.T, lib libopenapi.Document) *base.Schema {
+// componentSchema is the spec's components/schemas entry name.
+func componentSchema(t *testing.T, lib libopenapi.Document, name string) *base.Schema {
 	t.Helper()
 	m, err := lib.BuildV3Model()
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, ok := m.Model.Components.Schemas.Get("Error")
+	proxy, ok := m.Model.Components.Schemas.Get(name)
 	if !ok {
-		t.Fatal("openapi.json has no Error schema")
+		t.Fatalf("openapi.json has no %s schema", name)
 	}
 	return proxy.Schema()
 }
