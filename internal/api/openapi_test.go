@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/pb33f/libopenapi-validator/config"
+	"github.com/pb33f/libopenapi-validator/content"
 	liberrors "github.com/pb33f/libopenapi-validator/errors"
 	"github.com/pb33f/libopenapi-validator/schema_validation"
 	"github.com/pb33f/libopenapi/datamodel/high/base"
@@ -101,7 +103,11 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, errs := validator.NewValidator(lib, config.WithFormatAssertions())
+	// JSON Lines is text to the validator (the spec says type string):
+	// left to itself it reads any media type naming "json" as one JSON value.
+	v, errs := validator.NewValidator(lib, config.WithFormatAssertions(),
+		config.WithBodyDecoder("application/jsonl", content.TextDecoder()),
+		config.WithBodyDecoder("application/x-ndjson", content.TextDecoder()))
 	if len(errs) > 0 {
 		t.Fatalf("validator: %v", errs)
 	}
@@ -142,6 +148,19 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 	busySt := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{BusyTimeout: 50 * time.Millisecond})
 	_, busy := serve(api.Config{Store: busySt}, true)
 	holdWriteLock(t, busySt.Path())
+	// A budget of 100 micros and a worst case of 10 a word: 50 words pass it.
+	budget := int64(100)
+	if _, err := sc.st.CreateAccount(ctx, store.Account{Name: "thrifty", BudgetMicros: &budget}); err != nil {
+		t.Fatal(err)
+	}
+	thrifty := token("thrifty", store.RoleClient)
+	_, budgeted := serve(api.Config{Store: sc.st, WorstCase: func(r inkwell.Request) int64 { return int64(r.MaxWords) * 10 }}, true)
+	cookie, csrf := specSignIn(t, main, operator)
+	session := func(h map[string]string) map[string]string {
+		h["Cookie"] = "inkwell_session=" + cookie
+		return h
+	}
+	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
 
 	const job = `{"prompt":"a haiku about ink"}`
 	jsonCT := map[string]string{"Content-Type": "application/json"}
@@ -160,6 +179,7 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 		{"POST /v1/jobs", "cross-site", main, "POST", "/v1/jobs", operator, map[string]string{"Idempotency-Key": "spec-4", "Sec-Fetch-Site": "cross-site"}, job, 403},
 		{"POST /v1/jobs", "too large", main, "POST", "/v1/jobs", operator, key("spec-5"), `{"prompt":"` + strings.Repeat("b", inkwell.MaxBodyBytes) + `"}`, 413},
 		{"POST /v1/jobs", "a form", main, "POST", "/v1/jobs", operator, map[string]string{"Idempotency-Key": "spec-6", "Content-Type": "application/x-www-form-urlencoded"}, "prompt=x", 415},
+		{"POST /v1/jobs", "over the budget", budgeted, "POST", "/v1/jobs", thrifty, key("spec-budget"), `{"prompt":"p","max_words":50}`, 402},
 		{"POST /v1/jobs", "key reused", main, "POST", "/v1/jobs", operator, key("spec-1"), `{"prompt":"another"}`, 422},
 		{"POST /v1/jobs", "queue full", full, "POST", "/v1/jobs", operator, key("spec-7"), job, 429},
 		{"POST /v1/jobs", "database busy", busy, "POST", "/v1/jobs", "", key("spec-8"), job, 503},
@@ -167,6 +187,11 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 		{"GET /v1/jobs/{id}", "done", main, "GET", fmt.Sprintf("/v1/jobs/%d", done), operator, nil, "", 200},
 		{"GET /v1/jobs/{id}", "closed by recovery", main, "GET", fmt.Sprintf("/v1/jobs/%d", restarted), operator, nil, "", 200},
 		{"GET /v1/jobs/{id}", "queued", main, "GET", fmt.Sprintf("/v1/jobs/%d", queued), operator, nil, "", 200},
+		{"GET /v1/jobs/{id}", "done, waited for", main, "GET", fmt.Sprintf("/v1/jobs/%d?wait=30s", done), operator, nil, "", 200},
+		{"GET /v1/jobs/{id}", "queued, the wait runs out", main, "GET", fmt.Sprintf("/v1/jobs/%d?wait=1ms", queued), operator, nil, "", 200},
+		{"GET /v1/jobs/{id}", "wait in whole seconds", main, "GET", fmt.Sprintf("/v1/jobs/%d?wait=0", done), operator, nil, "", 200},
+		{"GET /v1/jobs/{id}", "bad wait", main, "GET", fmt.Sprintf("/v1/jobs/%d?wait=soon", done), operator, nil, "", 400},
+		{"GET /v1/jobs/{id}", "negative wait", main, "GET", fmt.Sprintf("/v1/jobs/%d?wait=-1s", done), operator, nil, "", 400},
 		{"GET /v1/jobs/{id}", "bad id", main, "GET", "/v1/jobs/abc", operator, nil, "", 400},
 		{"GET /v1/jobs/{id}", "no token", main, "GET", "/v1/jobs/1", "", nil, "", 401},
 		{"GET /v1/jobs/{id}", "no such job", main, "GET", "/v1/jobs/99999", operator, nil, "", 404},
@@ -203,10 +228,23 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 		{"GET /static/", "js", main, "GET", "/static/app.js", "", nil, "", 200},
 		{"GET /static/", "no such file", main, "GET", "/static/nope.css", "", nil, "", 404},
 
+		{"GET /signin", "the form", main, "GET", "/signin", "", nil, "", 200},
+		{"GET /signin", "foreign host", main, "GET", "/signin", "", map[string]string{"Host": "evil.example"}, "", 403},
+		{"POST /signin", "operator token", main, "POST", "/signin", "", form, "token=" + strings.TrimPrefix(operator, "Bearer "), 303},
+		{"POST /signin", "not a token", main, "POST", "/signin", "", form, "token=ink_nope", 401},
+		{"POST /signin", "client token", main, "POST", "/signin", "", form, "token=" + strings.TrimPrefix(client, "Bearer "), 403},
+		{"POST /signin", "cross-site", main, "POST", "/signin", "", map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "cross-site"}, "token=" + strings.TrimPrefix(operator, "Bearer "), 403},
+		{"POST /signout", "no token", main, "POST", "/signout", "", nil, "", 401},
+		{"POST /signout", "client token", main, "POST", "/signout", client, nil, "", 403},
+		{"POST /signout", "session without its CSRF token", main, "POST", "/signout", "", session(map[string]string{}), "", 403},
+		{"POST /signout", "session, CSRF in the form", main, "POST", "/signout", "", session(map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), "csrf_token=" + csrf, 303},
+		{"POST /signout", "session ended", main, "POST", "/signout", "", session(map[string]string{csrfHeaderName: csrf}), "", 401},
+		{"POST /signout", "bearer", main, "POST", "/signout", operator, nil, "", 303},
+
 		{"", "no such route", main, "GET", "/v1/nope", operator, nil, "", 404},
 		{"", "no such method", main, "DELETE", "/v1/jobs/1", operator, nil, "", 405},
 	}
-	cases = append(cases, pendingCases(main, operator)...)
+	cases = append(cases, batchCases(main, operator, client, specEndedBatch(t, main, operator, sc.st))...)
 
 	registered := srv.Routes()
 	ops := map[string]bool{} // "get /v1/jobs/{id}"
@@ -225,7 +263,7 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 		}
 	}
 
-	errSchema := errorSchema(t, lib)
+	errSchema, lineSchema := componentSchema(t, lib, "Error"), componentSchema(t, lib, "BatchOutputLine")
 	sv := schema_validation.NewSchemaValidator()
 	codesSeen := map[string]bool{}
 	okSeen := map[string]bool{}
@@ -239,7 +277,7 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 			t.Errorf("%s: status %d, want %d: %s", where, resp.StatusCode, c.status, body)
 			continue
 		}
-		if resp.StatusCode < 300 {
+		if resp.StatusCode < 400 {
 			okSeen[c.pattern] = true
 			if ok, verrs := v.ValidateHttpRequest(req); !ok {
 				t.Errorf("%s: the request is not as openapi.json describes it:%s", where, validationErrors(verrs))
@@ -258,6 +296,19 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 				t.Errorf("%s: body %s is not the Error schema:%s", where, body, validationErrors(verrs))
 			}
 			continue
+		}
+		if c.pattern == "GET /v1/batches/{id}/output" && resp.StatusCode == http.StatusOK {
+			// JSON Lines is a string to OpenAPI 3.1: each line is held to
+			// BatchOutputLine here.
+			lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+			for _, l := range lines {
+				if ok, verrs := sv.ValidateSchemaBytes(lineSchema, []byte(l)); !ok {
+					t.Errorf("%s: line %s is not BatchOutputLine:%s", where, l, validationErrors(verrs))
+				}
+			}
+			if len(body) == 0 {
+				t.Errorf("%s: no line; the batch has ended", where)
+			}
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		if ok, verrs := v.ValidateHttpResponse(req, resp); !ok {
@@ -292,18 +343,82 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 	}
 }
 
-// pendingCases are the docs/design.md §11 routes other branches build. They run
-// only once such a route is registered, and then hold it to what the spec
-// says: the lead adjusts the spec, or these, when merging.
-func pendingCases(srv *httptest.Server, operator string) []specCase {
-	jsonl := map[string]string{"Content-Type": "application/jsonl", "Idempotency-Key": "spec-batch-1"}
-	line := `{"custom_id":"a","method":"POST","url":"/v1/jobs","body":{"prompt":"a haiku"}}` + "\n"
+// batchCases are POST /v1/batches and its reads (docs/batches.md); the
+// reads are of batch ended, whose one job has ended (specEndedBatch), so
+// its output has a line.
+func batchCases(srv *httptest.Server, operator, client string, ended int64) []specCase {
+	batch := fmt.Sprintf("/v1/batches/%d", ended)
+	jsonl := func(ct, key string) map[string]string {
+		return map[string]string{"Content-Type": ct, "Idempotency-Key": key}
+	}
+	lines := `{"custom_id":"a","method":"POST","url":"/v1/jobs","body":{"prompt":"a haiku"}}` + "\n" +
+		`{"custom_id":"b","method":"POST","url":"/v1/jobs","body":{"prompt":"a limerick","max_words":60}}` + "\n"
 	return []specCase{
-		{"POST /v1/batches", "new", srv, "POST", "/v1/batches", operator, jsonl, line, 201},
-		{"POST /v1/batches", "bad line", srv, "POST", "/v1/batches", operator, map[string]string{"Content-Type": "application/jsonl", "Idempotency-Key": "spec-batch-2"}, "{\n", 400},
+		{"POST /v1/batches", "new", srv, "POST", "/v1/batches", operator, jsonl("application/jsonl", "spec-batch-1"), lines, 201},
+		{"POST /v1/batches", "re-send", srv, "POST", "/v1/batches", operator, jsonl("application/jsonl", "spec-batch-1"), lines, 200},
+		{"POST /v1/batches", "ndjson", srv, "POST", "/v1/batches", operator, jsonl("application/x-ndjson", "spec-batch-3"), lines, 201},
+		{"POST /v1/batches", "bad line", srv, "POST", "/v1/batches", operator, jsonl("application/jsonl", "spec-batch-2"), "{\n", 400},
+		{"POST /v1/batches", "JSON, not JSONL", srv, "POST", "/v1/batches", operator, jsonl("application/json", "spec-batch-4"), lines, 400},
+		{"POST /v1/batches", "no token", srv, "POST", "/v1/batches", "", jsonl("application/jsonl", "spec-batch-5"), lines, 401},
+		{"POST /v1/batches", "key reused", srv, "POST", "/v1/batches", operator, jsonl("application/jsonl", "spec-batch-1"), strings.Replace(lines, "haiku", "sonnet", 1), 422},
+		{"GET /v1/batches/{id}", "ok", srv, "GET", batch, operator, nil, "", 200},
+		{"GET /v1/batches/{id}", "bad id", srv, "GET", "/v1/batches/x", operator, nil, "", 400},
+		{"GET /v1/batches/{id}", "no token", srv, "GET", batch, "", nil, "", 401},
+		{"GET /v1/batches/{id}", "another account's", srv, "GET", batch, client, nil, "", 404},
 		{"GET /v1/batches/{id}", "no such batch", srv, "GET", "/v1/batches/99999", operator, nil, "", 404},
+		{"GET /v1/batches/{id}/output", "a line", srv, "GET", batch + "/output", operator, nil, "", 200},
+		{"GET /v1/batches/{id}/output", "another account's", srv, "GET", batch + "/output", client, nil, "", 404},
+		{"GET /v1/batches/{id}/output", "bad id", srv, "GET", "/v1/batches/0/output", operator, nil, "", 400},
 		{"GET /v1/batches/{id}/output", "no such batch", srv, "GET", "/v1/batches/99999/output", operator, nil, "", 404},
 	}
+}
+
+// specEndedBatch sends a one-line batch and cancels its job through the
+// store, so that the batch has ended and its output a (failed) line.
+func specEndedBatch(t *testing.T, srv *httptest.Server, operator string, st *store.Store) int64 {
+	t.Helper()
+	c := specCase{srv: srv, method: "POST", path: "/v1/batches", token: operator,
+		header: map[string]string{"Content-Type": "application/jsonl", "Idempotency-Key": "spec-batch-ended"},
+		body:   `{"custom_id":"only","method":"POST","url":"/v1/jobs","body":{"prompt":"an ode"}}` + "\n"}
+	_, resp, body := c.do(t)
+	var b struct{ ID int64 }
+	if err := json.Unmarshal(body, &b); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("batch: %d %s", resp.StatusCode, body)
+	}
+	var jobID int64
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT id FROM jobs WHERE idempotency_key = ?`, store.BatchJobKey(b.ID, "only")).Scan(&jobID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(t.Context(), jobID, "spec"); err != nil {
+		t.Fatal(err)
+	}
+	return b.ID
+}
+
+// csrfHeaderName is the header a session's non-GET request carries its
+// CSRF token in (session.go).
+const csrfHeaderName = "X-CSRF-Token"
+
+// specSignIn signs in at /signin with an operator token ("Bearer …") and
+// returns the session cookie's value and the CSRF token the dashboard
+// page carries.
+func specSignIn(t *testing.T, srv *httptest.Server, operator string) (cookie, csrf string) {
+	t.Helper()
+	c := specCase{srv: srv, method: "POST", path: "/signin", header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
+		body: "token=" + strings.TrimPrefix(operator, "Bearer ")}
+	_, resp, body := c.do(t)
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "inkwell_session" {
+			cookie = ck.Value
+		}
+	}
+	page := specCase{srv: srv, method: "GET", path: "/", header: map[string]string{"Cookie": "inkwell_session=" + cookie}}
+	_, _, html := page.do(t)
+	m := regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]{64})">`).FindSubmatch(html)
+	if resp.StatusCode != http.StatusSeeOther || cookie == "" || m == nil {
+		t.Fatalf("sign in: %d %s; dashboard after it:\n%.400s", resp.StatusCode, body, html)
+	}
+	return cookie, string(m[1])
 }
 
 func (c specCase) do(t *testing.T) (*http.Request, *http.Response, []byte) {
@@ -322,7 +437,10 @@ func (c specCase) do(t *testing.T) (*http.Request, *http.Response, []byte) {
 	if c.token != "" {
 		req.Header.Set("Authorization", c.token)
 	}
-	resp, err := c.srv.Client().Do(req)
+	// Each answer is checked as it is: a 303 is not followed.
+	hc := *c.srv.Client()
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", c.method, c.path, err)
 	}
@@ -358,15 +476,16 @@ func holdWriteLock(t *testing.T, path string) {
 	})
 }
 
-func errorSchema(t *testing.T, lib libopenapi.Document) *base.Schema {
+// componentSchema is the spec's components/schemas entry name.
+func componentSchema(t *testing.T, lib libopenapi.Document, name string) *base.Schema {
 	t.Helper()
 	m, err := lib.BuildV3Model()
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, ok := m.Model.Components.Schemas.Get("Error")
+	proxy, ok := m.Model.Components.Schemas.Get(name)
 	if !ok {
-		t.Fatal("openapi.json has no Error schema")
+		t.Fatalf("openapi.json has no %s schema", name)
 	}
 	return proxy.Schema()
 }
