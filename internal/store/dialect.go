@@ -99,7 +99,7 @@ var sqliteDialect = dialect{
 
 	// ->> 'account' is '$.account' without a '$', which rebind would turn
 	// into a placeholder.
-	claimAccount:   `COALESCE(payload ->> 'account', 'default')`,
+	claimAccount:   `account`,
 	claimWalkLimit: ` LIMIT 2 * $3`,
 }
 

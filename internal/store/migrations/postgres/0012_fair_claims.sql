@@ -10,4 +10,4 @@
 -- whatever the database's collation, the order the store's turn uses.
 -- payload stays text (0001); the cast reads it as JSON.
 
-CREATE INDEX jobs_queued_account ON jobs ((COALESCE(payload::jsonb ->> 'account', 'default') COLLATE "C"), id, not_before) WHERE status = 'queued';
+CREATE INDEX jobs_queued_account ON jobs ((account COLLATE "C"), id, not_before) WHERE status = 'queued';

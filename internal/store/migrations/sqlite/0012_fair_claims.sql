@@ -10,4 +10,4 @@
 -- ->> 'account' is json_extract(payload, '$.account'). Payloads are JSON
 -- (accept writes them normalized; legacy adoption writes json_object).
 
-CREATE INDEX jobs_queued_account ON jobs (COALESCE(payload ->> 'account', 'default'), id, not_before) WHERE status = 'queued';
+CREATE INDEX jobs_queued_account ON jobs (account, id, not_before) WHERE status = 'queued';
