@@ -112,7 +112,7 @@ func (s *Store) fairPick(now string) string {
 	// one that is greater than x" (or "not less than x": op). Always a
 	// bound, so that the probe is a search of the index on both dialects.
 	next := func(op, x string) string {
-		return `(SELECT id FROM jobs WHERE status = 'queued' AND ` + acct + ` ` + op + ` ` + x + ` AND ` + ready +
+		return `(SELECT id FROM jobs WHERE status = 'queued' AND ` + acct + ` ` + op + ` ` + x + ` AND ` + readyFilter(now) +
 			` ORDER BY ` + acct + `, id LIMIT 1)`
 	}
 	// job is the probe "the oldest ready job of account a from id i on"
@@ -143,3 +143,11 @@ func (s *Store) fairPick(now string) string {
 		SELECT acct, pos, r + 1, ` + job("walk.acct", ">", "walk.id") + ` FROM walk WHERE id IS NOT NULL` + s.dialect.claimWalkLimit + `
 	)`
 }
+
+// readyFilter is readyAt in a form that is no index condition: the
+// account probe must be an ordered scan of jobs_queued_account that stops
+// at its first row. Given readyAt's OR, PostgreSQL's planner (its row
+// estimate for the queue often stale) chose a bitmap OR of two index
+// scans that read every queued job after the cursor, then sorted them: a
+// claim read the queue once per account it served.
+func readyFilter(now string) string { return `(not_before > ` + now + `) IS NOT TRUE` }

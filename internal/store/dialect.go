@@ -44,10 +44,10 @@ type dialect struct {
 	ts func(t time.Time) any
 	// claimLock is appended to the claim's inner SELECT.
 	claimLock string
-	// claimAccount is the account a queued job's payload names, as the
-	// fair claim's index jobs_queued_account (migration 0012) has it,
-	// character for character so that the planner matches it; in byte
-	// order on both (claim_fair.go).
+	// claimAccount is the account that pays for a queued job (jobs.account),
+	// as the fair claim's index jobs_queued_account (migration 0012) has
+	// it, so that the planner matches it; in byte order on both
+	// (claim_fair.go).
 	claimAccount string
 	// claimWalkLimit bounds the fair claim's walk where a recursive CTE is
 	// computed to its end (SQLite; see claim_fair.go).
@@ -99,7 +99,7 @@ var sqliteDialect = dialect{
 
 	// ->> 'account' is '$.account' without a '$', which rebind would turn
 	// into a placeholder.
-	claimAccount:   `COALESCE(payload ->> 'account', 'default')`,
+	claimAccount:   `account`,
 	claimWalkLimit: ` LIMIT 2 * $3`,
 }
 

@@ -47,7 +47,7 @@ var postgresDialect = dialect{
 
 	// payload is text (byte for byte what was written); COLLATE "C": the
 	// turn goes in byte order whatever the database's collation.
-	claimAccount: `(COALESCE(payload::jsonb ->> 'account', 'default') COLLATE "C")`,
+	claimAccount: `(account COLLATE "C")`,
 }
 
 // migrateLockKey serializes migrations of one database: lanes started at the

@@ -288,7 +288,11 @@ func (s *Store) claimStatementSQL(fence string) string {
 	// updated and picks the next: n = 1 claimed two jobs. The UPDATE
 	// finds its rows by id = ANY (the picked ids, one array): probes of the
 	// primary key, where a join with picked let the planner, misled by
-	// stale statistics, read every queued job into a hash join.
+	// stale statistics, read every queued job into a hash join. Its status
+	// guard is written "(…) IS TRUE", which implies no partial index's
+	// predicate: with "status = 'queued'" the planner, its row estimates
+	// stale, took a bitmap scan of the whole jobs_queued_account index
+	// (every queued job) over the 16 probes of the primary key.
 	return `WITH RECURSIVE now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
 	` + s.fairPick("(SELECT t FROM now)") + `,
 	picked AS MATERIALIZED (
@@ -296,7 +300,7 @@ func (s *Store) claimStatementSQL(fence string) string {
 	),
 	job AS (
 		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), ` + clearOnClaim + `
-		WHERE id = ANY (ARRAY(SELECT picked_id FROM picked)) AND status = 'queued'` + fence + `
+		WHERE id = ANY (ARRAY(SELECT picked_id FROM picked)) AND (status = 'queued') IS TRUE` + fence + `
 		RETURNING ` + qualified("jobs", jobColumns) + `
 	), attempt AS (
 		INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)

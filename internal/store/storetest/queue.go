@@ -16,11 +16,11 @@ func MustQueue(t testing.TB, st *store.Store, account, prefix string, n int) {
 	t.Helper()
 	// The statement runs on the writer: SQLite's read pool is read-only.
 	const sqlite = `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?1)
-		INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
-		SELECT ?2 || '-' || i, 'h', '{"account":"' || ?3 || '","max_words":5,"prompt":"job ' || i || '"}', 'queued', ?4
+		INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at, account)
+		SELECT ?2 || '-' || i, 'h', '{"account":"' || ?3 || '","max_words":5,"prompt":"job ' || i || '"}', 'queued', ?4, ?3
 		FROM c ORDER BY i`
-	const postgres = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
-		SELECT $2::text || '-' || i, 'h', '{"account":"' || $3::text || '","max_words":5,"prompt":"job ' || i || '"}', 'queued', $4
+	const postgres = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at, account)
+		SELECT $2::text || '-' || i, 'h', '{"account":"' || $3::text || '","max_words":5,"prompt":"job ' || i || '"}', 'queued', $4, $3::text
 		FROM generate_series(1, $1::int) i ORDER BY i`
 	q, now := sqlite, any(st.Now().UTC().Format(store.TimeLayout))
 	if st.Dialect() == "postgres" {
