@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -67,26 +65,8 @@ func TestStore_KeysPerAccount(t *testing.T) {
 func TestMigrate_KeysPerAccountKeepsRows(t *testing.T) {
 	t.Parallel()
 	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
-		dsn := b.DSN
-		if b.Name == "postgres" {
-			dsn = storetest.EmptyPostgresDSN(t)
-		}
-		old := storetest.MustOpen(t, dsn, store.Options{NoMigrate: true})
+		dsn, old := openAtVersion(t, b, 7)
 		db := old.DB()
-		files, err := filepath.Glob(filepath.Join("migrations", b.Name, "000[1-7]_*.sql"))
-		if err != nil || len(files) != 7 {
-			t.Fatalf("migrations 1-7 of %s: %v %v", b.Name, files, err)
-		}
-		slices.Sort(files)
-		mustExecAll(t, db, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
-		for i, f := range files {
-			sqlText, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustExecAll(t, db, string(sqlText),
-				fmt.Sprintf(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (%d, 'm', '2026-11-30T00:00:00.000000Z')`, i+1))
-		}
 		const at = `'2026-11-30T00:00:00.000000Z'`
 		jobs := []struct {
 			id      int64

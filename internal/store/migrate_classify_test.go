@@ -41,26 +41,8 @@ func TestMigrate_ClassifiesStoredFailures(t *testing.T) {
 		{"the old inkwell said something else", inkwell.ClassLegacy},
 	}
 	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
-		dsn := b.DSN
-		if b.Name == "postgres" {
-			dsn = storetest.EmptyPostgresDSN(t)
-		}
-		old := storetest.MustOpen(t, dsn, store.Options{NoMigrate: true})
+		dsn, old := openAtVersion(t, b, 4)
 		db := old.DB()
-		files, err := filepath.Glob(filepath.Join("migrations", b.Name, "000[1-4]_*.sql"))
-		if err != nil || len(files) != 4 {
-			t.Fatalf("migrations 1-4 of %s: %v %v", b.Name, files, err)
-		}
-		slices.Sort(files)
-		mustExecAll(t, db, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
-		for i, f := range files {
-			sqlText, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustExecAll(t, db, string(sqlText),
-				fmt.Sprintf(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (%d, 'm', '2026-11-30T00:00:00.000000Z')`, i+1))
-		}
 		const at = `'2026-11-30T00:00:00.000000Z'`
 		for i, e := range errorsAndClasses {
 			id := i + 1
@@ -149,4 +131,32 @@ func TestMigrate_RefusedWhileALaneRuns(t *testing.T) {
 	if err := running.DB().QueryRow(`SELECT COUNT(*) FROM schema_migrations WHERE version = $1`, top).Scan(&n); err != nil || n != 0 {
 		t.Errorf("refused migration recorded version %d (%d rows, %v)", top, n, err)
 	}
+}
+
+// openAtVersion opens a fresh database of backend b with the embedded
+// migrations 1..n only (n < 10) applied, as an older Inkwell left it, for a
+// test of what a later migration does to its rows; it returns the DSN too.
+func openAtVersion(t *testing.T, b storetest.Backend, n int) (string, *store.Store) {
+	t.Helper()
+	dsn := b.DSN
+	if b.Name == "postgres" {
+		dsn = storetest.EmptyPostgresDSN(t)
+	}
+	old := storetest.MustOpen(t, dsn, store.Options{NoMigrate: true})
+	db := old.DB()
+	files, err := filepath.Glob(filepath.Join("migrations", b.Name, fmt.Sprintf("000[1-%d]_*.sql", n)))
+	if err != nil || len(files) != n {
+		t.Fatalf("migrations 1-%d of %s: %v %v", n, b.Name, files, err)
+	}
+	slices.Sort(files)
+	mustExecAll(t, db, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
+	for i, f := range files {
+		sqlText, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExecAll(t, db, string(sqlText),
+			fmt.Sprintf(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (%d, 'm', '2026-11-30T00:00:00.000000Z')`, i+1))
+	}
+	return dsn, old
 }
