@@ -677,7 +677,7 @@ func sampleWaits(b *testing.B, dsn string) *waitSampler {
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
 		const q = `SELECT state, COALESCE(wait_event_type || ':' || wait_event, ''), regexp_replace(left(query, 60), '\s+', ' ', 'g')
-			FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = 'inkwell'`
+			FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name IN ('inkwell', 'inkwell/claim')`
 		for {
 			select {
 			case <-w.quit:

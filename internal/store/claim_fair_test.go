@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -172,14 +174,7 @@ func testFloodDoesNotStarve(t *testing.T, s *store.Store, n int, single string, 
 // testClaimPlan checks that the claim reads queued jobs through the
 // jobs_queued_account index only: no scan of the queue.
 func testClaimPlan(t *testing.T, s *store.Store) {
-	explain, now := "EXPLAIN QUERY PLAN ", any(s.Now().UTC().Format(store.TimeLayout))
-	if s.Dialect() == "postgres" {
-		explain, now = "EXPLAIN ", s.Now()
-	}
-	rows, err := s.WriteDB().QueryContext(t.Context(), explain+store.ClaimSQL(s, nil), "local", now, 16, "")
-	if err != nil {
-		t.Fatalf("explain the claim: %v", err)
-	}
+	rows := explainClaim(t, s)
 	defer rows.Close()
 	var plan []string
 	for rows.Next() {
@@ -217,7 +212,40 @@ func testClaimPlan(t *testing.T, s *store.Store) {
 	if !strings.Contains(text, "jobs_queued_account") {
 		t.Errorf("the claim's plan does not use jobs_queued_account:\n%s", text)
 	}
+	if s.Dialect() == "postgres" && !strings.Contains(text, "$3") {
+		t.Errorf("the claim's plan is not the generic plan the claim's connections keep (no $3 in it):\n%s", text)
+	}
 	t.Logf("plan:\n%s", text)
+}
+
+// explainClaim returns the plan of a claim of 16 with the cursor at the
+// start. On PostgreSQL it is the generic plan that the claim's own
+// connections build once and keep (postgres_claim.go), with their
+// settings: the statement prepared on one of them, then EXPLAIN EXECUTE.
+func explainClaim(t *testing.T, s *store.Store) *sql.Rows {
+	t.Helper()
+	ctx := t.Context()
+	if s.Dialect() != "postgres" {
+		rows, err := s.ClaimDB().QueryContext(ctx, "EXPLAIN QUERY PLAN "+store.ClaimSQL(s, nil), "local", s.Now().UTC().Format(store.TimeLayout), 16, "")
+		if err != nil {
+			t.Fatalf("explain the claim: %v", err)
+		}
+		return rows
+	}
+	conn, err := s.ClaimDB().Conn(ctx)
+	if err != nil {
+		t.Fatalf("explain the claim: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.ExecContext(ctx, "PREPARE claim_plan AS "+store.ClaimSQL(s, nil)); err != nil {
+		t.Fatalf("prepare the claim: %v", err)
+	}
+	t.Cleanup(func() { conn.ExecContext(context.Background(), "DEALLOCATE claim_plan") })
+	rows, err := conn.QueryContext(ctx, "EXPLAIN EXECUTE claim_plan('local', now(), 16, '')")
+	if err != nil {
+		t.Fatalf("explain the claim: %v", err)
+	}
+	return rows
 }
 
 // acceptInAccounts accepts one job per account named, in order, and

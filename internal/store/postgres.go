@@ -78,6 +78,10 @@ func (s *Store) openPostgres(ctx context.Context, dsn string) error {
 		s.db.Close()
 		return s.classify(fmt.Errorf("open %s: %w", RedactDSN(dsn), err))
 	}
+	if s.cdb, err = openClaimPool(dsn); err != nil {
+		s.db.Close()
+		return err
+	}
 	if s.now == nil {
 		s.now = newDBClock(s.db, s.log).now
 		s.clockInDB = true

@@ -38,6 +38,7 @@ type Store struct {
 	dialect   dialect
 	db        *sql.DB // writes (and transactions)
 	rdb       *sql.DB // reads; the same pool as db on PostgreSQL
+	cdb       *sql.DB // the claim's own connections on PostgreSQL (postgres_claim.go); nil on SQLite
 	now       func() time.Time
 	log       *slog.Logger
 	accepts   *acceptBatcher
@@ -155,6 +156,9 @@ func (s *Store) close() error {
 	err := s.db.Close()
 	if s.rdb != s.db {
 		err = errors.Join(err, s.rdb.Close())
+	}
+	if s.cdb != nil {
+		err = errors.Join(err, s.cdb.Close())
 	}
 	return err
 }

@@ -252,7 +252,7 @@ func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n in
 	if !s.clockInDB {
 		at = s.ts(s.now())
 	}
-	rows, err := s.db.QueryContext(ctx, s.claimStatementSQL(fence), lane, at, n, from)
+	rows, err := s.cdb.QueryContext(ctx, s.claimStatementSQL(fence), lane, at, n, from)
 	if err != nil {
 		return nil, nil, s.classify(fmt.Errorf("claim jobs: %w", err))
 	}
