@@ -101,7 +101,9 @@ func turnAfter(from, a, b string) bool {
 //
 // The account probe returns the job, not the account: "the oldest ready
 // job of the first account greater than x" (ORDER BY account, id), whose
-// row, read by its primary key, names the account. The walk then starts
+// row, read by its primary key, names the account (on PostgreSQL the
+// probe is a LATERAL row that carries the account from the index). The
+// walk then starts
 // each account at that job (id >= first). On PostgreSQL a claimed job
 // leaves a dead entry in the index until VACUUM, and a probe from the
 // start of an account steps over all of them: one such probe per account
@@ -121,7 +123,7 @@ func (s *Store) fairPick(now string) string {
 		return `(SELECT id FROM jobs WHERE status = 'queued' AND ` + acct + ` = ` + a + ` AND id ` + op + ` ` + i + ` AND ` + ready +
 			` ORDER BY id LIMIT 1` + s.dialect.claimLock + `)`
 	}
-	return `after (acct, first, pos) AS (
+	turn := `after (acct, first, pos) AS (
 		SELECT ` + acct + `, id, 0 FROM jobs WHERE id = ` + next(">", "$4") + `
 		UNION ALL
 		SELECT ` + acct + `, jobs.id, after.pos + 1 FROM after JOIN jobs ON jobs.id = ` + next(">", "after.acct") + `
@@ -132,7 +134,29 @@ func (s *Store) fairPick(now string) string {
 		UNION ALL
 		SELECT ` + acct + `, jobs.id, before.pos + 1 FROM before JOIN jobs ON jobs.id = ` + next(">", "before.acct") + `
 		WHERE before.acct < $4 AND before.pos + 1 < 2 * $3
+	),`
+	if s.dialect.claimLateral {
+		// The same probes as LATERAL rows (account, id) read from the
+		// index alone: no second look-up of the job by its primary key
+		// for its account, one per account served.
+		probe := func(op, x string) string {
+			return `(SELECT ` + acct + ` AS acct, id FROM jobs WHERE status = 'queued' AND ` + acct + ` ` + op + ` ` + x + ` AND ` + readyFilter(now) +
+				` ORDER BY ` + acct + `, id LIMIT 1) n`
+		}
+		turn = `after (acct, first, pos) AS (
+		SELECT n.acct, n.id, 0 FROM ` + probe(">", "$4") + `
+		UNION ALL
+		SELECT n.acct, n.id, after.pos + 1 FROM after CROSS JOIN LATERAL ` + probe(">", "after.acct") + `
+		WHERE after.pos + 1 < $3
 	),
+	before (acct, first, pos) AS (
+		SELECT n.acct, n.id, CAST($3 AS INTEGER) FROM ` + probe(">=", "''") + ` WHERE (SELECT COUNT(*) FROM after) < $3
+		UNION ALL
+		SELECT n.acct, n.id, before.pos + 1 FROM before CROSS JOIN LATERAL ` + probe(">", "before.acct") + `
+		WHERE before.acct < $4 AND before.pos + 1 < 2 * $3
+	),`
+	}
+	return turn + `
 	accts AS (
 		SELECT acct, first, pos FROM (SELECT acct, first, pos FROM after UNION ALL SELECT acct, first, pos FROM before WHERE acct <= $4) turn
 		ORDER BY pos LIMIT $3

@@ -52,6 +52,10 @@ type dialect struct {
 	// claimWalkLimit bounds the fair claim's walk where a recursive CTE is
 	// computed to its end (SQLite; see claim_fair.go).
 	claimWalkLimit string
+	// claimLateral: the fair claim's account probes are LATERAL rows
+	// (PostgreSQL); SQLite has no LATERAL, and looks each probe's job up
+	// by id for its account (claim_fair.go).
+	claimLateral bool
 	// claimStatement: ClaimUpTo is one data-modifying statement, its own
 	// transaction (PostgreSQL: WITH … UPDATE … INSERT). SQLite has no
 	// data-modifying WITH, and its claim costs no round trips anyway.
