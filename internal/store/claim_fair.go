@@ -102,9 +102,11 @@ func turnAfter(from, a, b string) bool {
 // The account probe returns the job, not the account: "the oldest ready
 // job of the first account greater than x" (ORDER BY account, id), whose
 // row, read by its primary key, names the account (on PostgreSQL the
-// probe is a LATERAL row that carries the account from the index). The
-// walk then starts
-// each account at that job (id >= first). On PostgreSQL a claimed job
+// probe is a LATERAL row that carries the account from the index, and
+// locks the job as it takes it). That job is the account's first of the
+// walk; the walk's later rounds probe for the next job after the last.
+// before stops once it has the n - k accounts that after (k) left, so a
+// claim locks only jobs it claims. On PostgreSQL a claimed job
 // leaves a dead entry in the index until VACUUM, and a probe from the
 // start of an account steps over all of them: one such probe per account
 // per claim, as the oldest-first claim made one for the whole queue.
@@ -133,7 +135,7 @@ func (s *Store) fairPick(now string) string {
 		SELECT ` + acct + `, id, CAST($3 AS INTEGER) FROM jobs WHERE id = ` + next(">=", "''") + ` AND (SELECT COUNT(*) FROM after) < $3
 		UNION ALL
 		SELECT ` + acct + `, jobs.id, before.pos + 1 FROM before JOIN jobs ON jobs.id = ` + next(">", "before.acct") + `
-		WHERE before.acct < $4 AND before.pos + 1 < 2 * $3
+		WHERE before.acct < $4 AND before.pos + 1 < 2 * $3 - (SELECT COUNT(*) FROM after)
 	),`
 	if s.dialect.claimLateral {
 		// The same probes as LATERAL rows (account, id) read from the
@@ -141,7 +143,7 @@ func (s *Store) fairPick(now string) string {
 		// for its account, one per account served.
 		probe := func(op, x string) string {
 			return `(SELECT ` + acct + ` AS acct, id FROM jobs WHERE status = 'queued' AND ` + acct + ` ` + op + ` ` + x + ` AND ` + readyFilter(now) +
-				` ORDER BY ` + acct + `, id LIMIT 1) n`
+				` ORDER BY ` + acct + `, id LIMIT 1` + s.dialect.claimLock + `) n`
 		}
 		turn = `after (acct, first, pos) AS (
 		SELECT n.acct, n.id, 0 FROM ` + probe(">", "$4") + `
@@ -153,7 +155,7 @@ func (s *Store) fairPick(now string) string {
 		SELECT n.acct, n.id, CAST($3 AS INTEGER) FROM ` + probe(">=", "''") + ` WHERE (SELECT COUNT(*) FROM after) < $3
 		UNION ALL
 		SELECT n.acct, n.id, before.pos + 1 FROM before CROSS JOIN LATERAL ` + probe(">", "before.acct") + `
-		WHERE before.acct < $4 AND before.pos + 1 < 2 * $3
+		WHERE before.acct < $4 AND before.pos + 1 < 2 * $3 - (SELECT COUNT(*) FROM after)
 	),`
 	}
 	return turn + `
@@ -162,7 +164,7 @@ func (s *Store) fairPick(now string) string {
 		ORDER BY pos LIMIT $3
 	),
 	walk (acct, pos, r, id) AS (
-		SELECT acct, pos, 0, ` + job("accts.acct", ">=", "accts.first") + ` FROM accts
+		SELECT acct, pos, 0, first FROM accts
 		UNION ALL
 		SELECT acct, pos, r + 1, ` + job("walk.acct", ">", "walk.id") + ` FROM walk WHERE id IS NOT NULL` + s.dialect.claimWalkLimit + `
 	)`
