@@ -124,6 +124,52 @@ func TestStore_ClaimFair(t *testing.T) {
 			}
 		})
 	})
+	// A claim locks only the jobs it claims: another lane's claim steps
+	// past exactly those. The claim's statement runs inside a transaction
+	// left open, and a second connection counts the queued jobs it can
+	// still lock. The cursor sits near the end of the accounts, so the
+	// turn wraps round: the accounts after it, then those from the first.
+	t.Run("LocksOnlyWhatItClaims", func(t *testing.T) {
+		t.Parallel()
+		storetest.Run(t, func(t *testing.T, s *store.Store) {
+			if s.Dialect() != "postgres" {
+				t.Skip("SQLite has one writer: a claim holds the whole database, not rows")
+			}
+			const accounts, each, n = 40, 3, 16
+			for i := range accounts {
+				storetest.MustQueue(t, s, fmt.Sprintf("acct-%02d", i), fmt.Sprintf("k%d", i), each)
+			}
+			ctx := t.Context()
+			tx, err := s.ClaimDB().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			rows, err := tx.QueryContext(ctx, store.ClaimSQL(s, nil), "local", nil, n, "acct-35")
+			if err != nil {
+				t.Fatalf("claim: %v", err)
+			}
+			claimed := 0
+			for rows.Next() {
+				claimed++
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("claim: %v", err)
+			}
+			rows.Close()
+			if claimed != n {
+				t.Fatalf("claimed %d jobs, want %d", claimed, n)
+			}
+			var free int
+			if err := s.WriteDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT id FROM jobs WHERE status = 'queued' FOR UPDATE SKIP LOCKED) f`).Scan(&free); err != nil {
+				t.Fatalf("count the jobs another lane can lock: %v", err)
+			}
+			if want := accounts*each - n; free != want {
+				t.Errorf("another lane can lock %d queued jobs while a claim of %d is open, want %d: the claim locked %d jobs it did not claim",
+					free, n, want, accounts*each-n-free)
+			}
+		})
+	})
 	t.Run("PlanReadsTheIndexAt100k", func(t *testing.T) {
 		t.Parallel()
 		storetest.Run(t, func(t *testing.T, s *store.Store) {
