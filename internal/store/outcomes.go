@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -16,16 +17,28 @@ import (
 // (CompleteIfRunning, FailIfRunning): outcomes that arrive while a commit
 // is in flight share the next transaction, so a lane with many calls in
 // flight pays one durable commit for many answers. Each member is fenced
-// by its own attempt id and, in a group of several, runs inside a
-// savepoint of its own: a member that is fenced out, already done or
-// refused by the database (a CHECK, bad text) rolls back to its savepoint
-// and gets its own error, and the others commit. A database that is
-// unavailable fails the whole group, and every member may try again.
+// by its own attempt id, and a member that is fenced out, already done or
+// refused by the database (a CHECK, bad text) gets its own error and
+// writes nothing, while the others commit. A database that is unavailable
+// fails the whole group, and every member may try again.
+//
+// A group runs first as one plain transaction, its members one after the
+// other. When every member succeeds, as nearly always, that transaction
+// commits. When one is refused, the transaction is rolled back, nothing
+// of it written, and the group runs again in a new one with a savepoint
+// per member (runIsolated), where the refused member rolls back to its
+// savepoint alone. A savepoint is not free on SQLite: every page a member
+// changes is first copied to the sub-journal, which for a completion
+// (about 16 pages of rows and indexes) spills to a temporary file; that was
+// a tenth of a busy lane's CPU, paid for a refusal that almost never comes.
 type outcomeBatcher struct {
 	s    *Store
 	reqs chan *outcomeReq
 	quit chan struct{}
 	wg   sync.WaitGroup
+	// isolated counts the groups that had to run again with a savepoint
+	// per member (tests).
+	isolated atomic.Int64
 }
 
 // outcomeReq is one outcome: a completion or a failure.
@@ -114,11 +127,45 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
 			return err
 		}
-		if len(batch) == 1 { // alone: the transaction is its savepoint
-			if err := b.s.outcomeTx(ctx, tx, batch[0], now); err != nil {
-				return err
+		for _, r := range batch {
+			if err := b.s.outcomeTx(ctx, tx, r, now); err != nil {
+				if err = b.s.classify(err); len(batch) > 1 && !isGroupFailure(err) {
+					return errMemberRefused{err}
+				}
+				return err // alone: the transaction is its savepoint
 			}
-			return b.s.notifyEnded(ctx, tx, endedIn(batch, errs))
+		}
+		return b.s.notifyEnded(ctx, tx, endedIn(batch, errs))
+	}, before, after)
+	if errors.As(err, new(errMemberRefused)) {
+		b.isolated.Add(1)
+		err = b.runIsolated(ctx, batch, errs, now, accounts, jobs, before, after)
+	}
+	for i, r := range batch {
+		if err != nil {
+			errs[i] = err
+		}
+		r.done <- errs[i]
+	}
+}
+
+// errMemberRefused ends a group's plain transaction when one of its
+// members was refused: the group runs again with savepoints.
+type errMemberRefused struct{ err error }
+
+func (e errMemberRefused) Error() string {
+	return "an outcome of the group was refused: " + e.err.Error()
+}
+
+// runIsolated runs a group of several in one transaction with a
+// savepoint per member: a member that is refused rolls back to its
+// savepoint and gets its own error in errs, and the others commit. It
+// returns the error that failed the whole group.
+func (b *outcomeBatcher) runIsolated(ctx context.Context, batch []*outcomeReq, errs []error, now any,
+	accounts []string, jobs []int64, before, after string) error {
+	return b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
+		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
+			return err
 		}
 		for i, r := range batch {
 			var groupErr error
@@ -129,12 +176,6 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 		}
 		return b.s.notifyEnded(ctx, tx, endedIn(batch, errs))
 	}, before, after)
-	for i, r := range batch {
-		if err != nil {
-			errs[i] = err
-		}
-		r.done <- errs[i]
-	}
 }
 
 // endedIn lists the jobs a group ends: its members written (no error)

@@ -23,3 +23,7 @@ func CommitOutcomes(s *Store, os []Outcome) []error {
 	}
 	return errs
 }
+
+// IsolatedGroups is how many outcome groups had to run again with a
+// savepoint per member because one of them was refused.
+func IsolatedGroups(s *Store) int64 { return s.outcomes.isolated.Load() }
