@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +46,12 @@ type outcomeBatcher struct {
 type outcomeReq struct {
 	complete *CompleteParams
 	fail     *FailParams
-	done     chan error
+	// next, when set, asks the group to claim a job for the slot this
+	// outcome frees, under this lane lock (claimNext); claimed is that job,
+	// set before done is sent.
+	next    *LaneLock
+	claimed *Claimed
+	done    chan error
 }
 
 // maxOutcomeBatch bounds one transaction, so one commit never holds the
@@ -121,8 +127,10 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), outcomeCommitTimeout)
 	defer cancel()
 	errs := make([]error, len(batch))
-	now := b.s.nowTS()
+	t := b.s.now()
+	now := b.s.ts(t)
 	accounts, jobs := outcomeAccounts(batch)
+	var next []laneClaim
 	err := b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
 		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
 			return err
@@ -135,17 +143,100 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 				return err // alone: the transaction is its savepoint
 			}
 		}
-		return b.s.notifyEnded(ctx, tx, endedIn(batch, errs))
+		if err := b.s.notifyEnded(ctx, tx, endedIn(batch, errs)); err != nil {
+			return err
+		}
+		var err error
+		next, err = b.claimNext(ctx, tx, batch, t)
+		if err = b.s.classify(err); err != nil && !isGroupFailure(err) {
+			return errMemberRefused{err} // a claim refused: the outcomes commit without it
+		}
+		return err
 	}, before, after)
-	if errors.As(err, new(errMemberRefused)) {
+	switch {
+	case errors.As(err, new(errMemberRefused)):
 		b.isolated.Add(1)
 		err = b.runIsolated(ctx, batch, errs, now, accounts, jobs, before, after)
+	case err == nil:
+		claimedNext(next)
 	}
 	for i, r := range batch {
 		if err != nil {
 			errs[i] = err
 		}
 		r.done <- errs[i]
+	}
+}
+
+// laneClaim is what an outcome group claimed for one lane's slots: the
+// jobs, the account of each, the lane's cursor the claim started from,
+// and the members, one per job, that run them.
+type laneClaim struct {
+	lock     *LaneLock
+	from     string
+	claimed  []*Claimed
+	accounts []string
+	members  []*outcomeReq
+}
+
+// claimNext claims, in the group's transaction tx, the jobs its members'
+// slots run next: for each lane whose members asked (outcomeReq.next), up
+// to one job per such member, with the claim's own statements (claimTx)
+// and its checks: the lane's lock still held (a lane that lost it claims
+// nothing; its outcomes commit all the same). Where a claim is one
+// statement and its own transaction (PostgreSQL), nothing is claimed here.
+// The claims take effect with the group's commit (claimedNext).
+func (b *outcomeBatcher) claimNext(ctx context.Context, tx *sql.Tx, batch []*outcomeReq, now time.Time) ([]laneClaim, error) {
+	if b.s.dialect.claimStatement {
+		return nil, nil
+	}
+	var out []laneClaim
+	for _, r := range batch {
+		if r.next == nil {
+			continue
+		}
+		i := slices.IndexFunc(out, func(c laneClaim) bool { return c.lock == r.next })
+		if i < 0 {
+			out, i = append(out, laneClaim{lock: r.next}), len(out)
+		}
+		out[i].members = append(out[i].members, r)
+	}
+	for i := range out {
+		c := &out[i]
+		if c.lock.Check() != nil { // no claim without the lock; the lane's loop sees it lost
+			c.members = nil
+			continue
+		}
+		fence, err := b.s.lockFence(c.lock)
+		if err != nil {
+			c.members = nil
+			continue
+		}
+		c.from = c.lock.cursor.get()
+		if c.claimed, c.accounts, err = b.s.claimTx(ctx, tx, c.lock.Lane, fence, len(c.members), c.from, now); err != nil {
+			return nil, fmt.Errorf("claim the next jobs of lane %s: %w", c.lock.Lane, err)
+		}
+	}
+	return out, nil
+}
+
+// claimedNext hands a committed group's claims to the members that run
+// them, moves each lane's turn on as ClaimUpTo does, and hits the claim's
+// crash point: these claims are committed.
+func claimedNext(next []laneClaim) {
+	claimed := false
+	for _, c := range next {
+		if len(c.claimed) == 0 {
+			continue
+		}
+		claimed = true
+		c.lock.cursor.advance(c.from, c.accounts)
+		for i, cl := range c.claimed {
+			c.members[i].claimed = cl
+		}
+	}
+	if claimed {
+		hit(crashpoint.ClaimAfterCommit)
 	}
 }
 
