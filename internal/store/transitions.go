@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -226,13 +227,13 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, lane, fence string, n i
 	if err != nil {
 		return nil, nil, err
 	}
-	claimed := make([]*Claimed, 0, len(jobs))
-	for _, job := range jobs {
-		a, err := s.openAttempt(ctx, tx, job, lane, now)
-		if err != nil {
-			return nil, nil, err
-		}
-		claimed = append(claimed, &Claimed{Job: job, Attempt: a})
+	attempts, err := s.openAttempts(ctx, tx, jobs, lane, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	claimed := make([]*Claimed, len(jobs))
+	for i, job := range jobs {
+		claimed[i] = &Claimed{Job: job, Attempt: attempts[i]}
 	}
 	return claimed, accounts, nil
 }
@@ -376,16 +377,50 @@ func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ..
 	return jobs, accounts, nil
 }
 
-// openAttempt opens job's next attempt (highest number so far + 1), running.
-func (s *Store) openAttempt(ctx context.Context, tx *sql.Tx, job inkwell.Job, lane string, now time.Time) (inkwell.Attempt, error) {
-	const open = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
-		SELECT $1, COALESCE(MAX(attempt_number), 0) + 1, 'running', $2, $3 FROM job_attempts WHERE job_id = $1
-		RETURNING id, attempt_number`
-	a := inkwell.Attempt{JobID: job.ID, Status: inkwell.StatusRunning, Lane: lane, StartedAt: &now}
-	if err := s.txQueryRow(ctx, tx, open, job.ID, lane, s.ts(now)).Scan(&a.ID, &a.AttemptNumber); err != nil {
-		return a, fmt.Errorf("claim job %d: open attempt: %w", job.ID, err)
+// openAttempts opens the next attempt of each job (its highest number so
+// far + 1), running, in one statement (SQLite: the ids as one JSON array),
+// and returns them in the order of jobs.
+func (s *Store) openAttempts(ctx context.Context, tx *sql.Tx, jobs []inkwell.Job, lane string, now time.Time) ([]inkwell.Attempt, error) {
+	if len(jobs) == 0 {
+		return nil, nil
 	}
-	return a, nil
+	const open = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
+		SELECT j.value, COALESCE((SELECT MAX(a.attempt_number) FROM job_attempts a WHERE a.job_id = j.value), 0) + 1, 'running', $1, $2
+		FROM json_each($3) j
+		RETURNING job_id, id, attempt_number`
+	ids, at := make([]string, len(jobs)), make(map[int64]int, len(jobs))
+	for i, job := range jobs {
+		ids[i], at[job.ID] = strconv.FormatInt(job.ID, 10), i
+	}
+	attempts := make([]inkwell.Attempt, len(jobs))
+	rows, err := s.txQuery(ctx, tx, open, lane, s.ts(now), "["+strings.Join(ids, ",")+"]")
+	if err != nil {
+		return nil, fmt.Errorf("claim: open attempts: %w", err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var jobID int64
+		started := now
+		a := inkwell.Attempt{Status: inkwell.StatusRunning, Lane: lane, StartedAt: &started}
+		if err := rows.Scan(&jobID, &a.ID, &a.AttemptNumber); err != nil {
+			return nil, fmt.Errorf("claim: open attempts: %w", err)
+		}
+		i, ok := at[jobID]
+		if !ok {
+			return nil, fmt.Errorf("claim: open attempts: an attempt for job %d, which was not claimed", jobID)
+		}
+		a.JobID = jobID
+		attempts[i] = a
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim: open attempts: %w", err)
+	}
+	if n != len(jobs) {
+		return nil, fmt.Errorf("claim: opened %d attempts for %d jobs", n, len(jobs))
+	}
+	return attempts, nil
 }
 
 // CompleteParams is what a successful provider call produced.
