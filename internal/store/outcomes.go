@@ -133,6 +133,7 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	accounts, jobs := outcomeAccounts(batch)
 	var next []laneClaim
 	err := b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
+		ctx := b.s.stmtContext(ctx)
 		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
 			return err
 		}
@@ -264,6 +265,7 @@ func (e errMemberRefused) Error() string {
 func (b *outcomeBatcher) runIsolated(ctx context.Context, batch []*outcomeReq, errs []error, now any,
 	accounts []string, jobs []int64, before, after string) error {
 	return b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
+		ctx := b.s.stmtContext(ctx)
 		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
 			return err
 		}
@@ -276,6 +278,22 @@ func (b *outcomeBatcher) runIsolated(ctx context.Context, batch []*outcomeReq, e
 		}
 		return b.s.notifyEnded(ctx, tx, endedIn(batch, errs))
 	}, before, after)
+}
+
+// stmtContext is the context for the statements of a group's transaction,
+// which began under ctx. On SQLite, where the transaction holds the only
+// write lock from its BEGIN and its statements wait for nobody, they run
+// without ctx's deadline: the driver watches a statement's context with a
+// goroutine of its own, started and stopped for every statement (a
+// twentieth of the writer's CPU), and ctx still bounds the transaction,
+// which database/sql rolls back when ctx ends (a later statement then
+// fails, and the group with it, as for a deadline). On PostgreSQL a
+// statement waits on the network and on row locks: it keeps ctx.
+func (s *Store) stmtContext(ctx context.Context) context.Context {
+	if s.dialect.oneWriter {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 // endedIn lists the jobs a group ends: its members written (no error)
