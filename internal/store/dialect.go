@@ -40,6 +40,9 @@ type dialect struct {
 	integrity func(ctx context.Context, tx *sql.Tx) ([]string, error)
 	// rebind turns PostgreSQL placeholders into this dialect's.
 	rebind func(query string) string
+	// rebindKept, when set, is rebind for the statements the store keeps
+	// prepared (stmtcache.go); nil: rebind.
+	rebindKept func(query string) string
 	// ts turns a time into a column value: TEXT on SQLite, timestamptz on PostgreSQL.
 	ts func(t time.Time) any
 	// claimLock is appended to the claim's inner SELECT.
@@ -90,16 +93,17 @@ var sqliteDialect = dialect{
 	name: "sqlite",
 	// SQLite's ?NNN keeps PostgreSQL's numbering, so a reused or
 	// out-of-order argument still binds to the right value.
-	rebind:    func(q string) string { return strings.ReplaceAll(q, "$", "?") },
-	ts:        func(t time.Time) any { return t.UTC().Format(TimeLayout) },
-	claimLock: "", // BEGIN IMMEDIATE already holds the only write lock
-	classify:  classifySQLite,
-	oneWriter: true,
-	lockKind:  lockFlock,
-	lockLane:  (*Store).lockLaneFile,
-	stmtCache: true,
-	legacy:    true,
-	integrity: sqliteIntegrity,
+	rebind:     func(q string) string { return strings.ReplaceAll(q, "$", "?") },
+	rebindKept: planOnce,
+	ts:         func(t time.Time) any { return t.UTC().Format(TimeLayout) },
+	claimLock:  "", // BEGIN IMMEDIATE already holds the only write lock
+	classify:   classifySQLite,
+	oneWriter:  true,
+	lockKind:   lockFlock,
+	lockLane:   (*Store).lockLaneFile,
+	stmtCache:  true,
+	legacy:     true,
+	integrity:  sqliteIntegrity,
 
 	// ->> 'account' is '$.account' without a '$', which rebind would turn
 	// into a placeholder.

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -16,23 +19,40 @@ import (
 // (CompleteIfRunning, FailIfRunning): outcomes that arrive while a commit
 // is in flight share the next transaction, so a lane with many calls in
 // flight pays one durable commit for many answers. Each member is fenced
-// by its own attempt id and, in a group of several, runs inside a
-// savepoint of its own: a member that is fenced out, already done or
-// refused by the database (a CHECK, bad text) rolls back to its savepoint
-// and gets its own error, and the others commit. A database that is
-// unavailable fails the whole group, and every member may try again.
+// by its own attempt id, and a member that is fenced out, already done or
+// refused by the database (a CHECK, bad text) gets its own error and
+// writes nothing, while the others commit. A database that is unavailable
+// fails the whole group, and every member may try again.
+//
+// A group runs first as one plain transaction, its members one after the
+// other. When every member succeeds, as nearly always, that transaction
+// commits. When one is refused, the transaction is rolled back, nothing
+// of it written, and the group runs again in a new one with a savepoint
+// per member (runIsolated), where the refused member rolls back to its
+// savepoint alone. A savepoint is not free on SQLite: every page a member
+// changes is first copied to the sub-journal, which for a completion
+// (about 16 pages of rows and indexes) spills to a temporary file; that was
+// a tenth of a busy lane's CPU, paid for a refusal that almost never comes.
 type outcomeBatcher struct {
 	s    *Store
 	reqs chan *outcomeReq
 	quit chan struct{}
 	wg   sync.WaitGroup
+	// isolated counts the groups that had to run again with a savepoint
+	// per member (tests).
+	isolated atomic.Int64
 }
 
 // outcomeReq is one outcome: a completion or a failure.
 type outcomeReq struct {
 	complete *CompleteParams
 	fail     *FailParams
-	done     chan error
+	// next, when set, asks the group to claim a job for the slot this
+	// outcome frees, under this lane lock (claimNext); claimed is that job,
+	// set before done is sent.
+	next    *LaneLock
+	claimed *Claimed
+	done    chan error
 }
 
 // maxOutcomeBatch bounds one transaction, so one commit never holds the
@@ -108,17 +128,146 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), outcomeCommitTimeout)
 	defer cancel()
 	errs := make([]error, len(batch))
-	now := b.s.nowTS()
+	t := b.s.now()
+	now := b.s.ts(t)
 	accounts, jobs := outcomeAccounts(batch)
+	var next []laneClaim
 	err := b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
+		ctx := b.s.stmtContext(ctx)
 		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
 			return err
 		}
-		if len(batch) == 1 { // alone: the transaction is its savepoint
-			if err := b.s.outcomeTx(ctx, tx, batch[0], now); err != nil {
-				return err
+		for _, r := range batch {
+			if err := b.s.outcomeTx(ctx, tx, r, now); err != nil {
+				if err = b.s.classify(err); len(batch) > 1 && !isGroupFailure(err) {
+					return errMemberRefused{err}
+				}
+				return err // alone: the transaction is its savepoint
 			}
-			return b.s.notifyEnded(ctx, tx, endedIn(batch, errs))
+		}
+		if err := b.s.notifyEnded(ctx, tx, endedIn(batch, errs)); err != nil {
+			return err
+		}
+		var err error
+		next, err = b.claimNext(ctx, tx, batch, t)
+		if err = b.s.classify(err); err != nil && !isGroupFailure(err) {
+			return errMemberRefused{err} // a claim refused: the outcomes commit without it
+		}
+		return err
+	}, before, after)
+	switch {
+	case errors.As(err, new(errMemberRefused)):
+		b.isolated.Add(1)
+		err = b.runIsolated(ctx, batch, errs, now, accounts, jobs, before, after)
+	case err == nil:
+		claimedNext(next)
+	}
+	for i, r := range batch {
+		if err != nil {
+			errs[i] = err
+		}
+		r.done <- errs[i]
+	}
+	// The members just woken wait in this goroutine's run queue, and this
+	// goroutine would keep its processor through the next group's commit
+	// (CPU and syscalls, about 2 ms): with few cores they ran only after
+	// it, so the group after that waited for them, the writer idle a fifth
+	// of the time (a busy lane on 2 cores, docs/benchmarks.md). Yielding
+	// lets them run now, here, while the writer goes on where a processor
+	// is free: their next outcomes are waiting when its commit ends.
+	runtime.Gosched()
+}
+
+// laneClaim is what an outcome group claimed for one lane's slots: the
+// jobs, the account of each, the lane's cursor the claim started from,
+// and the members, one per job, that run them.
+type laneClaim struct {
+	lock     *LaneLock
+	from     string
+	claimed  []*Claimed
+	accounts []string
+	members  []*outcomeReq
+}
+
+// claimNext claims, in the group's transaction tx, the jobs its members'
+// slots run next: for each lane whose members asked (outcomeReq.next), up
+// to one job per such member, with the claim's own statements (claimTx)
+// and its checks: the lane's lock still held (a lane that lost it claims
+// nothing; its outcomes commit all the same). Where a claim is one
+// statement and its own transaction (PostgreSQL), nothing is claimed here.
+// The claims take effect with the group's commit (claimedNext).
+func (b *outcomeBatcher) claimNext(ctx context.Context, tx *sql.Tx, batch []*outcomeReq, now time.Time) ([]laneClaim, error) {
+	if b.s.dialect.claimStatement {
+		return nil, nil
+	}
+	var out []laneClaim
+	for _, r := range batch {
+		if r.next == nil {
+			continue
+		}
+		i := slices.IndexFunc(out, func(c laneClaim) bool { return c.lock == r.next })
+		if i < 0 {
+			out, i = append(out, laneClaim{lock: r.next}), len(out)
+		}
+		out[i].members = append(out[i].members, r)
+	}
+	for i := range out {
+		c := &out[i]
+		if c.lock.Check() != nil { // no claim without the lock; the lane's loop sees it lost
+			c.members = nil
+			continue
+		}
+		fence, err := b.s.lockFence(c.lock)
+		if err != nil {
+			c.members = nil
+			continue
+		}
+		c.from = c.lock.cursor.get()
+		if c.claimed, c.accounts, err = b.s.claimTx(ctx, tx, c.lock.Lane, fence, len(c.members), c.from, now); err != nil {
+			return nil, fmt.Errorf("claim the next jobs of lane %s: %w", c.lock.Lane, err)
+		}
+	}
+	return out, nil
+}
+
+// claimedNext hands a committed group's claims to the members that run
+// them, moves each lane's turn on as ClaimUpTo does, and hits the claim's
+// crash point: these claims are committed.
+func claimedNext(next []laneClaim) {
+	claimed := false
+	for _, c := range next {
+		if len(c.claimed) == 0 {
+			continue
+		}
+		claimed = true
+		c.lock.cursor.advance(c.from, c.accounts)
+		for i, cl := range c.claimed {
+			c.members[i].claimed = cl
+		}
+	}
+	if claimed {
+		hit(crashpoint.ClaimAfterCommit)
+	}
+}
+
+// errMemberRefused ends a group's plain transaction when one of its
+// members was refused: the group runs again with savepoints.
+type errMemberRefused struct{ err error }
+
+func (e errMemberRefused) Error() string {
+	return "an outcome of the group was refused: " + e.err.Error()
+}
+
+// runIsolated runs a group of several in one transaction with a
+// savepoint per member: a member that is refused rolls back to its
+// savepoint and gets its own error in errs, and the others commit. It
+// returns the error that failed the whole group.
+func (b *outcomeBatcher) runIsolated(ctx context.Context, batch []*outcomeReq, errs []error, now any,
+	accounts []string, jobs []int64, before, after string) error {
+	return b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
+		ctx := b.s.stmtContext(ctx)
+		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
+			return err
 		}
 		for i, r := range batch {
 			var groupErr error
@@ -129,12 +278,22 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 		}
 		return b.s.notifyEnded(ctx, tx, endedIn(batch, errs))
 	}, before, after)
-	for i, r := range batch {
-		if err != nil {
-			errs[i] = err
-		}
-		r.done <- errs[i]
+}
+
+// stmtContext is the context for the statements of a group's transaction,
+// which began under ctx. On SQLite, where the transaction holds the only
+// write lock from its BEGIN and its statements wait for nobody, they run
+// without ctx's deadline: the driver watches a statement's context with a
+// goroutine of its own, started and stopped for every statement (a
+// twentieth of the writer's CPU), and ctx still bounds the transaction,
+// which database/sql rolls back when ctx ends (a later statement then
+// fails, and the group with it, as for a deadline). On PostgreSQL a
+// statement waits on the network and on row locks: it keeps ctx.
+func (s *Store) stmtContext(ctx context.Context) context.Context {
+	if s.dialect.oneWriter {
+		return context.WithoutCancel(ctx)
 	}
+	return ctx
 }
 
 // endedIn lists the jobs a group ends: its members written (no error)

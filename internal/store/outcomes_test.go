@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
@@ -29,6 +30,7 @@ func TestStore_OutcomeGroup(t *testing.T) {
 		neg.AmountMicros = -1 // refused by the charges CHECK, after the member's first writes
 		staleP := completeParams(stale)
 		staleP.AttemptID = good.Attempt.ID // another job's attempt: fenced out
+		isolated := store.IsolatedGroups(s)
 		errs := store.CommitOutcomes(s, []store.Outcome{
 			{Complete: ptr(completeParams(good))},
 			{Complete: ptr(completeParams(twice))},
@@ -51,6 +53,9 @@ func TestStore_OutcomeGroup(t *testing.T) {
 				t.Errorf("member %d: %v, want %s", i, err, inkwell.ECONFLICT)
 			}
 		}
+		if got := store.IsolatedGroups(s) - isolated; got != 1 {
+			t.Errorf("the group ran again with savepoints %d times, want once (its plain transaction refused)", got)
+		}
 		for _, w := range []struct {
 			c      *store.Claimed
 			status string
@@ -65,6 +70,58 @@ func TestStore_OutcomeGroup(t *testing.T) {
 				d.Attempts[len(d.Attempts)-1].Status != w.status {
 				t.Errorf("job %d: %s, result %v, charge %v, attempt %s; want %s, result and charge %v",
 					w.c.Job.ID, d.Job.Status, d.Result != nil, d.Charge != nil, d.Attempts[len(d.Attempts)-1].Status, w.status, w.result)
+			}
+		}
+	})
+}
+
+// TestStore_OutcomeGroupAllGood: a group whose members all succeed
+// commits in its one plain transaction, with no savepoints, and writes
+// each member exactly as a lone outcome would: completions done with their
+// result and charge, a failure failed, a reschedule queued again.
+func TestStore_OutcomeGroupAllGood(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		var c []*store.Claimed
+		for _, k := range []string{"a", "b", "c", "d", "e"} {
+			mustAccept(t, s, acceptParams(k, "prompt "+k))
+			c = append(c, mustClaim(t, s, "local"))
+		}
+		retryAt := s.Now().Add(time.Hour)
+		isolated := store.IsolatedGroups(s)
+		errs := store.CommitOutcomes(s, []store.Outcome{
+			{Complete: ptr(completeParams(c[0]))},
+			{Fail: &store.FailParams{JobID: c[1].Job.ID, AttemptID: c[1].Attempt.ID, Error: "provider: 400", Class: inkwell.ClassRejected}},
+			{Complete: ptr(completeParams(c[2]))},
+			{Fail: &store.FailParams{JobID: c[3].Job.ID, AttemptID: c[3].Attempt.ID, Error: "provider: 502", Class: inkwell.ClassProviderError,
+				RetryAt: &retryAt, ProviderHonoursKeys: true}},
+			{Complete: ptr(completeParams(c[4]))},
+		})
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("member %d: %v, want committed", i, err)
+			}
+		}
+		if got := store.IsolatedGroups(s) - isolated; got != 0 {
+			t.Errorf("a group of good members ran again with savepoints %d times, want never", got)
+		}
+		for i, want := range []string{inkwell.StatusDone, inkwell.StatusFailed, inkwell.StatusDone, inkwell.StatusQueued, inkwell.StatusDone} {
+			d, err := s.Show(t.Context(), c[i].Job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := want == inkwell.StatusDone
+			attempt := want
+			if want == inkwell.StatusQueued {
+				attempt = inkwell.StatusFailed
+			}
+			if d.Job.Status != want || (d.Result != nil) != done || (d.Charge != nil) != done || len(d.Attempts) != 1 || d.Attempts[0].Status != attempt {
+				t.Errorf("member %d, job %d: %s, result %v, charge %v, attempts %+v; want %s, result and charge %v, one attempt %s",
+					i, c[i].Job.ID, d.Job.Status, d.Result != nil, d.Charge != nil, d.Attempts, want, done, attempt)
+			}
+			if done && (d.Result.Text != completeParams(c[i]).Text || d.Charge.AmountMicros != completeParams(c[i]).AmountMicros) {
+				t.Errorf("member %d: result %q, charge %d; want %q, %d", i, d.Result.Text, d.Charge.AmountMicros,
+					completeParams(c[i]).Text, completeParams(c[i]).AmountMicros)
 			}
 		}
 	})

@@ -263,7 +263,7 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any)
 // txExec runs a statement (in PostgreSQL form) in tx through the
 // prepared-statement cache.
 func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
-	query = s.dialect.rebind(query)
+	query = s.rebindKept(query)
 	if st := s.cached(query); st != nil {
 		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
@@ -283,7 +283,7 @@ func (s *Store) cached(query string) *sql.Stmt {
 // txQueryRow runs a one-row query (in PostgreSQL form) in tx through the
 // prepared-statement cache.
 func (s *Store) txQueryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
-	query = s.dialect.rebind(query)
+	query = s.rebindKept(query)
 	if st := s.cached(query); st != nil {
 		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
@@ -293,7 +293,7 @@ func (s *Store) txQueryRow(ctx context.Context, tx *sql.Tx, query string, args .
 // txQuery runs a query (in PostgreSQL form) in tx through the
 // prepared-statement cache.
 func (s *Store) txQuery(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
-	query = s.dialect.rebind(query)
+	query = s.rebindKept(query)
 	if st := s.cached(query); st != nil {
 		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}

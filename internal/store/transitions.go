@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -199,33 +200,40 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 	return claimed, nil
 }
 
-// claimUpToTx is ClaimUpTo in a transaction (SQLite): the UPDATE whose
-// subquery picks the jobs (reading the jobs_queued_account index only),
-// then one INSERT per job for its attempt. It returns the claims and the
-// account of each.
+// claimUpToTx is ClaimUpTo in a transaction of its own (SQLite): see
+// claimTx.
 func (s *Store) claimUpToTx(ctx context.Context, lane, fence string, n int, from string) ([]*Claimed, []string, error) {
-	claimJobs := s.claimTxSQL(fence)
 	now := s.now()
 	var claimed []*Claimed
 	var accounts []string
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
-		claimed = claimed[:0]
-		jobs, accts, err := s.claimJobs(ctx, tx, claimJobs, lane, s.ts(now), n, from)
-		if err != nil {
-			return err
-		}
-		accounts = accts
-		for _, job := range jobs {
-			a, err := s.openAttempt(ctx, tx, job, lane, now)
-			if err != nil {
-				return err
-			}
-			claimed = append(claimed, &Claimed{Job: job, Attempt: a})
-		}
-		return nil
+		var err error
+		claimed, accounts, err = s.claimTx(ctx, tx, lane, fence, n, from, now)
+		return err
 	}, "", "")
 	if err != nil {
 		return nil, nil, err
+	}
+	return claimed, accounts, nil
+}
+
+// claimTx is the claim's writes in tx, in a transaction of the claim's
+// own (claimUpToTx) or of an outcome group that claims the jobs its slots
+// run next (outcomes.go, claimNext): the UPDATE whose subquery picks the
+// jobs (reading the jobs_queued_account index only), then one INSERT per
+// job for its attempt. It returns the claims and the account of each.
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, lane, fence string, n int, from string, now time.Time) ([]*Claimed, []string, error) {
+	jobs, accounts, err := s.claimJobs(ctx, tx, s.claimTxSQL(fence), lane, s.ts(now), n, from)
+	if err != nil {
+		return nil, nil, err
+	}
+	attempts, err := s.openAttempts(ctx, tx, jobs, lane, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	claimed := make([]*Claimed, len(jobs))
+	for i, job := range jobs {
+		claimed[i] = &Claimed{Job: job, Attempt: attempts[i]}
 	}
 	return claimed, accounts, nil
 }
@@ -369,16 +377,50 @@ func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ..
 	return jobs, accounts, nil
 }
 
-// openAttempt opens job's next attempt (highest number so far + 1), running.
-func (s *Store) openAttempt(ctx context.Context, tx *sql.Tx, job inkwell.Job, lane string, now time.Time) (inkwell.Attempt, error) {
-	const open = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
-		SELECT $1, COALESCE(MAX(attempt_number), 0) + 1, 'running', $2, $3 FROM job_attempts WHERE job_id = $1
-		RETURNING id, attempt_number`
-	a := inkwell.Attempt{JobID: job.ID, Status: inkwell.StatusRunning, Lane: lane, StartedAt: &now}
-	if err := s.txQueryRow(ctx, tx, open, job.ID, lane, s.ts(now)).Scan(&a.ID, &a.AttemptNumber); err != nil {
-		return a, fmt.Errorf("claim job %d: open attempt: %w", job.ID, err)
+// openAttempts opens the next attempt of each job (its highest number so
+// far + 1), running, in one statement (SQLite: the ids as one JSON array),
+// and returns them in the order of jobs.
+func (s *Store) openAttempts(ctx context.Context, tx *sql.Tx, jobs []inkwell.Job, lane string, now time.Time) ([]inkwell.Attempt, error) {
+	if len(jobs) == 0 {
+		return nil, nil
 	}
-	return a, nil
+	const open = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
+		SELECT j.value, COALESCE((SELECT MAX(a.attempt_number) FROM job_attempts a WHERE a.job_id = j.value), 0) + 1, 'running', $1, $2
+		FROM json_each($3) j
+		RETURNING job_id, id, attempt_number`
+	ids, at := make([]string, len(jobs)), make(map[int64]int, len(jobs))
+	for i, job := range jobs {
+		ids[i], at[job.ID] = strconv.FormatInt(job.ID, 10), i
+	}
+	attempts := make([]inkwell.Attempt, len(jobs))
+	rows, err := s.txQuery(ctx, tx, open, lane, s.ts(now), "["+strings.Join(ids, ",")+"]")
+	if err != nil {
+		return nil, fmt.Errorf("claim: open attempts: %w", err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var jobID int64
+		started := now
+		a := inkwell.Attempt{Status: inkwell.StatusRunning, Lane: lane, StartedAt: &started}
+		if err := rows.Scan(&jobID, &a.ID, &a.AttemptNumber); err != nil {
+			return nil, fmt.Errorf("claim: open attempts: %w", err)
+		}
+		i, ok := at[jobID]
+		if !ok {
+			return nil, fmt.Errorf("claim: open attempts: an attempt for job %d, which was not claimed", jobID)
+		}
+		a.JobID = jobID
+		attempts[i] = a
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim: open attempts: %w", err)
+	}
+	if n != len(jobs) {
+		return nil, fmt.Errorf("claim: opened %d attempts for %d jobs", n, len(jobs))
+	}
+	return attempts, nil
 }
 
 // CompleteParams is what a successful provider call produced.
@@ -406,10 +448,27 @@ var ErrAlreadyDone = inkwell.Errorf(inkwell.ECONFLICT, "the attempt is already d
 //
 // Outcomes of many calls in flight share one transaction and one durable
 // commit (group commit, outcomes.go), each member fenced by its own attempt
-// id and isolated by a savepoint; on SQLite they go ahead of every other
+// id and isolated from the others; on SQLite they go ahead of every other
 // writer waiting in this process.
 func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
-	return s.outcomes.submit(ctx, &outcomeReq{complete: &p})
+	_, err := s.CompleteAndClaim(ctx, p, nil)
+	return err
+}
+
+// CompleteAndClaim is CompleteIfRunning for a lane's slot that will run
+// another job after this one: where the claim is a transaction (SQLite),
+// the completion's transaction also claims the lane's next job for the
+// slot, under l, the lane's lock, as ClaimUpTo would (fair turn, oldest
+// first, never before not_before), and returns it: one durable commit for
+// the completion and the claim, where it took two. next is nil when
+// nothing was claimed: nothing queued, l nil or no longer held, the
+// completion refused (err), or PostgreSQL, whose claim is one statement
+// of its own (the lane claims with ClaimUpTo). A claimed next job is
+// running under l: the caller must take it to an outcome.
+func (s *Store) CompleteAndClaim(ctx context.Context, p CompleteParams, l *LaneLock) (next *Claimed, err error) {
+	r := &outcomeReq{complete: &p, next: l}
+	err = s.outcomes.submit(ctx, r)
+	return r.claimed, err
 }
 
 // completeTx is CompleteIfRunning's writes, inside an outcome group's
@@ -475,16 +534,25 @@ type FailParams struct {
 // longer running it writes nothing and returns ECONFLICT. It shares group
 // commits with completions (see CompleteIfRunning).
 func (s *Store) FailIfRunning(ctx context.Context, p FailParams) error {
+	_, err := s.FailAndClaim(ctx, p, nil)
+	return err
+}
+
+// FailAndClaim is FailIfRunning that also claims the lane's next job for
+// the slot the failure frees, as CompleteAndClaim does.
+func (s *Store) FailAndClaim(ctx context.Context, p FailParams, l *LaneLock) (next *Claimed, err error) {
 	if p.Error == "" {
 		p.Error = "failed without a reason"
 	}
 	if !p.Class.Valid() {
-		return inkwell.Errorf(inkwell.EINVALID, "fail attempt %d: error class %q is not one of %v", p.AttemptID, p.Class, inkwell.ErrorClasses)
+		return nil, inkwell.Errorf(inkwell.EINVALID, "fail attempt %d: error class %q is not one of %v", p.AttemptID, p.Class, inkwell.ErrorClasses)
 	}
 	if p.RetryAt != nil && !p.Class.RetrySafe(p.ProviderHonoursKeys) {
-		return inkwell.Errorf(inkwell.EINVALID, "fail attempt %d: a %s failure is never retried automatically", p.AttemptID, p.Class)
+		return nil, inkwell.Errorf(inkwell.EINVALID, "fail attempt %d: a %s failure is never retried automatically", p.AttemptID, p.Class)
 	}
-	return s.outcomes.submit(ctx, &outcomeReq{fail: &p})
+	r := &outcomeReq{fail: &p, next: l}
+	err = s.outcomes.submit(ctx, r)
+	return r.claimed, err
 }
 
 // failTx is FailIfRunning's writes, inside an outcome group's transaction.

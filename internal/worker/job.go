@@ -29,10 +29,26 @@ func (l *Lane) claim(ctx context.Context, n int) ([]*store.Claimed, error) {
 }
 
 // run takes one claimed job to an outcome: the provider call outside any
-// transaction, then its completion or failure. It returns errUnrecorded
-// when the outcome could not be written.
-func (l *Lane) run(ctx context.Context, c *store.Claimed) error {
+// transaction, then its completion or failure. It returns the job its slot
+// runs next, claimed in the outcome's own transaction (nil: none; see
+// nextLock), and errUnrecorded when the outcome could not be written.
+func (l *Lane) run(ctx context.Context, c *store.Claimed) (next *store.Claimed, err error) {
 	j := &claimedJob{Claimed: c, log: l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)}
+	err = l.runJob(ctx, j)
+	return j.next, err
+}
+
+// nextLock is what an outcome passes to ask for its slot's next job: the
+// lane's lock, or nil once the lane is stopping (no new claims).
+func (l *Lane) nextLock(ctx context.Context) *store.LaneLock {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return l.lock
+}
+
+func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
+	c := j.Claimed
 	j.log.InfoContext(ctx, "job claimed")
 	if l.cfg.Observer != nil {
 		l.cfg.Observer.Claimed(l.cfg.Name)
@@ -70,6 +86,9 @@ type claimedJob struct {
 	*store.Claimed
 	log      *slog.Logger
 	stopSeen time.Time // when record first saw the stop signal with an answer unstored
+	// next is the job claimed for this slot in the transaction that wrote
+	// this job's outcome; the slot runs it next.
+	next *store.Claimed
 	// callCtx is the context the provider call runs under; a cancel
 	// aborts it with errJobCancelled as its cause (cancel.go).
 	callCtx context.Context
@@ -134,10 +153,12 @@ func (l *Lane) complete(ctx context.Context, j *claimedJob, req inkwell.Request,
 		account = inkwell.DefaultAccount
 	}
 	err := l.record(ctx, j, true, func(wctx context.Context) error {
-		return l.store.CompleteIfRunning(wctx, store.CompleteParams{
+		var err error
+		j.next, err = l.store.CompleteAndClaim(wctx, store.CompleteParams{
 			JobID: j.Job.ID, AttemptID: j.Attempt.ID, Text: resp.Text,
 			Account: account, AmountMicros: resp.AmountMicros, ProviderRequestID: resp.RequestID,
-		})
+		}, l.nextLock(ctx))
+		return err
 	})
 	wctx := context.WithoutCancel(ctx)
 	switch {
@@ -190,8 +211,10 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 		retryAt = &at
 	}
 	err := l.record(ctx, j, false, func(wctx context.Context) error {
-		return l.store.FailIfRunning(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg, Class: f.class,
-			RetryAt: retryAt, ProviderHonoursKeys: l.cfg.Retry.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter})
+		var err error
+		j.next, err = l.store.FailAndClaim(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg, Class: f.class,
+			RetryAt: retryAt, ProviderHonoursKeys: l.cfg.Retry.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter}, l.nextLock(ctx))
+		return err
 	})
 	wctx := context.WithoutCancel(ctx)
 	if inkwell.ErrorCode(err) == inkwell.ECONFLICT {

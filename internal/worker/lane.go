@@ -106,7 +106,8 @@ type laneStore interface {
 	Heartbeat(ctx context.Context, l *store.LaneLock, b store.LaneBeat) error
 	StopLane(ctx context.Context, l *store.LaneLock, reason string) error
 	ClaimUpTo(ctx context.Context, l *store.LaneLock, n int) ([]*store.Claimed, error)
-	CompleteIfRunning(ctx context.Context, p store.CompleteParams) error
+	CompleteAndClaim(ctx context.Context, p store.CompleteParams, next *store.LaneLock) (*store.Claimed, error)
+	FailAndClaim(ctx context.Context, p store.FailParams, next *store.LaneLock) (*store.Claimed, error)
 	FailIfRunning(ctx context.Context, p store.FailParams) error
 	Installation(ctx context.Context) (inkwell.Installation, error)
 	Now() time.Time // the store's clock
@@ -329,12 +330,20 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) error
 		}
 		for _, c := range claimed {
 			l.inFlight.Add(1)
+			// A slot runs its job, then the job claimed with its outcome
+			// (Lane.run), and so on while the queue has work: one durable
+			// commit per job for its outcome and its successor's claim. It
+			// frees when an outcome claims nothing.
 			calls.Go(func() {
 				defer l.release()
-				if err := l.run(ctx, c); errors.Is(err, errUnrecorded) {
-					l.log.ErrorContext(ctx, "stopping the lane: a job's outcome could not be recorded; restart recovery will close it", "err", err)
-					unrecorded.CompareAndSwap(nil, &err)
-					stopLane(err)
+				for c != nil {
+					next, err := l.run(ctx, c)
+					if errors.Is(err, errUnrecorded) {
+						l.log.ErrorContext(ctx, "stopping the lane: a job's outcome could not be recorded; restart recovery will close it", "err", err)
+						unrecorded.CompareAndSwap(nil, &err)
+						stopLane(err)
+					}
+					c = next // claimed, so run even after a stop: it gets the grace period
 				}
 			})
 		}

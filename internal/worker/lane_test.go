@@ -387,3 +387,59 @@ func TestLane_RunsARetriedLegacyJob(t *testing.T) {
 		t.Errorf("attempts %+v, want the back-filled attempt 1 (no lane) and attempt 2 done", d.Attempts)
 	}
 }
+
+// TestLane_SlotRunsTheJobClaimedWithItsOutcome: on SQLite a slot's
+// outcome claims the slot's next job in the same transaction, and the slot
+// runs it (Lane.run, store.CompleteAndClaim): one commit per job where
+// there were two. Every job still runs once, in one attempt, on this lane.
+// A stop ends the chain: every job claimed, by the loop or with an
+// outcome, is taken to an outcome, and nothing is claimed after.
+func TestLane_SlotRunsTheJobClaimedWithItsOutcome(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	const n = 60
+	var jobs []inkwell.Job
+	for i := range n {
+		jobs = append(jobs, accept(t, st, fmt.Sprintf("k%d", i), fmt.Sprintf("poem %d", i), 5))
+	}
+	r := startLane(t, st, worker.Config{Provider: provider.NewSim(0), Concurrency: 4})
+	for _, j := range jobs {
+		d := waitJob(t, st, j.ID, "done", isStatus(inkwell.StatusDone))
+		if len(d.Attempts) != 1 || d.Attempts[0].Status != inkwell.StatusDone || d.Attempts[0].Lane != "local" {
+			t.Errorf("job %d attempts %+v, want one done attempt on local", j.ID, d.Attempts)
+		}
+	}
+	var withOutcome int
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM job_attempts a
+		WHERE EXISTS (SELECT 1 FROM job_attempts b WHERE b.id <> a.id AND b.finished_at = a.started_at)`).Scan(&withOutcome); err != nil {
+		t.Fatal(err)
+	}
+	if withOutcome == 0 {
+		t.Errorf("no job was claimed in the transaction of another's outcome; want most of %d", n)
+	}
+	t.Logf("%d of %d jobs claimed with an outcome", withOutcome, n)
+
+	// A stop mid-drain: the chains end, nothing is left running.
+	storetest.MustQueue(t, st, "acme", "more", 5000)
+	r.lane.Wake()
+	storetest.WaitFor(t, waitLimit, "the lane to take more jobs", func() bool {
+		var done int
+		if err := st.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM jobs WHERE status = 'done'`).Scan(&done); err != nil {
+			t.Fatal(err)
+		}
+		return done > n+20
+	})
+	if err := r.stop(t); err != nil {
+		t.Errorf("Run after a stop = %v, want nil", err)
+	}
+	var running, queued int
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FILTER (WHERE status = 'running'), COUNT(*) FILTER (WHERE status = 'queued') FROM jobs`).Scan(&running, &queued); err != nil {
+		t.Fatal(err)
+	}
+	if running != 0 {
+		t.Errorf("%d jobs left running after a stop, want none: every claimed job is taken to an outcome", running)
+	}
+	if queued == 0 {
+		t.Errorf("no job left queued: the stop came too late to test anything")
+	}
+}
