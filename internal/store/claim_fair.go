@@ -34,7 +34,9 @@ import "sync"
 // only the jobs it claims and skips those another lane is claiming. SQLite
 // computes a recursive CTE to its end before its reader sees a row, so its
 // walk carries a LIMIT: n jobs and at most one end-of-account row per
-// account (k ≤ n).
+// account (k ≤ n); and when the turn found n accounts their first jobs
+// are the claim, so the walk takes no second round (which it would
+// otherwise probe in full, n probes, before the LIMIT stopped it).
 //
 // A job waiting out a back-off (not_before) is passed over, in both steps:
 // an account whose every queued job waits is not given a turn.
@@ -166,7 +168,7 @@ func (s *Store) fairPick(now string) string {
 	walk (acct, pos, r, id) AS (
 		SELECT acct, pos, 0, first FROM accts
 		UNION ALL
-		SELECT acct, pos, r + 1, ` + job("walk.acct", ">", "walk.id") + ` FROM walk WHERE id IS NOT NULL` + s.dialect.claimWalkLimit + `
+		SELECT acct, pos, r + 1, ` + job("walk.acct", ">", "walk.id") + ` FROM walk WHERE id IS NOT NULL` + s.dialect.claimWalkBound + `
 	)`
 }
 

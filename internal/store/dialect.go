@@ -52,9 +52,11 @@ type dialect struct {
 	// it, so that the planner matches it; in byte order on both
 	// (claim_fair.go).
 	claimAccount string
-	// claimWalkLimit bounds the fair claim's walk where a recursive CTE is
-	// computed to its end (SQLite; see claim_fair.go).
-	claimWalkLimit string
+	// claimWalkBound ends the fair claim's walk where a recursive CTE is
+	// computed to its end (SQLite; see claim_fair.go): no round after the
+	// first when the turn found n accounts, and n jobs plus one
+	// end-of-account row per account at most.
+	claimWalkBound string
 	// claimLateral: the fair claim's account probes are LATERAL rows
 	// (PostgreSQL); SQLite has no LATERAL, and looks each probe's job up
 	// by id for its account (claim_fair.go).
@@ -108,7 +110,7 @@ var sqliteDialect = dialect{
 	// ->> 'account' is '$.account' without a '$', which rebind would turn
 	// into a placeholder.
 	claimAccount:   `account`,
-	claimWalkLimit: ` LIMIT 2 * $3`,
+	claimWalkBound: ` AND (SELECT COUNT(*) FROM accts) < $3 LIMIT 2 * $3`,
 }
 
 // classify passes err through the dialect's classification, keeping
