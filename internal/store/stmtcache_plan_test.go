@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -87,11 +88,12 @@ func openRaw(t *testing.T, path string) *rawDB {
 		t.Fatal(err)
 	}
 	defer libc.Xfree(tls, name)
-	db := new(uintptr)
-	if rc := sqlite3.Xsqlite3_open_v2(tls, name, uintptr(unsafe.Pointer(db)), sqlite3.SQLITE_OPEN_READWRITE, 0); rc != sqlite3.SQLITE_OK {
+	db := outPointer(tls)
+	defer libc.Xfree(tls, db)
+	if rc := sqlite3.Xsqlite3_open_v2(tls, name, db, sqlite3.SQLITE_OPEN_READWRITE, 0); rc != sqlite3.SQLITE_OK {
 		t.Fatalf("open %s: rc %d", path, rc)
 	}
-	r := &rawDB{tls: tls, db: *db}
+	r := &rawDB{tls: tls, db: readPointer(db)}
 	t.Cleanup(func() { sqlite3.Xsqlite3_close_v2(tls, r.db); tls.Close() })
 	return r
 }
@@ -105,11 +107,28 @@ func (r *rawDB) prepare(t *testing.T, q string) uintptr {
 		t.Fatal(err)
 	}
 	defer libc.Xfree(r.tls, text)
-	st := new(uintptr)
-	if rc := sqlite3.Xsqlite3_prepare_v2(r.tls, r.db, text, -1, uintptr(unsafe.Pointer(st)), 0); rc != sqlite3.SQLITE_OK {
+	st := outPointer(r.tls)
+	defer libc.Xfree(r.tls, st)
+	if rc := sqlite3.Xsqlite3_prepare_v2(r.tls, r.db, text, -1, st, 0); rc != sqlite3.SQLITE_OK {
 		t.Fatalf("prepare: %s\n%s", r.errmsg(), q)
 	}
-	return *st
+	return readPointer(st)
+}
+
+// outPointer allocates, in SQLite's own memory, the place a C call writes
+// a pointer to: the address of a Go variable, written through by the
+// transpiled C, fails the race detector's pointer checks (checkptr).
+func outPointer(tls *libc.TLS) uintptr {
+	return libc.Xcalloc(tls, 1, libc.Tsize_t(unsafe.Sizeof(uintptr(0))))
+}
+
+// readPointer reads the pointer a C call wrote at p (outPointer).
+func readPointer(p uintptr) uintptr {
+	b := libc.GoBytes(p, int(unsafe.Sizeof(uintptr(0))))
+	if len(b) == 4 {
+		return uintptr(binary.NativeEndian.Uint32(b))
+	}
+	return uintptr(binary.NativeEndian.Uint64(b))
 }
 
 func (r *rawDB) exec(t *testing.T, q string) {
