@@ -1,5 +1,7 @@
 package store
 
+import "database/sql"
+
 // ClaimSQL is the statement ClaimUpTo runs to pick and claim jobs on s's
 // dialect, in the dialect's placeholders: $1 lane, $2 now, $3 n, $4 the
 // lane's cursor; fenced by l's lock when l is not nil. Tests EXPLAIN it.
@@ -12,4 +14,14 @@ func ClaimSQL(s *Store, l *LaneLock) string {
 		return s.claimStatementSQL(fence)
 	}
 	return s.dialect.rebind(s.claimTxSQL(fence))
+}
+
+// ClaimDB is the pool the claim statement runs on: its own on PostgreSQL
+// (postgres_claim.go), the write pool on SQLite. Tests EXPLAIN the claim
+// on it, to see the plan the claim gets.
+func ClaimDB(s *Store) *sql.DB {
+	if s.cdb != nil {
+		return s.cdb
+	}
+	return s.db
 }

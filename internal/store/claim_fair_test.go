@@ -140,7 +140,7 @@ func TestStore_ClaimFair(t *testing.T) {
 				storetest.MustQueue(t, s, fmt.Sprintf("acct-%02d", i), fmt.Sprintf("k%d", i), each)
 			}
 			ctx := t.Context()
-			tx, err := s.ClaimDB().BeginTx(ctx, nil)
+			tx, err := store.ClaimDB(s).BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -272,13 +272,13 @@ func explainClaim(t *testing.T, s *store.Store) *sql.Rows {
 	t.Helper()
 	ctx := t.Context()
 	if s.Dialect() != "postgres" {
-		rows, err := s.ClaimDB().QueryContext(ctx, "EXPLAIN QUERY PLAN "+store.ClaimSQL(s, nil), "local", s.Now().UTC().Format(store.TimeLayout), 16, "")
+		rows, err := store.ClaimDB(s).QueryContext(ctx, "EXPLAIN QUERY PLAN "+store.ClaimSQL(s, nil), "local", s.Now().UTC().Format(store.TimeLayout), 16, "")
 		if err != nil {
 			t.Fatalf("explain the claim: %v", err)
 		}
 		return rows
 	}
-	conn, err := s.ClaimDB().Conn(ctx)
+	conn, err := store.ClaimDB(s).Conn(ctx)
 	if err != nil {
 		t.Fatalf("explain the claim: %v", err)
 	}

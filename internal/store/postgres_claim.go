@@ -75,13 +75,3 @@ func claimSession(ctx context.Context, c *pgconn.PgConn) error {
 	}
 	return nil
 }
-
-// ClaimDB is the pool the claim statement runs on: its own on PostgreSQL
-// (postgres_claim.go), the write pool on SQLite. Tests EXPLAIN the claim
-// on it, to see the plan the claim gets.
-func (s *Store) ClaimDB() *sql.DB {
-	if s.cdb != nil {
-		return s.cdb
-	}
-	return s.db
-}
