@@ -163,7 +163,7 @@ func (s *Store) admitBatch(ctx context.Context, tx *sql.Tx, p BatchParams) error
 // batchInsertRows is how many jobs one INSERT writes (5 parameters a
 // row). More rows a statement means fewer statements, but modernc SQLite
 // finds each numbered parameter's name by a linear search, so a
-// statement's binding costs the square of its parameters: 100 rows (505
+// statement's binding costs the square of its parameters: 100 rows (506
 // parameters) is about the fastest on both dialects.
 const batchInsertRows = 100
 
@@ -172,9 +172,16 @@ const batchInsertRows = 100
 // a target takes whichever unique key a line would break (the job key;
 // whatever scope keys have), and a short count refuses the whole batch.
 func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, account string, reserved bool, lines []BatchLine, now time.Time) error {
+	// The batch's lines enter the queue one after another, from the turn
+	// a single job of the account would get (claim_fair.go): the account
+	// is served one line per turn, as if it had sent them one by one.
+	var turn int64
+	if err := s.txQueryRow(ctx, tx, `SELECT `+s.turnFor("$1", "$2"), account, s.ts(now)).Scan(&turn); err != nil {
+		return fmt.Errorf("accept batch: the lines' turn: %w", err)
+	}
 	var full *sql.Stmt
 	if len(lines) >= batchInsertRows {
-		q, _ := batchInsert(batchID, account, reserved, lines[:batchInsertRows], nil)
+		q, _ := batchInsert(batchID, account, reserved, lines[:batchInsertRows], nil, 0)
 		st, err := tx.PrepareContext(ctx, s.dialect.rebind(q))
 		if err != nil {
 			return fmt.Errorf("accept batch: prepare: %w", err)
@@ -184,7 +191,7 @@ func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, 
 	}
 	for start := 0; start < len(lines); start += batchInsertRows {
 		chunk := lines[start:min(start+batchInsertRows, len(lines))]
-		q, args := batchInsert(batchID, account, reserved, chunk, s.ts(now))
+		q, args := batchInsert(batchID, account, reserved, chunk, s.ts(now), turn+int64(start))
 		var res sql.Result
 		var err error
 		if len(chunk) == batchInsertRows {
@@ -204,17 +211,18 @@ func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, 
 
 // batchInsert is the INSERT of one chunk: $1 the time, $2 the batch, $3
 // the account that pays, $4 and $5 the reservation's account and state
-// (NULL, NULL when the account has no budget row: no reservation), then
-// five parameters per line.
-func batchInsert(batchID int64, account string, reserved bool, chunk []BatchLine, now any) (string, []any) {
+// (NULL, NULL when the account has no budget row: no reservation), $6
+// the chunk's first turn (each line the next: claim_fair.go), then five
+// parameters per line.
+func batchInsert(batchID int64, account string, reserved bool, chunk []BatchLine, now any, turn int64) (string, []any) {
 	var q strings.Builder
-	q.WriteString(`INSERT INTO jobs (idempotency_key, request_hash, payload, batch_custom_id, reservation_micros, status, created_at, batch_id, account, reservation_account, reservation_state) VALUES `)
+	q.WriteString(`INSERT INTO jobs (idempotency_key, request_hash, payload, batch_custom_id, reservation_micros, status, created_at, batch_id, account, reservation_account, reservation_state, claim_turn) VALUES `)
 	var resAccount, resState any
 	if reserved {
 		resAccount, resState = account, ReservationOpen
 	}
-	args := make([]any, 0, 5+5*len(chunk))
-	args = append(args, now, batchID, account, resAccount, resState)
+	args := make([]any, 0, 6+5*len(chunk))
+	args = append(args, now, batchID, account, resAccount, resState, turn)
 	for i, l := range chunk {
 		if i > 0 {
 			q.WriteString(", ")
@@ -224,7 +232,7 @@ func batchInsert(batchID int64, account string, reserved bool, chunk []BatchLine
 		if reserved {
 			micros = l.ReserveMicros
 		}
-		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, 'queued', $1, $2, $3, $4, $5)", n+1, n+2, n+3, n+4, n+5)
+		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, 'queued', $1, $2, $3, $4, $5, CAST($6 AS BIGINT) + %d)", n+1, n+2, n+3, n+4, n+5, i)
 		args = append(args, BatchJobKey(batchID, l.CustomID), l.RequestHash, string(l.Payload), l.CustomID, micros)
 	}
 	q.WriteString(` ON CONFLICT DO NOTHING`)

@@ -1,181 +1,70 @@
 package store
 
-import "sync"
-
 // Fair claims (docs/design.md §10, docs/scaling.md#fair-claims-across-accounts):
-// a lane takes queued jobs round robin across the accounts that have ready
-// queued work, oldest first within each account, so that one account's
-// flood does not starve another's single job.
+// lanes take queued jobs round robin across the accounts that have queued
+// work, so that one account's flood does not starve another's single job.
 //
-// The turn is a cursor per lane: the account the lane served last. A claim
-// of n takes accounts in name order after the cursor, wrapping round to the
-// first after the last, and takes one job from each in turn (a round), then
-// a second from each, and so on, until it has n: the first n of the order
-// (round, account's place after the cursor). The next claim starts after
-// the account its last job came from. An account that arrives with one job
-// is claimed within one turn: at most as many claims as there are accounts
-// with ready queued work.
+// The round robin is written into the queue, not walked at claim time.
+// Every queued job has a turn (jobs.claim_turn, migration 0013), given as
+// it enters the queue (accept, batch, retry, reschedule: turnFor):
 //
-// Both steps are probes of one index, jobs_queued_account (migration 0012:
-// queued jobs by account, then id), never a scan of the queue:
+//	turn = max(front, the turn of its account's last queued job + 1)
 //
-//   - accounts: "the next account after x with a ready job" is one probe
-//     (ORDER BY account LIMIT 1), repeated at most n times after the cursor
-//     and, when those are fewer than n, at most n times from the first
-//     account up to the cursor (a loose index scan, as PostgreSQL 15 has no
-//     skip scan);
-//   - jobs: "the next ready job of account a after id i" is one probe,
-//     repeated round by round; the walk stops once it has n jobs, so a
-//     claim reads about n + k index entries for k ≤ n accounts.
+// where front is the turn of the first ready queued job in claim order
+// (the queue's head; when every queued job waits out a back-off, the
+// lowest turn queued; 0 when nothing is queued). A claim takes the lowest
+// turns, the oldest id first within a turn (claimPick): one ordered read
+// of the jobs_queued_turn index, as the oldest-first claim read
+// jobs_queued, where a walk across accounts cost one index probe per
+// account served.
 //
-// Both are recursive CTEs in one statement. PostgreSQL evaluates a
-// recursive CTE only as far as its reader fetches, and locks each job as
-// the walk takes it (FOR UPDATE SKIP LOCKED in the probe), so it locks
-// only the jobs it claims and skips those another lane is claiming. SQLite
-// computes a recursive CTE to its end before its reader sees a row, so its
-// walk carries a LIMIT: n jobs and at most one end-of-account row per
-// account (k ≤ n); and when the turn found n accounts their first jobs
-// are the claim, so the walk takes no second round (which it would
-// otherwise probe in full, n probes, before the LIMIT stopped it).
+// So an account's k-th queued job is served in the k-th turn from the
+// front, beside every other account's k-th: an account that arrives with
+// one job gets the front turn and is claimed within one turn, at most as
+// many claims as there are accounts with queued work, however long
+// another account's queue. Within an account, jobs go in the order they
+// entered the queue; a rescheduled or retried job enters again after its
+// account's queued jobs, as a new one would. This is start-time fair
+// queueing with equal weights, its virtual clock the queue's front.
 //
-// A job waiting out a back-off (not_before) is passed over, in both steps:
-// an account whose every queued job waits is not given a turn.
+// The front counts ready jobs only: a job waiting out a back-off keeps
+// the turn it was given, and when its wait ends it is the first of its
+// turn again; it does not hold the front back for the accounts that
+// arrive meanwhile.
+//
+// Turns are computed by the writer that enqueues, from the committed
+// queue. On PostgreSQL two accepts of one account committing at the same
+// moment may read the same last turn and share it: that account is served
+// twice in that turn, once. Fairness is the order of claims; it never
+// decides whether a job runs, only when.
 
-// claimCursor is a lane's place in the round robin: the account it served
-// last. It is kept in memory, on the lane's lock: a restarted lane starts
-// again from the first account, which costs at most one turn's fairness.
-type claimCursor struct {
-	mu      sync.Mutex
-	account string
+// turnFor is the turn (SQL) a job of account acct enters the queue with,
+// at time now; both are SQL expressions of the statement it is part of.
+// Three probes of two indexes: jobs_queued_turn for the front (from its
+// start, passing over jobs waiting out a back-off), and
+// jobs_queued_account_turn for the account's last turn.
+func (s *Store) turnFor(acct, now string) string {
+	return s.dialect.greatest + `(
+		COALESCE(
+			(SELECT q.claim_turn FROM jobs q WHERE q.status = 'queued' AND ` + readyFilter(now) + ` ORDER BY q.claim_turn, q.id LIMIT 1),
+			(SELECT q.claim_turn FROM jobs q WHERE q.status = 'queued' ORDER BY q.claim_turn, q.id LIMIT 1),
+			0),
+		COALESCE((SELECT q.claim_turn FROM jobs q WHERE q.status = 'queued' AND q.account = ` + acct + ` ORDER BY q.claim_turn DESC LIMIT 1) + 1, 0))`
 }
 
-func (c *claimCursor) get() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.account
+// claimPick is the claim's choice (SQL): the ids of up to $3 ready queued
+// jobs, lowest turn first, then oldest id; now is the statement's time.
+// It reads jobs_queued_turn only, and on PostgreSQL locks each job as it
+// takes it, skipping those another lane is claiming.
+func (s *Store) claimPick(now string) string {
+	return `SELECT id FROM jobs WHERE status = 'queued' AND ` + readyFilter(now) +
+		` ORDER BY claim_turn, id LIMIT $3` + s.dialect.claimLock
 }
 
-// advance moves the cursor past a claim that took jobs from these accounts
-// (one entry per job), starting after from: to the account of the claim's
-// last job in round robin order. That is, of the accounts that gave the
-// most jobs (they had a job in the last round), the one furthest after
-// from. Account order is byte order, as the index's (SQLite's BINARY
-// collation; COLLATE "C" on PostgreSQL).
-func (c *claimCursor) advance(from string, accounts []string) {
-	if len(accounts) == 0 {
-		return
-	}
-	count := make(map[string]int, len(accounts))
-	most := 0
-	for _, a := range accounts {
-		count[a]++
-		most = max(most, count[a])
-	}
-	last := ""
-	first := true
-	for a, k := range count {
-		if k == most && (first || turnAfter(from, a, last)) {
-			last, first = a, false
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.account == from { // a concurrent claim of the same lane moved it already: keep that
-		c.account = last
-	}
-}
-
-// turnAfter reports whether account a comes after b in the turn that
-// starts after from: accounts after from first, then those up to it.
-func turnAfter(from, a, b string) bool {
-	aWrapped, bWrapped := a <= from, b <= from
-	if aWrapped != bWrapped {
-		return aWrapped
-	}
-	return a > b
-}
-
-// fairPick is the WITH RECURSIVE list that picks a claim's jobs: after and
-// before find up to n accounts in turn, each with its oldest ready job;
-// walk takes their jobs round by round. Parameters: $3 is n, $4 the lane's
-// cursor. now is the statement's time (the back-off guard). The reader
-// takes "SELECT id, acct FROM walk WHERE id IS NOT NULL LIMIT $3".
-//
-// The account probe returns the job, not the account: "the oldest ready
-// job of the first account greater than x" (ORDER BY account, id), whose
-// row, read by its primary key, names the account (on PostgreSQL the
-// probe is a LATERAL row that carries the account from the index, and
-// locks the job as it takes it). That job is the account's first of the
-// walk; the walk's later rounds probe for the next job after the last.
-// before stops once it has the n - k accounts that after (k) left, so a
-// claim locks only jobs it claims. On PostgreSQL a claimed job
-// leaves a dead entry in the index until VACUUM, and a probe from the
-// start of an account steps over all of them: one such probe per account
-// per claim, as the oldest-first claim made one for the whole queue.
-func (s *Store) fairPick(now string) string {
-	acct, ready := s.dialect.claimAccount, readyAt(now)
-	// next is the probe "the oldest ready job of the first account with
-	// one that is greater than x" (or "not less than x": op). Always a
-	// bound, so that the probe is a search of the index on both dialects.
-	next := func(op, x string) string {
-		return `(SELECT id FROM jobs WHERE status = 'queued' AND ` + acct + ` ` + op + ` ` + x + ` AND ` + readyFilter(now) +
-			` ORDER BY ` + acct + `, id LIMIT 1)`
-	}
-	// job is the probe "the oldest ready job of account a from id i on"
-	// (or "after id i": op), locked as it is taken on PostgreSQL.
-	job := func(a, op, i string) string {
-		return `(SELECT id FROM jobs WHERE status = 'queued' AND ` + acct + ` = ` + a + ` AND id ` + op + ` ` + i + ` AND ` + ready +
-			` ORDER BY id LIMIT 1` + s.dialect.claimLock + `)`
-	}
-	turn := `after (acct, first, pos) AS (
-		SELECT ` + acct + `, id, 0 FROM jobs WHERE id = ` + next(">", "$4") + `
-		UNION ALL
-		SELECT ` + acct + `, jobs.id, after.pos + 1 FROM after JOIN jobs ON jobs.id = ` + next(">", "after.acct") + `
-		WHERE after.pos + 1 < $3
-	),
-	before (acct, first, pos) AS (
-		SELECT ` + acct + `, id, CAST($3 AS INTEGER) FROM jobs WHERE id = ` + next(">=", "''") + ` AND (SELECT COUNT(*) FROM after) < $3
-		UNION ALL
-		SELECT ` + acct + `, jobs.id, before.pos + 1 FROM before JOIN jobs ON jobs.id = ` + next(">", "before.acct") + `
-		WHERE before.acct < $4 AND before.pos + 1 < 2 * $3 - (SELECT COUNT(*) FROM after)
-	),`
-	if s.dialect.claimLateral {
-		// The same probes as LATERAL rows (account, id) read from the
-		// index alone: no second look-up of the job by its primary key
-		// for its account, one per account served.
-		probe := func(op, x string) string {
-			return `(SELECT ` + acct + ` AS acct, id FROM jobs WHERE status = 'queued' AND ` + acct + ` ` + op + ` ` + x + ` AND ` + readyFilter(now) +
-				` ORDER BY ` + acct + `, id LIMIT 1` + s.dialect.claimLock + `) n`
-		}
-		turn = `after (acct, first, pos) AS (
-		SELECT n.acct, n.id, 0 FROM ` + probe(">", "$4") + `
-		UNION ALL
-		SELECT n.acct, n.id, after.pos + 1 FROM after CROSS JOIN LATERAL ` + probe(">", "after.acct") + `
-		WHERE after.pos + 1 < $3
-	),
-	before (acct, first, pos) AS (
-		SELECT n.acct, n.id, CAST($3 AS INTEGER) FROM ` + probe(">=", "''") + ` WHERE (SELECT COUNT(*) FROM after) < $3
-		UNION ALL
-		SELECT n.acct, n.id, before.pos + 1 FROM before CROSS JOIN LATERAL ` + probe(">", "before.acct") + `
-		WHERE before.acct < $4 AND before.pos + 1 < 2 * $3 - (SELECT COUNT(*) FROM after)
-	),`
-	}
-	return turn + `
-	accts AS (
-		SELECT acct, first, pos FROM (SELECT acct, first, pos FROM after UNION ALL SELECT acct, first, pos FROM before WHERE acct <= $4) turn
-		ORDER BY pos LIMIT $3
-	),
-	walk (acct, pos, r, id) AS (
-		SELECT acct, pos, 0, first FROM accts
-		UNION ALL
-		SELECT acct, pos, r + 1, ` + job("walk.acct", ">", "walk.id") + ` FROM walk WHERE id IS NOT NULL` + s.dialect.claimWalkBound + `
-	)`
-}
-
-// readyFilter is readyAt in a form that is no index condition: the
-// account probe must be an ordered scan of jobs_queued_account that stops
-// at its first row. Given readyAt's OR, PostgreSQL's planner (its row
+// readyFilter is readyAt in a form that is no index condition, so that
+// the claim's read of jobs_queued_turn is an ordered scan that stops at
+// its n-th ready row. Given readyAt's OR, PostgreSQL's planner (its row
 // estimate for the queue often stale) chose a bitmap OR of two index
-// scans that read every queued job after the cursor, then sorted them: a
-// claim read the queue once per account it served.
+// scans that read every queued job, then sorted them. The column is
+// unqualified: inside turnFor's probes it is the probed row's.
 func readyFilter(now string) string { return `(not_before > ` + now + `) IS NOT TRUE` }

@@ -3,8 +3,8 @@ package store
 import "database/sql"
 
 // ClaimSQL is the statement ClaimUpTo runs to pick and claim jobs on s's
-// dialect, in the dialect's placeholders: $1 lane, $2 now, $3 n, $4 the
-// lane's cursor; fenced by l's lock when l is not nil. Tests EXPLAIN it.
+// dialect, in the dialect's placeholders: $1 lane, $2 now, $3 n; fenced
+// by l's lock when l is not nil. Tests EXPLAIN it.
 func ClaimSQL(s *Store, l *LaneLock) string {
 	fence := ""
 	if l != nil {
@@ -24,4 +24,11 @@ func ClaimDB(s *Store) *sql.DB {
 		return s.cdb
 	}
 	return s.db
+}
+
+// TurnSQL is "SELECT" the turn a job of account $1 enters the queue with
+// at time $2 (claim_fair.go's turnFor), in the dialect's placeholders.
+// Tests EXPLAIN it.
+func TurnSQL(s *Store) string {
+	return s.dialect.rebind(`SELECT ` + s.turnFor("$1", "$2"))
 }

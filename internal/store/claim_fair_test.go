@@ -15,8 +15,9 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Fair claims (claim_fair.go): round robin across the accounts with ready
-// queued work, oldest first within each.
+// Fair claims (claim_fair.go): round robin across the accounts with
+// queued work, by the turn each job entered the queue with; oldest first
+// within a turn.
 
 func TestStore_ClaimFair(t *testing.T) {
 	t.Parallel()
@@ -25,7 +26,8 @@ func TestStore_ClaimFair(t *testing.T) {
 		// floods accounts with 10,000 jobs each, then one job arrives for
 		// single: it must be claimed within N claims, N the number of
 		// accounts with queued work. single's name sorts before the floods
-		// ("a-") or after them ("z-"): the turn has to wrap for one.
+		// ("a-") or after them ("z-"): account names play no part in the
+		// order, so both must be served alike.
 		for _, tc := range []struct {
 			n      int
 			single string
@@ -69,7 +71,7 @@ func TestStore_ClaimFair(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, s *store.Store) {
 			ids := acceptInAccounts(t, s, "a", "a", "b", "a", "c", "b")
 			l := mustLockLane(t, s, "local")
-			// Round 0 a1 b1 c1, round 1 a2: the next claim starts after a.
+			// Turn 0 a1 b1 c1, turn 1 a2; then the rest of turn 1, b2, and a3.
 			if diff := cmp.Diff([]string{"a1", "a2", "b1", "c1"}, nameOf(ids, mustClaimUpTo(t, s, l, 4))); diff != "" {
 				t.Errorf("first claim of 4 (-want +got):\n%s", diff)
 			}
@@ -124,11 +126,93 @@ func TestStore_ClaimFair(t *testing.T) {
 			}
 		})
 	})
+	// A batch's lines enter the queue one per turn, across its INSERT
+	// chunks (100 lines each): another account is served beside it.
+	t.Run("BatchLinesTakeTurns", func(t *testing.T) {
+		t.Parallel()
+		storetest.Run(t, func(t *testing.T, s *store.Store) {
+			var lines []string
+			for i := 1; i <= 250; i++ {
+				lines = append(lines, fmt.Sprintf("l%03d", i))
+			}
+			mustAcceptBatch(t, s, batchParams("big", lines...))
+			ids := acceptInAccounts(t, s, "b", "b")
+			for _, line := range []string{"l001", "l002"} {
+				var id int64
+				if err := s.DB().QueryRowContext(t.Context(), `SELECT id FROM jobs WHERE batch_custom_id = $1`, line).Scan(&id); err != nil {
+					t.Fatalf("line %s's job: %v", line, err)
+				}
+				ids[line] = id
+			}
+			l := mustLockLane(t, s, "local")
+			// Turn 0: l001 and b1; turn 1: l002 and b2. Not l101 or l201,
+			// whose chunks start 100 and 200 turns later.
+			if diff := cmp.Diff([]string{"l001", "l002", "b1", "b2"}, nameOf(ids, mustClaimUpTo(t, s, l, 4))); diff != "" {
+				t.Errorf("claim of 4 after a batch of 250 and two jobs of b (-want +got):\n%s", diff)
+			}
+		})
+	})
+	// A retried job enters the queue again behind its account's queued
+	// jobs, as a new one would; it does not go ahead of them, nor of
+	// another account's.
+	t.Run("RetryEntersBehindItsAccount", func(t *testing.T) {
+		t.Parallel()
+		storetest.Run(t, func(t *testing.T, s *store.Store) {
+			ids := acceptInAccounts(t, s, "a", "a", "a", "a", "b")
+			l := mustLockLane(t, s, "local")
+			c := mustClaimUpTo(t, s, l, 1)[0]
+			if c.Job.ID != ids["a1"] {
+				t.Fatalf("first claim took job %d, want a1 (%d)", c.Job.ID, ids["a1"])
+			}
+			if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID,
+				Error: "bad request", Class: inkwell.ClassRejected}); err != nil {
+				t.Fatalf("fail a1: %v", err)
+			}
+			if _, err := s.RetryIfFailed(t.Context(), c.Job.ID, store.ActorCLI); err != nil {
+				t.Fatalf("retry a1: %v", err)
+			}
+			var got []string
+			for range 5 {
+				got = append(got, nameOf(ids, mustClaimUpTo(t, s, l, 1))...)
+			}
+			if diff := cmp.Diff([]string{"b1", "a2", "a3", "a4", "a1"}, got); diff != "" {
+				t.Errorf("claims of one after a1's retry (-want +got):\n%s", diff)
+			}
+		})
+	})
+	// A job waiting out a back-off does not hold the queue's front back:
+	// an account that arrives meanwhile is served beside the others from
+	// where the claims are, not given every turn since the waiting job's.
+	t.Run("BackOffHoldsNoFront", func(t *testing.T) {
+		t.Parallel()
+		storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+			clock := newClock()
+			s := storetest.MustOpen(t, b.DSN, store.Options{NowFunc: clock.Now})
+			l := mustLockLane(t, s, "local")
+			mustAccept(t, s, acceptFor("w", "w1"))
+			c := mustClaimUpTo(t, s, l, 1)[0]
+			retryAt := clock.Now().Add(time.Hour)
+			if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID,
+				Error: "connection refused", Class: inkwell.ClassNotSent, RetryAt: &retryAt}); err != nil {
+				t.Fatalf("reschedule: %v", err)
+			}
+			ids := acceptInAccounts(t, s, "a", "a", "a", "a", "a", "a", "a", "a")
+			if got := nameOf(ids, mustClaimUpTo(t, s, l, 5)); !cmp.Equal(got, []string{"a1", "a2", "a3", "a4", "a5"}) {
+				t.Fatalf("claim of 5 took %v, want a1…a5", got)
+			}
+			for k, v := range acceptInAccounts(t, s, "b", "b", "b") {
+				ids[k] = v
+			}
+			// The front is a6's turn: b1 is served beside a6, b2 beside a7.
+			if diff := cmp.Diff([]string{"a6", "b1"}, nameOf(ids, mustClaimUpTo(t, s, l, 2))); diff != "" {
+				t.Errorf("claim of 2 after b arrived (-want +got):\n%s", diff)
+			}
+		})
+	})
 	// A claim locks only the jobs it claims: another lane's claim steps
 	// past exactly those. The claim's statement runs inside a transaction
 	// left open, and a second connection counts the queued jobs it can
-	// still lock. The cursor sits near the end of the accounts, so the
-	// turn wraps round: the accounts after it, then those from the first.
+	// still lock.
 	t.Run("LocksOnlyWhatItClaims", func(t *testing.T) {
 		t.Parallel()
 		storetest.Run(t, func(t *testing.T, s *store.Store) {
@@ -145,7 +229,7 @@ func TestStore_ClaimFair(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback()
-			rows, err := tx.QueryContext(ctx, store.ClaimSQL(s, nil), "local", nil, n, "acct-35")
+			rows, err := tx.QueryContext(ctx, store.ClaimSQL(s, nil), "local", nil, n)
 			if err != nil {
 				t.Fatalf("claim: %v", err)
 			}
@@ -178,6 +262,7 @@ func TestStore_ClaimFair(t *testing.T) {
 				storetest.MustQueue(t, s, fmt.Sprintf("acct-%d", i), fmt.Sprintf("k%d", i), 1)
 			}
 			testClaimPlan(t, s)
+			testTurnPlan(t, s)
 		})
 	})
 }
@@ -218,9 +303,67 @@ func testFloodDoesNotStarve(t *testing.T, s *store.Store, n int, single string, 
 }
 
 // testClaimPlan checks that the claim reads queued jobs through the
-// jobs_queued_account index only: no scan of the queue.
+// jobs_queued_turn index only, in its order: no scan of the table, no
+// sort, no bitmap scan of the queue.
 func testClaimPlan(t *testing.T, s *store.Store) {
-	rows := explainClaim(t, s)
+	text := readPlan(t, s, explainClaim(t, s))
+	checkQueuePlan(t, s, "claim", text)
+	if !strings.Contains(text, "jobs_queued_turn") {
+		t.Errorf("the claim's plan does not read jobs_queued_turn:\n%s", text)
+	}
+	t.Logf("claim's plan:\n%s", text)
+}
+
+// testTurnPlan checks that the turn a job enters the queue with (accept,
+// retry, reschedule, batch) is three probes: jobs_queued_turn for the
+// queue's front, jobs_queued_account_turn for the account's last turn.
+func testTurnPlan(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	var now any = s.Now().UTC().Format(store.TimeLayout)
+	prefix := "EXPLAIN QUERY PLAN "
+	if s.Dialect() == "postgres" {
+		now, prefix = s.Now(), "EXPLAIN "
+	}
+	rows, err := s.WriteDB().QueryContext(ctx, prefix+store.TurnSQL(s), "acct-3", now)
+	if err != nil {
+		t.Fatalf("explain the turn: %v", err)
+	}
+	text := readPlan(t, s, rows)
+	checkQueuePlan(t, s, "turn", text)
+	for _, index := range []string{"jobs_queued_turn", "jobs_queued_account_turn"} {
+		if !strings.Contains(text, index) {
+			t.Errorf("the turn's plan does not read %s:\n%s", index, text)
+		}
+	}
+	t.Logf("turn's plan:\n%s", text)
+}
+
+// checkQueuePlan fails when a plan at 100,000 queued jobs reads the whole
+// queue: a scan of jobs other than an ordered read of jobs_queued_turn
+// (which stops at its LIMIT), a sort of queued jobs by turn (the claim's
+// final sort of its n rows by id is not one), or a bitmap scan of a queue
+// index
+// (a bitmap scan reads every entry its condition matches before its
+// first row; only the claim's UPDATE may use one, on the primary key, for
+// its n ids).
+func checkQueuePlan(t *testing.T, s *store.Store, what, text string) {
+	t.Helper()
+	for _, line := range strings.Split(text, "\n") {
+		bad := strings.Contains(line, "Seq Scan on jobs") ||
+			(strings.Contains(line, "Sort Key:") && strings.Contains(line, "claim_turn")) ||
+			strings.Contains(line, "USE TEMP B-TREE") ||
+			(strings.Contains(line, "SCAN jobs") && !strings.Contains(line, "INDEX jobs_queued_turn")) ||
+			(strings.Contains(line, "Bitmap Index Scan on") && !strings.Contains(line, "Bitmap Index Scan on jobs_pkey"))
+		if bad {
+			t.Errorf("the %s's plan at 100,000 queued jobs reads the queue: %s\n%s", what, strings.TrimSpace(line), text)
+		}
+	}
+}
+
+// readPlan reads an EXPLAIN's lines (EXPLAIN QUERY PLAN's detail column
+// on SQLite) as one text.
+func readPlan(t *testing.T, s *store.Store, rows *sql.Rows) string {
+	t.Helper()
 	defer rows.Close()
 	var plan []string
 	for rows.Next() {
@@ -240,39 +383,18 @@ func testClaimPlan(t *testing.T, s *store.Store) {
 	if err := rows.Err(); err != nil {
 		t.Fatalf("read the plan: %v", err)
 	}
-	text := strings.Join(plan, "\n")
-	for _, bad := range []string{"SCAN jobs", "Seq Scan on jobs"} {
-		if strings.Contains(text, bad) {
-			t.Errorf("the claim's plan at 100,000 queued jobs has %q:\n%s", bad, text)
-		}
-	}
-	// A bitmap scan reads every entry its condition matches before the
-	// first row: on a queued index that is the queue (or all of it after
-	// the cursor). Only the UPDATE's id = ANY(picked) may use one, on
-	// the primary key (n entries).
-	for _, line := range plan {
-		if strings.Contains(line, "Bitmap Index Scan on") && !strings.Contains(line, "Bitmap Index Scan on jobs_pkey") {
-			t.Errorf("the claim's plan at 100,000 queued jobs has a bitmap scan of a queue index: %s\n%s", strings.TrimSpace(line), text)
-		}
-	}
-	if !strings.Contains(text, "jobs_queued_account") {
-		t.Errorf("the claim's plan does not use jobs_queued_account:\n%s", text)
-	}
-	if s.Dialect() == "postgres" && !strings.Contains(text, "$3") {
-		t.Errorf("the claim's plan is not the generic plan the claim's connections keep (no $3 in it):\n%s", text)
-	}
-	t.Logf("plan:\n%s", text)
+	return strings.Join(plan, "\n")
 }
 
-// explainClaim returns the plan of a claim of 16 with the cursor at the
-// start. On PostgreSQL it is the generic plan that the claim's own
-// connections build once and keep (postgres_claim.go), with their
-// settings: the statement prepared on one of them, then EXPLAIN EXECUTE.
+// explainClaim returns the plan of a claim of 16. On PostgreSQL it is
+// the generic plan that the claim's own connections build once and keep
+// (postgres_claim.go), with their settings: the statement prepared on one
+// of them, then EXPLAIN EXECUTE.
 func explainClaim(t *testing.T, s *store.Store) *sql.Rows {
 	t.Helper()
 	ctx := t.Context()
 	if s.Dialect() != "postgres" {
-		rows, err := store.ClaimDB(s).QueryContext(ctx, "EXPLAIN QUERY PLAN "+store.ClaimSQL(s, nil), "local", s.Now().UTC().Format(store.TimeLayout), 16, "")
+		rows, err := store.ClaimDB(s).QueryContext(ctx, "EXPLAIN QUERY PLAN "+store.ClaimSQL(s, nil), "local", s.Now().UTC().Format(store.TimeLayout), 16)
 		if err != nil {
 			t.Fatalf("explain the claim: %v", err)
 		}
@@ -283,11 +405,15 @@ func explainClaim(t *testing.T, s *store.Store) *sql.Rows {
 		t.Fatalf("explain the claim: %v", err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	var mode string
+	if err := conn.QueryRowContext(ctx, "SELECT current_setting('plan_cache_mode')").Scan(&mode); err != nil || mode != "force_generic_plan" {
+		t.Errorf("a claim connection's plan_cache_mode is %q (%v), want force_generic_plan: the plan below is not the one it keeps", mode, err)
+	}
 	if _, err := conn.ExecContext(ctx, "PREPARE claim_plan AS "+store.ClaimSQL(s, nil)); err != nil {
 		t.Fatalf("prepare the claim: %v", err)
 	}
 	t.Cleanup(func() { conn.ExecContext(context.Background(), "DEALLOCATE claim_plan") })
-	rows, err := conn.QueryContext(ctx, "EXPLAIN EXECUTE claim_plan('local', now(), 16, '')")
+	rows, err := conn.QueryContext(ctx, "EXPLAIN EXECUTE claim_plan('local', now(), 16)")
 	if err != nil {
 		t.Fatalf("explain the claim: %v", err)
 	}

@@ -47,20 +47,9 @@ type dialect struct {
 	ts func(t time.Time) any
 	// claimLock is appended to the claim's inner SELECT.
 	claimLock string
-	// claimAccount is the account that pays for a queued job (jobs.account),
-	// as the fair claim's index jobs_queued_account (migration 0012) has
-	// it, so that the planner matches it; in byte order on both
-	// (claim_fair.go).
-	claimAccount string
-	// claimWalkBound ends the fair claim's walk where a recursive CTE is
-	// computed to its end (SQLite; see claim_fair.go): no round after the
-	// first when the turn found n accounts, and n jobs plus one
-	// end-of-account row per account at most.
-	claimWalkBound string
-	// claimLateral: the fair claim's account probes are LATERAL rows
-	// (PostgreSQL); SQLite has no LATERAL, and looks each probe's job up
-	// by id for its account (claim_fair.go).
-	claimLateral bool
+	// greatest is the SQL function of the largest of its arguments
+	// (turnFor): MAX on SQLite, GREATEST on PostgreSQL.
+	greatest string
 	// claimStatement: ClaimUpTo is one data-modifying statement, its own
 	// transaction (PostgreSQL: WITH … UPDATE … INSERT). SQLite has no
 	// data-modifying WITH, and its claim costs no round trips anyway.
@@ -106,11 +95,7 @@ var sqliteDialect = dialect{
 	stmtCache:  true,
 	legacy:     true,
 	integrity:  sqliteIntegrity,
-
-	// ->> 'account' is '$.account' without a '$', which rebind would turn
-	// into a placeholder.
-	claimAccount:   `account`,
-	claimWalkBound: ` AND (SELECT COUNT(*) FROM accts) < $3 LIMIT 2 * $3`,
+	greatest:   "MAX",
 }
 
 // classify passes err through the dialect's classification, keeping

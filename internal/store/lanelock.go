@@ -60,9 +60,6 @@ type LaneLock struct {
 	// hold is what holds the lock, one kind per dialect (lanelock_flock.go,
 	// postgres_lock.go); nil once released.
 	hold laneHold
-
-	// cursor is the lane's turn in the fair claim (claim_fair.go).
-	cursor claimCursor
 }
 
 // laneHold is one kind of lane lock: the flock of a file (SQLite) or a

@@ -145,10 +145,22 @@ func TestStore_AdoptLegacy(t *testing.T) {
 		}
 	}
 
-	// A legacy job retried runs as attempt 2; new jobs get fresh ids.
+	// The queued legacy jobs are the default account's turns 0 and 1.
+	for id, want := range map[int64]int64{1: 0, 9: 1} {
+		var turn int64
+		if err := s.DB().QueryRowContext(t.Context(), `SELECT claim_turn FROM jobs WHERE id = $1`, id).Scan(&turn); err != nil || turn != want {
+			t.Errorf("queued legacy job %d has turn %d (%v), want %d", id, turn, err, want)
+		}
+	}
+
+	// A legacy job retried runs as attempt 2, after the queued legacy
+	// jobs (1, then 9: their turns in id order), as any retried job
+	// enters the queue behind its account's; new jobs get fresh ids.
 	mustRetry(t, s, 2)
-	if c := mustClaim(t, s, "local"); c.Job.ID != 1 {
-		t.Errorf("first claim took job %d, want the oldest queued legacy job 1", c.Job.ID)
+	for _, want := range []int64{1, 9} {
+		if c := mustClaim(t, s, "local"); c.Job.ID != want {
+			t.Errorf("claim took job %d, want the queued legacy job %d", c.Job.ID, want)
+		}
 	}
 	if c := mustClaim(t, s, "local"); c.Job.ID != 2 || c.Attempt.AttemptNumber != 2 {
 		t.Errorf("claim after retry: job %d attempt %d, want job 2 attempt 2", c.Job.ID, c.Attempt.AttemptNumber)

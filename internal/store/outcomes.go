@@ -179,14 +179,11 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 }
 
 // laneClaim is what an outcome group claimed for one lane's slots: the
-// jobs, the account of each, the lane's cursor the claim started from,
-// and the members, one per job, that run them.
+// jobs, and the members, one per job, that run them.
 type laneClaim struct {
-	lock     *LaneLock
-	from     string
-	claimed  []*Claimed
-	accounts []string
-	members  []*outcomeReq
+	lock    *LaneLock
+	claimed []*Claimed
+	members []*outcomeReq
 }
 
 // claimNext claims, in the group's transaction tx, the jobs its members'
@@ -222,8 +219,7 @@ func (b *outcomeBatcher) claimNext(ctx context.Context, tx *sql.Tx, batch []*out
 			c.members = nil
 			continue
 		}
-		c.from = c.lock.cursor.get()
-		if c.claimed, c.accounts, err = b.s.claimTx(ctx, tx, c.lock.Lane, fence, len(c.members), c.from, now); err != nil {
+		if c.claimed, err = b.s.claimTx(ctx, tx, c.lock.Lane, fence, len(c.members), now); err != nil {
 			return nil, fmt.Errorf("claim the next jobs of lane %s: %w", c.lock.Lane, err)
 		}
 	}
@@ -231,8 +227,7 @@ func (b *outcomeBatcher) claimNext(ctx context.Context, tx *sql.Tx, batch []*out
 }
 
 // claimedNext hands a committed group's claims to the members that run
-// them, moves each lane's turn on as ClaimUpTo does, and hits the claim's
-// crash point: these claims are committed.
+// them and hits the claim's crash point: these claims are committed.
 func claimedNext(next []laneClaim) {
 	claimed := false
 	for _, c := range next {
@@ -240,7 +235,6 @@ func claimedNext(next []laneClaim) {
 			continue
 		}
 		claimed = true
-		c.lock.cursor.advance(c.from, c.accounts)
 		for i, cl := range c.claimed {
 			c.members[i].claimed = cl
 		}

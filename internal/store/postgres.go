@@ -44,11 +44,7 @@ var postgresDialect = dialect{
 
 	// One round trip per claim: see claimUpToStatement.
 	claimStatement: true,
-	claimLateral:   true,
-
-	// payload is text (byte for byte what was written); COLLATE "C": the
-	// turn goes in byte order whatever the database's collation.
-	claimAccount: `(account COLLATE "C")`,
+	greatest:       "GREATEST",
 }
 
 // migrateLockKey serializes migrations of one database: lanes started at the

@@ -78,9 +78,10 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	if refusal != nil {
 		return s.acceptExisting(ctx, tx, p, refusal)
 	}
-	const insert = `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
-			reservation_micros, reservation_account, reservation_state)
-		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8)
+	// claim_turn: the job's turn in the round robin (claim_fair.go).
+	insert := `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
+			reservation_micros, reservation_account, reservation_state, claim_turn)
+		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, ` + s.turnFor("$1", "$5") + `)
 		ON CONFLICT (account, idempotency_key) DO NOTHING
 		RETURNING ` + jobColumns
 	var micros int64
@@ -166,13 +167,13 @@ type Claimed struct {
 
 // ClaimUpTo moves up to n queued jobs to running and opens the next
 // attempt of each, in one transaction (one durable commit for a lane with
-// n free slots). It takes them round robin across the accounts with ready
-// queued jobs, oldest first within each account, in the lane's turn
-// (claim_fair.go); never a job before its not_before. It runs only under
-// l, the lane's lock, which it checks first and, on PostgreSQL, carries as
-// a fence inside the claim's own statement: a lock lost before the commit
-// claims nothing (ELANEHELD). It returns the claims in id order, none when
-// nothing is queued.
+// n free slots). It takes them round robin across accounts: the lowest
+// turns first, oldest id first within a turn (claim_fair.go); never a job
+// before its not_before. It runs only under l, the lane's lock, which it
+// checks first and, on PostgreSQL, carries as a fence inside the claim's
+// own statement: a lock lost before the commit claims nothing
+// (ELANEHELD). It returns the claims in id order, none when nothing is
+// queued.
 func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, error) {
 	if n < 1 {
 		return nil, nil
@@ -184,67 +185,62 @@ func (s *Store) ClaimUpTo(ctx context.Context, l *LaneLock, n int) ([]*Claimed, 
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	from := l.cursor.get()
 	var claimed []*Claimed
-	var accounts []string
 	if s.dialect.claimStatement {
-		claimed, accounts, err = s.claimUpToStatement(ctx, l.Lane, fence, n, from)
+		claimed, err = s.claimUpToStatement(ctx, l.Lane, fence, n)
 	} else {
-		claimed, accounts, err = s.claimUpToTx(ctx, l.Lane, fence, n, from)
+		claimed, err = s.claimUpToTx(ctx, l.Lane, fence, n)
 	}
 	if err != nil || len(claimed) == 0 {
 		return nil, err
 	}
-	l.cursor.advance(from, accounts)
 	hit(crashpoint.ClaimAfterCommit)
 	return claimed, nil
 }
 
 // claimUpToTx is ClaimUpTo in a transaction of its own (SQLite): see
 // claimTx.
-func (s *Store) claimUpToTx(ctx context.Context, lane, fence string, n int, from string) ([]*Claimed, []string, error) {
+func (s *Store) claimUpToTx(ctx context.Context, lane, fence string, n int) ([]*Claimed, error) {
 	now := s.now()
 	var claimed []*Claimed
-	var accounts []string
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
 		var err error
-		claimed, accounts, err = s.claimTx(ctx, tx, lane, fence, n, from, now)
+		claimed, err = s.claimTx(ctx, tx, lane, fence, n, now)
 		return err
 	}, "", "")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return claimed, accounts, nil
+	return claimed, nil
 }
 
 // claimTx is the claim's writes in tx, in a transaction of the claim's
 // own (claimUpToTx) or of an outcome group that claims the jobs its slots
 // run next (outcomes.go, claimNext): the UPDATE whose subquery picks the
-// jobs (reading the jobs_queued_account index only), then one INSERT per
-// job for its attempt. It returns the claims and the account of each.
-func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, lane, fence string, n int, from string, now time.Time) ([]*Claimed, []string, error) {
-	jobs, accounts, err := s.claimJobs(ctx, tx, s.claimTxSQL(fence), lane, s.ts(now), n, from)
+// jobs (claimPick: reading the jobs_queued_turn index only), then one
+// INSERT that opens their attempts.
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, lane, fence string, n int, now time.Time) ([]*Claimed, error) {
+	jobs, err := s.claimJobs(ctx, tx, s.claimTxSQL(fence), lane, s.ts(now), n)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	attempts, err := s.openAttempts(ctx, tx, jobs, lane, now)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	claimed := make([]*Claimed, len(jobs))
 	for i, job := range jobs {
 		claimed[i] = &Claimed{Job: job, Attempt: attempts[i]}
 	}
-	return claimed, accounts, nil
+	return claimed, nil
 }
 
-// claimTxSQL is claimUpToTx's UPDATE: $1 lane, $2 now, $3 n, $4 the
-// lane's cursor.
+// claimTxSQL is claimUpToTx's UPDATE: $1 lane, $2 now, $3 n.
 func (s *Store) claimTxSQL(fence string) string {
 	return `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, ` + clearOnClaim + `
-		WHERE id IN (WITH RECURSIVE ` + s.fairPick("$2") + ` SELECT id FROM walk WHERE id IS NOT NULL LIMIT $3)
+		WHERE id IN (` + s.claimPick("$2") + `)
 		  AND status = 'queued'` + fence + `
-		RETURNING ` + jobColumns + `, ` + s.dialect.claimAccount
+		RETURNING ` + jobColumns
 }
 
 // claimUpToStatement is ClaimUpTo in one statement (PostgreSQL): the
@@ -255,60 +251,54 @@ func (s *Store) claimTxSQL(fence string) string {
 // transaction form costs a clock read, BEGIN, the UPDATE, one INSERT per
 // job and COMMIT. Every row gets one time: the database's clock, read once
 // by the statement itself (the store's clock when a test injects one).
-func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n int, from string) ([]*Claimed, []string, error) {
+func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n int) ([]*Claimed, error) {
 	var at any // nil: the statement reads the database's clock
 	if !s.clockInDB {
 		at = s.ts(s.now())
 	}
-	rows, err := s.cdb.QueryContext(ctx, s.claimStatementSQL(fence), lane, at, n, from)
+	rows, err := s.cdb.QueryContext(ctx, s.claimStatementSQL(fence), lane, at, n)
 	if err != nil {
-		return nil, nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+		return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
 	}
 	defer rows.Close()
 	var claimed []*Claimed
-	var accounts []string
 	for rows.Next() {
 		var a inkwell.Attempt
-		var acct string
-		job, err := scanJob(withExtra{rows, []any{&a.ID, &a.AttemptNumber, &acct}})
+		job, err := scanJob(withExtra{rows, []any{&a.ID, &a.AttemptNumber}})
 		if err != nil {
-			return nil, nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+			return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
 		}
 		started := *job.StartedAt
 		a.JobID, a.Status, a.Lane, a.StartedAt = job.ID, inkwell.StatusRunning, lane, &started
 		claimed = append(claimed, &Claimed{Job: job, Attempt: a})
-		accounts = append(accounts, acct)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, s.classify(fmt.Errorf("claim jobs: %w", err))
+		return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
 	}
-	return claimed, accounts, nil
+	return claimed, nil
 }
 
 // claimStatementSQL is claimUpToStatement's statement: $1 lane, $2 the
-// store's time (NULL: the database's clock), $3 n, $4 the lane's cursor.
+// store's time (NULL: the database's clock), $3 n.
 func (s *Store) claimStatementSQL(fence string) string {
-	// picked reads the jobs_queued_account partial index only, and locks
-	// each job as its walk takes it (claim_fair.go). It is a MATERIALIZED
-	// CTE, run once: as "WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP
-	// LOCKED)" PostgreSQL may rescan the subquery per row of a nested-loop
+	// picked reads the jobs_queued_turn partial index only, and locks each
+	// job as it takes it (claimPick). It is a MATERIALIZED CTE, run once:
+	// as "WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)"
+	// PostgreSQL may rescan the subquery per row of a nested-loop
 	// semi-join, and each rescan skips the rows this statement has just
-	// updated and picks the next: n = 1 claimed two jobs. The UPDATE
-	// finds its rows by id = ANY (the picked ids, one array): probes of the
+	// updated and picks the next: n = 1 claimed two jobs. The UPDATE finds
+	// its rows by id = ANY (the picked ids, one array): probes of the
 	// primary key, where a join with picked let the planner, misled by
 	// stale statistics, read every queued job into a hash join. Its status
 	// guard is written "(…) IS TRUE", which implies no partial index's
 	// predicate: with "status = 'queued'" the planner, its row estimates
-	// stale, took a bitmap scan of the whole jobs_queued_account index
-	// (every queued job) over the 16 probes of the primary key.
-	return `WITH RECURSIVE now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
-	` + s.fairPick("(SELECT t FROM now)") + `,
-	picked AS MATERIALIZED (
-		SELECT id AS picked_id, acct FROM walk WHERE id IS NOT NULL LIMIT $3
-	),
+	// stale, took a bitmap scan of a whole queued-jobs index over the n
+	// probes of the primary key.
+	return `WITH now AS MATERIALIZED (SELECT COALESCE($2::timestamptz, clock_timestamp()) AS t),
+	picked AS MATERIALIZED (` + s.claimPick("(SELECT t FROM now)") + `),
 	job AS (
 		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), ` + clearOnClaim + `
-		WHERE id = ANY (ARRAY(SELECT picked_id FROM picked)) AND (status = 'queued') IS TRUE` + fence + `
+		WHERE id = ANY (ARRAY(SELECT id FROM picked)) AND (status = 'queued') IS TRUE` + fence + `
 		RETURNING ` + qualified("jobs", jobColumns) + `
 	), attempt AS (
 		INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
@@ -316,8 +306,8 @@ func (s *Store) claimStatementSQL(fence string) string {
 		FROM job
 		RETURNING job_id, id, attempt_number
 	)
-	SELECT job.*, attempt.id, attempt.attempt_number, picked.acct
-	FROM job JOIN attempt ON attempt.job_id = job.id JOIN picked ON picked.picked_id = job.id ORDER BY job.id`
+	SELECT job.*, attempt.id, attempt.attempt_number
+	FROM job JOIN attempt ON attempt.job_id = job.id ORDER BY job.id`
 }
 
 // clearOnClaim is what a claim clears: the last failure a rescheduled job
@@ -345,36 +335,26 @@ type withExtra struct {
 
 func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
 
-// claimJobs runs the claim's UPDATE, whose rows are a job and its
-// account, and returns the jobs in id order and the accounts in the same
-// order.
-func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, []string, error) {
+// claimJobs runs the claim's UPDATE and returns its jobs in id order.
+func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, error) {
 	rows, err := s.txQuery(ctx, tx, query, args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer rows.Close()
-	type row struct {
-		job  inkwell.Job
-		acct string
-	}
-	var got []row
+	var jobs []inkwell.Job
 	for rows.Next() {
-		var r row
-		if r.job, err = scanJob(withExtra{rows, []any{&r.acct}}); err != nil {
-			return nil, nil, fmt.Errorf("claim jobs: %w", err)
+		job, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: %w", err)
 		}
-		got = append(got, r)
+		jobs = append(jobs, job)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
-	slices.SortFunc(got, func(a, b row) int { return cmp.Compare(a.job.ID, b.job.ID) })
-	jobs, accounts := make([]inkwell.Job, len(got)), make([]string, len(got))
-	for i, r := range got {
-		jobs[i], accounts[i] = r.job, r.acct
-	}
-	return jobs, accounts, nil
+	slices.SortFunc(jobs, func(a, b inkwell.Job) int { return cmp.Compare(a.ID, b.ID) })
+	return jobs, nil
 }
 
 // openAttempts opens the next attempt of each job (its highest number so
@@ -563,14 +543,16 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 		WHERE id = $5 AND status = 'running'`
 	// The job keeps the failure it waits out (error, error_class) for the
 	// views; the next claim clears them.
-	const rescheduleJob = `UPDATE jobs SET status = 'queued', error = $1, error_class = $2, not_before = $3,
-			started_at = NULL, finished_at = NULL
+	// The rescheduled job enters the queue again after its account's
+	// queued jobs (claim_fair.go), at the time of the failure, $5.
+	rescheduleJob := `UPDATE jobs SET status = 'queued', error = $1, error_class = $2, not_before = $3,
+			started_at = NULL, finished_at = NULL, claim_turn = ` + s.turnFor("jobs.account", "$5") + `
 		WHERE id = $4 AND status = 'running'`
 	if err := s.execOne(ctx, tx, failAttempt, p.Error, string(p.Class), now, p.AttemptID, p.JobID); err != nil {
 		return fmt.Errorf("fail attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 	}
 	if p.RetryAt != nil {
-		if err := s.execOne(ctx, tx, rescheduleJob, p.Error, string(p.Class), s.ts(*p.RetryAt), p.JobID); err != nil {
+		if err := s.execOne(ctx, tx, rescheduleJob, p.Error, string(p.Class), s.ts(*p.RetryAt), p.JobID, now); err != nil {
 			return fmt.Errorf("reschedule job %d: %w", p.JobID, err)
 		}
 		return nil
@@ -594,8 +576,10 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 // A job whose budget reservation was released reserves it again, or is
 // refused (EBUDGET). A refusal writes nothing, audit_log included.
 func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkwell.Job, error) {
-	const retry = `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
-			started_at = NULL, finished_at = NULL
+	// The retried job enters the queue after its account's queued jobs
+	// (claim_fair.go), at $2, now.
+	retry := `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
+			started_at = NULL, finished_at = NULL, claim_turn = ` + s.turnFor("jobs.account", "$2") + `
 		WHERE id = $1 AND status = 'failed' AND pruned_at IS NULL`
 	var job inkwell.Job
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
@@ -612,7 +596,7 @@ func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkw
 		if err := s.reserveAgainTx(ctx, tx, jobID); err != nil {
 			return err
 		}
-		if err := s.execOne(ctx, tx, retry, jobID); err != nil {
+		if err := s.execOne(ctx, tx, retry, jobID, s.nowTS()); err != nil {
 			return fmt.Errorf("retry job %d: %w", jobID, err)
 		}
 		if err := s.auditTx(ctx, tx, s.nowTS(), by, AuditRetry, jobID, "was failed, class "+string(cur.ErrorClass)+": "+cur.Error); err != nil {
