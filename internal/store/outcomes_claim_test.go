@@ -12,7 +12,7 @@ import (
 // An outcome may claim the next job for the slot it frees, in its own
 // transaction (CompleteAndClaim, FailAndClaim; outcomes.go, claimNext):
 // where a claim is a transaction (SQLite), the jobs are claimed exactly as
-// ClaimUpTo claims them (the lane's fair turn, under its lock) and commit
+// ClaimUpTo claims them (lowest turn first, under its lock) and commit
 // with the outcomes; where it is one statement of its own (PostgreSQL),
 // nothing is claimed and the lane claims as before. Never a claim without
 // the lock, for a member refused, or for one that did not ask.
@@ -45,9 +45,9 @@ func TestStore_OutcomeClaimsNext(t *testing.T) {
 			if next[0] != nil || next[1] != nil {
 				t.Fatalf("PostgreSQL claimed %+v, %+v with the outcomes; want nothing (its claim is a statement of its own)", next[0], next[1])
 			}
-			next = mustClaimUpTo(t, s, l, 2) // the lane claims as before, in the same turn
+			next = mustClaimUpTo(t, s, l, 2) // the lane claims as before
 		}
-		// The turn goes on after b: c1, then a2; claims come in id order.
+		// Turn 0's last job, c1, then turn 1's first, a2; claims come in id order.
 		if diff := cmp.Diff([]string{"a2", "c1"}, nameOf(ids, next)); diff != "" {
 			t.Fatalf("jobs claimed next, one per member in order (-want +got):\n%s", diff)
 		}

@@ -438,7 +438,7 @@ func (s *Store) CompleteIfRunning(ctx context.Context, p CompleteParams) error {
 // CompleteAndClaim is CompleteIfRunning for a lane's slot that will run
 // another job after this one: where the claim is a transaction (SQLite),
 // the completion's transaction also claims the lane's next job for the
-// slot, under l, the lane's lock, as ClaimUpTo would (fair turn, oldest
+// slot, under l, the lane's lock, as ClaimUpTo would (lowest turn, oldest
 // first, never before not_before), and returns it: one durable commit for
 // the completion and the claim, where it took two. next is nil when
 // nothing was claimed: nothing queued, l nil or no longer held, the
