@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,17 @@ func BenchmarkClaim(b *testing.B) {
 		for _, n := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/accounts=100-mixed/n=%d", db, n), func(b *testing.B) {
 				benchClaim(b, benchDSN(b, db), 100, n, queueAccountsMixed)
+			})
+		}
+		// One account whose jobs are claimed in the order the 100
+		// accounts' blocks above are (turn t: the t-th job of each block):
+		// the same rows, so the same pages, in the same order, with no
+		// second account. What this case and accounts=100 share is the
+		// cost of claiming rows that sit far apart; what they do not is
+		// the cost of fairness across accounts.
+		for _, n := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/accounts=1-strided/n=%d", db, n), func(b *testing.B) {
+				benchClaim(b, benchDSN(b, db), 100, n, queueOneStrided)
 			})
 		}
 	}
@@ -113,5 +125,22 @@ func queueAccountsMixed(b *testing.B, st *store.Store, total, accounts int) {
 	for i := range total {
 		a := i % accounts
 		storetest.MustQueue(b, st, fmt.Sprintf("acct-%d", a), fmt.Sprintf("q%d-%d", a, i), 1)
+	}
+}
+
+// queueOneStrided queues total jobs for one account, then gives job i of
+// block k (blocks of total/blocks ids, as queueAccounts lays out blocks
+// accounts) the turn i: a claim takes the i-th job of every block in
+// turn, as the fair claim does over queueAccounts' blocks.
+func queueOneStrided(b *testing.B, st *store.Store, total, blocks int) {
+	b.Helper()
+	storetest.MustQueue(b, st, "acct-0", "q", total)
+	size := max(total/blocks, 1)
+	q := `UPDATE jobs SET claim_turn = (id - (SELECT MIN(id) FROM jobs)) % ?1`
+	if st.Dialect() == "postgres" {
+		q = strings.ReplaceAll(q, "?1", "$1")
+	}
+	if _, err := st.WriteDB().Exec(q, size); err != nil {
+		b.Fatal(err)
 	}
 }
