@@ -86,7 +86,10 @@ SELECT b.id, b.status, b.lane,
            WHEN b.status = 'queued' THEN
                'wait: '
                || CASE WHEN q.counted_to IS NULL OR (b.claim_turn, b.id) <= (q.counted_to_turn, q.counted_to)
-                       THEN (SELECT COUNT(*) FROM jobs a WHERE a.status = 'queued' AND (a.claim_turn, a.id) < (b.claim_turn, b.id))
+                       -- Two ranges of jobs_queued_turn, as on SQLite: the earlier
+                       -- turns, then the smaller ids of its own turn.
+                       THEN (SELECT COUNT(*) FROM jobs a WHERE a.status = 'queued' AND a.claim_turn < b.claim_turn)
+                            + (SELECT COUNT(*) FROM jobs a WHERE a.status = 'queued' AND a.claim_turn = b.claim_turn AND a.id < b.id)
                        ELSE width_bucket(ROW(b.claim_turn, b.id),
                                          (SELECT array_agg(ROW(claim_turn, id) ORDER BY claim_turn, id) FROM jobs WHERE status = 'queued')) - 1 END
                || ' queued ahead; live lanes claim round robin across accounts'

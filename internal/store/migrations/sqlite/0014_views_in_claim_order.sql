@@ -12,8 +12,8 @@
 --   * queue_state's head is the first ready queued job in (claim_turn, id)
 --     order, one probe of jobs_queued_turn; counted_to is the 1000th
 --     queued job in that order, with its turn (counted_to_turn).
---   * job_board counts "N queued ahead" in (claim_turn, id) order, a
---     row-value range of jobs_queued_turn near the head, ranks beyond; it
+--   * job_board counts "N queued ahead" in (claim_turn, id) order, two
+--     ranges of jobs_queued_turn near the head, ranks beyond; it
 --     lists queued jobs in that order and shows their claim_turn (a new
 --     last column, NULL for jobs that are not queued) so that a reader
 --     (the store's Board) can order its rows as the view does. Its words:
@@ -97,8 +97,8 @@ FROM (
 -- A queued job's place ("N queued ahead": claims go in claim order,
 -- (claim_turn, id), round robin across accounts; the count includes jobs
 -- ahead that wait out a back-off, which are claimed first once it ends)
--- is counted on the jobs_queued_turn index (a row-value range) for the
--- first 1000 jobs, and read from ranks, numbered once per statement,
+-- is counted on the jobs_queued_turn index (the earlier turns, then the
+-- smaller ids of its own turn: two ranges) for the first 1000 jobs, and read from ranks, numbered once per statement,
 -- beyond them: so a reader that picks its rows by id (WHERE id IN …, as
 -- the store's Board does for the dashboard and inkwell status) reads only
 -- those rows, and one that reads every row reads each once. claim_turn is
@@ -148,7 +148,13 @@ SELECT b.id, b.status, b.lane,
            WHEN b.status = 'queued' THEN
                'wait: '
                || CASE WHEN q.counted_to IS NULL OR (b.claim_turn, b.id) <= (q.counted_to_turn, q.counted_to)
-                       THEN (SELECT COUNT(*) FROM jobs a WHERE a.status = 'queued' AND (a.claim_turn, a.id) < (b.claim_turn, b.id))
+                       -- Two ranges of jobs_queued_turn: the earlier turns, then
+                       -- the smaller ids of its own turn. As one row value,
+                       -- (a.claim_turn, a.id) < (b.claim_turn, b.id), SQLite
+                       -- bounds the range on claim_turn alone and reads the
+                       -- whole of b's turn for each job it counts.
+                       THEN (SELECT COUNT(*) FROM jobs a WHERE a.status = 'queued' AND a.claim_turn < b.claim_turn)
+                            + (SELECT COUNT(*) FROM jobs a WHERE a.status = 'queued' AND a.claim_turn = b.claim_turn AND a.id < b.id)
                        ELSE (SELECT r.ahead FROM ranks r WHERE r.id = b.id) END
                || ' queued ahead; live lanes claim round robin across accounts'
            WHEN b.status = 'running' THEN (
