@@ -40,16 +40,22 @@ import (
 // with its failed attempt), the failed jobs spread over every kind the
 // views tell apart (each class, given up, cancelled in flight, possible
 // poison jobs), and retention has pruned the oldest half of the done jobs.
+// With accounts, the queue is that many accounts' floods, one after the
+// other (each a run of ids), each job in the turn of its place in its
+// account's run (claim_fair.go): claim order, (claim_turn, id), takes one
+// job of each account in turn, across the whole id range.
 type viewShape struct {
 	name           string
 	queued, failed int
 	jobLife        bool
+	accounts       int
 }
 
 var viewShapes = []viewShape{
-	{"done=1M", 0, 0, false},
-	{"queued=50k,failed=5k", 50_000, 5_000, false},
-	{"queued=50k(5k back-off),failed=5k(by class),pruned=500k", 50_000, 5_000, true},
+	{"done=1M", 0, 0, false, 0},
+	{"queued=50k,failed=5k", 50_000, 5_000, false, 0},
+	{"queued=50k(5k back-off),failed=5k(by class),pruned=500k", 50_000, 5_000, true, 0},
+	{"queued=50k(100 accounts by turn),failed=5k", 50_000, 5_000, false, 100},
 }
 
 // BenchmarkViews1M: SELECT * FROM job_overview, one /metrics scrape, GET
@@ -279,9 +285,16 @@ func fillViews(b *testing.B, st *store.Store, shape viewShape) {
 		gaveUp = `(i / ` + fmt.Sprint(every) + `) % 12 = 11`
 		notBefore = strings.ReplaceAll(strings.ReplaceAll(ahead, "'+1 day'", "'+' || (i % 3600) || ' seconds'"), "interval '1 day'", "make_interval(secs => i % 3600)")
 	}
+	account, turn := `'default'`, `0`
+	if shape.accounts > 0 {
+		run := shape.queued / shape.accounts // each account's queued jobs
+		place := fmt.Sprintf(`(i - %d)`, n-shape.queued+1)
+		account = fmt.Sprintf(`CASE WHEN st = 'queued' THEN 'acct-' || (%s / %d) ELSE 'default' END`, place, run)
+		turn = fmt.Sprintf(`CASE WHEN st = 'queued' THEN %s %% %d ELSE 0 END`, place, run)
+	}
 	stmts := []string{
 		`INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, error, error_class, not_before, gave_up_after, pruned_at,
-		   lane, created_at, started_at, finished_at)
+		   lane, created_at, started_at, finished_at, account, claim_turn)
 		 SELECT i, 'bench-' || i, 'h', '{"prompt":"a haiku about ink","account":"default","max_words":50}', st,
 		   CASE WHEN w THEN 'failed: ' || ` + waitClass + ` WHEN st = 'failed' THEN ` + errText + ` END,
 		   CASE WHEN w THEN ` + waitClass + ` WHEN st = 'failed' THEN ` + class + ` END,
@@ -289,7 +302,8 @@ func fillViews(b *testing.B, st *store.Store, shape viewShape) {
 		   CASE WHEN st = 'failed' AND ` + gaveUp + ` THEN 5 END,
 		   CASE WHEN ` + pruned + ` THEN t END,
 		   CASE WHEN st = 'queued' THEN NULL ELSE 'local' END,
-		   t, CASE WHEN st = 'queued' THEN NULL ELSE t END, CASE WHEN st = 'queued' THEN NULL ELSE t END
+		   t, CASE WHEN st = 'queued' THEN NULL ELSE t END, CASE WHEN st = 'queued' THEN NULL ELSE t END,
+		   ` + account + `, ` + turn + `
 		 FROM (SELECT i, st, t, ` + waiting + ` AS w FROM (SELECT i, ` + status + ` AS st, ` + at + ` AS t FROM (` + series + `) s) x) y`,
 		`INSERT INTO job_attempts (job_id, attempt_number, status, error, error_class, lane, started_at, finished_at)
 		 SELECT id, 1, status, error, error_class, lane, started_at, finished_at FROM jobs WHERE status <> 'queued'`,

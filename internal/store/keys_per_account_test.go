@@ -3,6 +3,7 @@ package store_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/inkwell/inkwell"
@@ -129,10 +130,12 @@ func TestMigrate_KeysPerAccountKeepsRows(t *testing.T) {
 		}
 		if b.Name == "sqlite" {
 			// Every index and trigger is back word for word; later
-			// migrations (0009 on) add their own beside them.
+			// migrations (0009 on) add their own beside them, and drop
+			// only jobs_queued (0014: claims and views read the queue in
+			// turn order, on jobs_queued_turn).
 			got := jobsSchemaObjects(t, st)
 			for _, o := range objectsBefore {
-				if !slices.Contains(got, o) {
+				if !slices.Contains(got, o) && !strings.HasPrefix(o, "index jobs_queued: ") {
 					t.Errorf("after 0008 and the migrations since, jobs lacks (or changed) %q; it has:\n%q", o, got)
 				}
 			}

@@ -25,8 +25,11 @@ import (
 // (0006_views_by_class.sql) made them decide on each failure's class
 // (error_class), never on its wording: job_counts keeps one kind per failed
 // class, and the next actions are the class's; jobs waiting out a back-off,
-// given up, cancelled, pruned and possible poison jobs have their own. A
-// later change to their words comes as a new migration.
+// given up, cancelled, pruned and possible poison jobs have their own.
+// Migration 0014 (0014_views_in_claim_order.sql) made them read the queue
+// in claim order, (claim_turn, id), as lanes claim since 0013: the queue's
+// head, "N queued ahead" and the board's order of queued jobs. A later
+// change to their words comes as a new migration.
 
 // OverviewRow is one row of job_overview: one status. (The store's types
 // carry no wire format: the HTTP API's forms are in api/wire.go.)
@@ -153,16 +156,18 @@ const boardPickMax = 1000
 var boardStatuses = []string{"running", "queued", "failed"}
 
 // boardOrder is job_board's order, over its columns: running, queued in
-// claim order, failed, and last the failed jobs retention pruned (nothing
-// is left to do with them), each by id.
-const boardOrder = `CASE WHEN status = 'running' THEN 1 WHEN status = 'queued' THEN 2 WHEN pruned_at IS NULL THEN 3 ELSE 4 END, id`
+// claim order (claim_turn, then id: claim_fair.go), failed, and last the
+// failed jobs retention pruned (nothing is left to do with them), the
+// others by id (their claim_turn is NULL).
+const boardOrder = `CASE WHEN status = 'running' THEN 1 WHEN status = 'queued' THEN 2 WHEN pruned_at IS NULL THEN 3 ELSE 4 END, claim_turn, id`
 
 // Board returns up to limit rows of job_board (running first, then queued
 // in claim order, then failed), only of the given statuses when any are
 // named. A limit of 0 or less means every row.
 //
 // With a limit, it first picks the ids to show from the statuses' partial
-// indexes (the running jobs, then the first queued and failed ones by id),
+// indexes (the running jobs, then the first queued ones in claim order and
+// the first failed ones by id),
 // then reads only those rows of job_board, in one snapshot: the view
 // numbers a queued job's place by counting on the index near the queue's
 // head, so the first rows cost the same however long the queue is, where
@@ -200,24 +205,28 @@ func (s *Store) Board(ctx context.Context, limit int, statuses ...string) ([]Boa
 // status is read from its own partial index: every running job (there
 // are as many as lanes, give or take; sorted here, since an ORDER BY id
 // could tempt a planner without statistics to walk the whole table in id
-// order), the first limit queued jobs in id order, and the first limit
-// failed jobs that are not pruned, then the first limit pruned ones.
+// order), the first limit queued jobs in claim order (claim_turn, then
+// id, on jobs_queued_turn: the order lanes take them in, where an old id
+// retried or rescheduled has a late turn), and the first limit failed
+// jobs that are not pruned, then the first limit pruned ones.
 func (s *Store) boardPick(ctx context.Context, tx *sql.Tx, limit int, statuses []string) ([]int64, error) {
 	var arms []string
 	for rank, st := range boardStatuses {
 		if len(statuses) > 0 && !slices.Contains(statuses, st) {
 			continue
 		}
-		first := func(rank int, where string) string {
-			return fmt.Sprintf(`SELECT * FROM (SELECT id, %d AS r FROM jobs WHERE %s ORDER BY id LIMIT %d) x`, rank, where, limit)
+		// t is a queued job's turn, 0 for the others (sorted by id).
+		first := func(rank int, turn, where, order string) string {
+			return fmt.Sprintf(`SELECT * FROM (SELECT id, %d AS r, %s AS t FROM jobs WHERE %s ORDER BY %s LIMIT %d) x`, rank, turn, where, order, limit)
 		}
 		switch st {
 		case "running":
-			arms = append(arms, fmt.Sprintf(`SELECT id, %d AS r FROM jobs WHERE status = 'running'`, rank))
+			arms = append(arms, fmt.Sprintf(`SELECT id, %d AS r, 0 AS t FROM jobs WHERE status = 'running'`, rank))
+		case "queued":
+			arms = append(arms, first(rank, "claim_turn", `status = 'queued'`, "claim_turn, id"))
 		case "failed":
-			arms = append(arms, first(rank, `status = 'failed' AND pruned_at IS NULL`), first(rank+1, `status = 'failed' AND pruned_at IS NOT NULL`))
-		default:
-			arms = append(arms, first(rank, `status = '`+st+`'`))
+			arms = append(arms, first(rank, "0", `status = 'failed' AND pruned_at IS NULL`, "id"),
+				first(rank+1, "0", `status = 'failed' AND pruned_at IS NOT NULL`, "id"))
 		}
 	}
 	if len(arms) == 0 {
@@ -228,11 +237,11 @@ func (s *Store) boardPick(ctx context.Context, tx *sql.Tx, limit int, statuses [
 		return nil, fmt.Errorf("board: %w", err)
 	}
 	defer rows.Close()
-	type pick struct{ id, rank int64 }
+	type pick struct{ id, rank, turn int64 }
 	var picks []pick
 	for rows.Next() {
 		var p pick
-		if err := rows.Scan(&p.id, &p.rank); err != nil {
+		if err := rows.Scan(&p.id, &p.rank, &p.turn); err != nil {
 			return nil, fmt.Errorf("board: %w", err)
 		}
 		picks = append(picks, p)
@@ -241,7 +250,7 @@ func (s *Store) boardPick(ctx context.Context, tx *sql.Tx, limit int, statuses [
 		return nil, fmt.Errorf("board: %w", err)
 	}
 	slices.SortFunc(picks, func(a, b pick) int {
-		return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.id, b.id))
+		return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.turn, b.turn), cmp.Compare(a.id, b.id))
 	})
 	ids := make([]int64, 0, min(limit, len(picks)))
 	for _, p := range picks[:min(limit, len(picks))] {

@@ -223,7 +223,7 @@ func TestStore_Overview(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, s *store.Store) {
 			want := map[string][]string{
 				"job_overview":  {"status", "jobs", "oldest_job_id", "oldest_age_seconds", "oldest_age", "next_action"},
-				"job_board":     {"id", "status", "lane", "attempt", "since", "age_seconds", "age", "error", "next_action", "error_class", "pruned_at"},
+				"job_board":     {"id", "status", "lane", "attempt", "since", "age_seconds", "age", "error", "next_action", "error_class", "pruned_at", "claim_turn"},
 				"lane_liveness": {"lane", "state", "alive", "heartbeat_age_seconds", "heartbeat_age", "running_jobs", "heartbeat_at", "pid", "host", "incarnation", "started_at", "stopped_at", "stop_reason", "answers_waiting", "slots", "slots_in_use", "paused_until"},
 			}
 			for view, cols := range want {
@@ -285,7 +285,7 @@ func TestStore_Overview(t *testing.T) {
 			wantAction(t, "queued", f.overview()["queued"].NextAction, "wait: lane east claims next")
 			b := f.board()
 			wantAction(t, "board job 1", b[j1.ID].NextAction, "wait: lane east claims next")
-			wantAction(t, "board job 2", b[j2.ID].NextAction, "wait: 1 queued ahead; live lanes claim in id order")
+			wantAction(t, "board job 2", b[j2.ID].NextAction, "wait: 1 queued ahead; live lanes claim round robin across accounts")
 		})
 	})
 	t.Run("QueuedBusyLiveLane", func(t *testing.T) {
@@ -1268,8 +1268,10 @@ func TestStore_BoardReadsOnlyWhatItShows(t *testing.T) {
 		if f.s.Dialect() == "postgres" {
 			series = `SELECT i FROM generate_series(1, 1100) AS i`
 		}
-		if _, err := f.s.WriteDB().ExecContext(f.ctx, `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at)
-			SELECT 'bulk-' || i, 'h', '{}', 'queued', `+f.dbTime(0)+` FROM (`+series+`) s`); err != nil {
+		// Their turns run against their ids (the last inserted is claimed
+		// first), so claim order is not id order, near the head or deep.
+		if _, err := f.s.WriteDB().ExecContext(f.ctx, `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at, claim_turn)
+			SELECT 'bulk-' || i, 'h', '{}', 'queued', `+f.dbTime(0)+`, 1100 - i FROM (`+series+`) s`); err != nil {
 			t.Fatalf("queue 1100 jobs: %v", err)
 		}
 		all, err := f.s.Board(f.ctx, 0)
@@ -1284,7 +1286,7 @@ func TestStore_BoardReadsOnlyWhatItShows(t *testing.T) {
 				last.ID, last.PrunedAt, prunedFailed.Job.ID)
 		}
 		for i, r := range all[2 : 1+1101] {
-			want := fmt.Sprintf("wait: %d queued ahead; live lanes claim in id order", i+1)
+			want := fmt.Sprintf("wait: %d queued ahead; live lanes claim round robin across accounts", i+1)
 			if r.Status != "queued" || r.NextAction != want {
 				t.Fatalf("board row %d = %+v, want queued, %q", i+2, r, want)
 			}
@@ -1324,6 +1326,119 @@ func TestStore_BoardReadsOnlyWhatItShows(t *testing.T) {
 			t.Errorf("BoardRowByID(%d) = %+v, %v; want %q", deep.ID, r, err, deep.NextAction)
 		}
 		f.wantCountsKept("after a bulk insert")
+	})
+}
+
+// TestStore_ViewsInClaimOrder: since lanes claim by turn (claim_fair.go,
+// migration 0013), the views read the queue in claim order, (claim_turn,
+// id), not in id order (migration 0014): a job's place counts the jobs
+// before it in that order, the board lists queued jobs in it, and a job
+// retried long ago, its id old but its turn late, is neither the queue's
+// head nor what makes the queue look stuck.
+func TestStore_ViewsInClaimOrder(t *testing.T) {
+	t.Parallel()
+	acceptAs := func(f *ovFixture, account, name string) int64 {
+		f.t.Helper()
+		payload := fmt.Sprintf(`{"prompt":%q,"account":%q,"max_words":50}`, "write about "+name, account)
+		job, _, err := f.s.Accept(f.ctx, store.AcceptParams{Account: account, IdempotencyKey: name,
+			RequestHash: inkwell.RequestHash([]byte(payload)), Payload: []byte(payload)})
+		if err != nil {
+			f.t.Fatalf("Accept(%s): %v", name, err)
+		}
+		return job.ID
+	}
+	queuedIDs := func(rows []store.BoardRow) []int64 {
+		var ids []int64
+		for _, r := range rows {
+			if r.Status == "queued" {
+				ids = append(ids, r.ID)
+			}
+		}
+		return ids
+	}
+	t.Run("PlacesAcrossAccounts", func(t *testing.T) {
+		t.Parallel()
+		runOverview(t, func(f *ovFixture) {
+			f.clk.At(time.Minute)
+			f.lane("east")
+			// Turns: a1 0, a2 1, a3 2, then b1 0 (the front): claim order
+			// a1, b1, a2, a3, where id order is a1, a2, a3, b1.
+			a1, a2, a3 := acceptAs(f, "a", "a1"), acceptAs(f, "a", "a2"), acceptAs(f, "a", "a3")
+			b1 := acceptAs(f, "b", "b1")
+			b := f.board()
+			wantAction(t, "a1 (the head)", b[a1].NextAction, "wait: lane east claims next")
+			wantAction(t, "b1", b[b1].NextAction, "wait: 1 queued ahead; live lanes claim round robin across accounts")
+			wantAction(t, "a2", b[a2].NextAction, "wait: 2 queued ahead; live lanes claim round robin across accounts")
+			wantAction(t, "a3", b[a3].NextAction, "wait: 3 queued ahead; live lanes claim round robin across accounts")
+			want := []int64{a1, b1, a2, a3}
+			all, err := f.s.Board(f.ctx, 0)
+			if err != nil {
+				t.Fatalf("Board(0): %v", err)
+			}
+			if diff := cmp.Diff(want, queuedIDs(all)); diff != "" {
+				t.Errorf("Board(0)'s queued jobs are not in claim order (-want +got):\n%s", diff)
+			}
+			for _, limit := range []int{2, 10} {
+				got, err := f.s.Board(f.ctx, limit, "queued")
+				if err != nil {
+					t.Fatalf("Board(%d, queued): %v", limit, err)
+				}
+				if diff := cmp.Diff(want[:min(limit, len(want))], queuedIDs(got)); diff != "" {
+					t.Errorf("Board(%d, queued) is not the first queued jobs in claim order (-want +got):\n%s", limit, diff)
+				}
+			}
+			// The lane takes them in that order.
+			for i, id := range want {
+				if c := f.claim("east"); c.Job.ID != id {
+					t.Errorf("claim %d took job %d, want %d (claim order)", i+1, c.Job.ID, id)
+				}
+			}
+		})
+	})
+	t.Run("RetriedOldJobIsNotTheHead", func(t *testing.T) {
+		t.Parallel()
+		runOverview(t, func(f *ovFixture) {
+			f.clk.At(time.Minute)
+			f.lane("east")
+			// Five minutes ago: a1 (turn 0) ran and failed, its retry went
+			// after a2 (turn 1), to turn 2: it has been queued 5 minutes.
+			f.clk.At(-5 * time.Minute)
+			a1, a2 := acceptAs(f, "a", "a1"), acceptAs(f, "a", "a2")
+			f.fail(f.claim("east"), inkwell.ClassProviderError, "provider: HTTP 500")
+			if _, err := f.s.RetryIfFailed(f.ctx, a1, store.ActorCLI); err != nil {
+				t.Fatalf("RetryIfFailed: %v", err)
+			}
+			// Now: b1 enters at the front (turn 1, beside a2), and the lane
+			// ran a2 (it failed too): b1 is the head, and a1, whose id is
+			// the queue's oldest, waits its turn behind it.
+			f.clk.At(0)
+			b1 := acceptAs(f, "b", "b1")
+			if c := f.claim("east"); c.Job.ID != a2 {
+				t.Fatalf("claim took job %d, want a2 (%d)", c.Job.ID, a2)
+			} else {
+				f.fail(c, inkwell.ClassProviderError, "provider: HTTP 500")
+			}
+			o := f.overview()["queued"]
+			wantAction(t, "queued row", o.NextAction, "wait: lane east claims next")
+			// The oldest queued job is still a1: it has been queued longest.
+			if o.OldestJobID == nil || *o.OldestJobID != a1 {
+				t.Errorf("queued row's oldest job = %v, want a1 (%d)", deref(o.OldestJobID), a1)
+			}
+			b := f.board()
+			wantAction(t, "b1 (the head)", b[b1].NextAction, "wait: lane east claims next")
+			wantAction(t, "a1 (retried, turn 2)", b[a1].NextAction, "wait: 1 queued ahead; live lanes claim round robin across accounts")
+			var head sql.NullInt64
+			var stuck bool
+			if err := f.s.DB().QueryRowContext(f.ctx, `SELECT head_id, stuck FROM queue_state`).Scan(&head, &stuck); err != nil {
+				t.Fatalf("queue_state: %v", err)
+			}
+			if head.Int64 != b1 || stuck {
+				t.Errorf("queue_state: head %v, stuck %v; want b1 (%d), not stuck", head, stuck, b1)
+			}
+			if c := f.claim("east"); c.Job.ID != b1 {
+				t.Errorf("claim took job %d, want the head b1 (%d)", c.Job.ID, b1)
+			}
+		})
 	})
 }
 
