@@ -27,8 +27,8 @@ func ClaimDB(s *Store) *sql.DB {
 }
 
 // TurnSQL is "SELECT" the turn a job of account $1 enters the queue with
-// at time $2 (claim_fair.go's turnFor), in the dialect's placeholders.
+// (claim_fair.go's turnFor), in the dialect's placeholders.
 // Tests EXPLAIN it.
 func TurnSQL(s *Store) string {
-	return s.dialect.rebind(`SELECT ` + s.turnFor("$1", "$2"))
+	return s.dialect.rebind(`SELECT ` + s.turnFor("$1"))
 }

@@ -1408,15 +1408,18 @@ func TestStore_ViewsInClaimOrder(t *testing.T) {
 			if _, err := f.s.RetryIfFailed(f.ctx, a1, store.ActorCLI); err != nil {
 				t.Fatalf("RetryIfFailed: %v", err)
 			}
-			// Now: b1 enters at the front (turn 1, beside a2), and the lane
-			// ran a2 (it failed too): b1 is the head, and a1, whose id is
-			// the queue's oldest, waits its turn behind it.
+			// Now: b sends two jobs. b1 enters in the turn the claims have
+			// reached (turn 0, a1's), b2 in turn 1 beside a2. The lane ran
+			// b1 and a2 (both failed too): b2 is the head, and a1, whose id
+			// is the queue's oldest, waits its turn behind it.
 			f.clk.At(0)
-			b1 := acceptAs(f, "b", "b1")
-			if c := f.claim("east"); c.Job.ID != a2 {
-				t.Fatalf("claim took job %d, want a2 (%d)", c.Job.ID, a2)
-			} else {
-				f.fail(c, inkwell.ClassProviderError, "provider: HTTP 500")
+			b1, b2 := acceptAs(f, "b", "b1"), acceptAs(f, "b", "b2")
+			for _, want := range []int64{b1, a2} {
+				if c := f.claim("east"); c.Job.ID != want {
+					t.Fatalf("claim took job %d, want %d", c.Job.ID, want)
+				} else {
+					f.fail(c, inkwell.ClassProviderError, "provider: HTTP 500")
+				}
 			}
 			o := f.overview()["queued"]
 			wantAction(t, "queued row", o.NextAction, "wait: lane east claims next")
@@ -1425,18 +1428,18 @@ func TestStore_ViewsInClaimOrder(t *testing.T) {
 				t.Errorf("queued row's oldest job = %v, want a1 (%d)", deref(o.OldestJobID), a1)
 			}
 			b := f.board()
-			wantAction(t, "b1 (the head)", b[b1].NextAction, "wait: lane east claims next")
+			wantAction(t, "b2 (the head)", b[b2].NextAction, "wait: lane east claims next")
 			wantAction(t, "a1 (retried, turn 2)", b[a1].NextAction, "wait: 1 queued ahead; live lanes claim round robin across accounts")
 			var head sql.NullInt64
 			var stuck bool
 			if err := f.s.DB().QueryRowContext(f.ctx, `SELECT head_id, stuck FROM queue_state`).Scan(&head, &stuck); err != nil {
 				t.Fatalf("queue_state: %v", err)
 			}
-			if head.Int64 != b1 || stuck {
-				t.Errorf("queue_state: head %v, stuck %v; want b1 (%d), not stuck", head, stuck, b1)
+			if head.Int64 != b2 || stuck {
+				t.Errorf("queue_state: head %v, stuck %v; want b2 (%d), not stuck", head, stuck, b2)
 			}
-			if c := f.claim("east"); c.Job.ID != b1 {
-				t.Errorf("claim took job %d, want the head b1 (%d)", c.Job.ID, b1)
+			if c := f.claim("east"); c.Job.ID != b2 {
+				t.Errorf("claim took job %d, want the head b2 (%d)", c.Job.ID, b2)
 			}
 		})
 	})

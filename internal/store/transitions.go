@@ -81,7 +81,7 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	// claim_turn: the job's turn in the round robin (claim_fair.go).
 	insert := `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
 			reservation_micros, reservation_account, reservation_state, claim_turn)
-		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, ` + s.turnFor("$1", "$5") + `)
+		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, ` + s.turnFor("$1") + `)
 		ON CONFLICT (account, idempotency_key) DO NOTHING
 		RETURNING ` + jobColumns
 	var micros int64
@@ -543,16 +543,16 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 		WHERE id = $5 AND status = 'running'`
 	// The job keeps the failure it waits out (error, error_class) for the
 	// views; the next claim clears them.
-	// The rescheduled job enters the queue again after its account's
-	// queued jobs (claim_fair.go), at the time of the failure, $5.
+	// The rescheduled job enters the queue again behind its account's
+	// last turn (claim_fair.go).
 	rescheduleJob := `UPDATE jobs SET status = 'queued', error = $1, error_class = $2, not_before = $3,
-			started_at = NULL, finished_at = NULL, claim_turn = ` + s.turnFor("jobs.account", "$5") + `
+			started_at = NULL, finished_at = NULL, claim_turn = ` + s.turnFor("jobs.account") + `
 		WHERE id = $4 AND status = 'running'`
 	if err := s.execOne(ctx, tx, failAttempt, p.Error, string(p.Class), now, p.AttemptID, p.JobID); err != nil {
 		return fmt.Errorf("fail attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 	}
 	if p.RetryAt != nil {
-		if err := s.execOne(ctx, tx, rescheduleJob, p.Error, string(p.Class), s.ts(*p.RetryAt), p.JobID, now); err != nil {
+		if err := s.execOne(ctx, tx, rescheduleJob, p.Error, string(p.Class), s.ts(*p.RetryAt), p.JobID); err != nil {
 			return fmt.Errorf("reschedule job %d: %w", p.JobID, err)
 		}
 		return nil
@@ -576,10 +576,10 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 // A job whose budget reservation was released reserves it again, or is
 // refused (EBUDGET). A refusal writes nothing, audit_log included.
 func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkwell.Job, error) {
-	// The retried job enters the queue after its account's queued jobs
-	// (claim_fair.go), at $2, now.
+	// The retried job enters the queue again behind its account's last
+	// turn (claim_fair.go).
 	retry := `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
-			started_at = NULL, finished_at = NULL, claim_turn = ` + s.turnFor("jobs.account", "$2") + `
+			started_at = NULL, finished_at = NULL, claim_turn = ` + s.turnFor("jobs.account") + `
 		WHERE id = $1 AND status = 'failed' AND pruned_at IS NULL`
 	var job inkwell.Job
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
@@ -596,7 +596,7 @@ func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkw
 		if err := s.reserveAgainTx(ctx, tx, jobID); err != nil {
 			return err
 		}
-		if err := s.execOne(ctx, tx, retry, jobID, s.nowTS()); err != nil {
+		if err := s.execOne(ctx, tx, retry, jobID); err != nil {
 			return fmt.Errorf("retry job %d: %w", jobID, err)
 		}
 		if err := s.auditTx(ctx, tx, s.nowTS(), by, AuditRetry, jobID, "was failed, class "+string(cur.ErrorClass)+": "+cur.Error); err != nil {

@@ -10,4 +10,5 @@ WHERE q.id = jobs.id;
 
 DROP INDEX jobs_queued_account;
 CREATE INDEX jobs_queued_turn ON jobs (claim_turn, id, not_before) WHERE status = 'queued';
-CREATE INDEX jobs_queued_account_turn ON jobs (account, claim_turn) WHERE status = 'queued';
+CREATE INDEX jobs_account_turn ON jobs (account, claim_turn);
+CREATE INDEX jobs_served_turn ON jobs (claim_turn) WHERE status <> 'queued';
