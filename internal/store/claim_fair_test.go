@@ -158,7 +158,7 @@ func TestStore_ClaimFair(t *testing.T) {
 	t.Run("RetryEntersBehindItsAccount", func(t *testing.T) {
 		t.Parallel()
 		storetest.Run(t, func(t *testing.T, s *store.Store) {
-			ids := acceptInAccounts(t, s, "a", "a", "a", "a", "b")
+			ids := acceptInAccounts(t, s, "a", "a", "a", "a", "b", "c", "c", "c", "c", "c", "c")
 			l := mustLockLane(t, s, "local")
 			c := mustClaimUpTo(t, s, l, 1)[0]
 			if c.Job.ID != ids["a1"] {
@@ -172,10 +172,12 @@ func TestStore_ClaimFair(t *testing.T) {
 				t.Fatalf("retry a1: %v", err)
 			}
 			var got []string
-			for range 5 {
+			for range 11 {
 				got = append(got, nameOf(ids, mustClaimUpTo(t, s, l, 1))...)
 			}
-			if diff := cmp.Diff([]string{"b1", "a2", "a3", "a4", "a1"}, got); diff != "" {
+			// a1 takes a's turn 4, after a4, not the queue's last (c6's 5).
+			want := []string{"b1", "c1", "a2", "c2", "a3", "c3", "a4", "c4", "a1", "c5", "c6"}
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("claims of one after a1's retry (-want +got):\n%s", diff)
 			}
 		})
