@@ -182,9 +182,9 @@ func TestStore_ClaimFair(t *testing.T) {
 			}
 		})
 	})
-	// A job waiting out a back-off does not hold the queue's front back:
-	// an account that arrives meanwhile is served beside the others from
-	// where the claims are, not given every turn since the waiting job's.
+	// A job waiting out a back-off does not hold the turn back: an
+	// account that arrives meanwhile is served beside the others from where
+	// the claims are, not given every turn since the waiting job's.
 	t.Run("BackOffHoldsNoFront", func(t *testing.T) {
 		t.Parallel()
 		storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {

@@ -1361,7 +1361,7 @@ func TestStore_ViewsInClaimOrder(t *testing.T) {
 		runOverview(t, func(f *ovFixture) {
 			f.clk.At(time.Minute)
 			f.lane("east")
-			// Turns: a1 0, a2 1, a3 2, then b1 0 (the front): claim order
+			// Turns: a1 0, a2 1, a3 2, then b1 0 (no turn served yet): claim order
 			// a1, b1, a2, a3, where id order is a1, a2, a3, b1.
 			a1, a2, a3 := acceptAs(f, "a", "a1"), acceptAs(f, "a", "a2"), acceptAs(f, "a", "a3")
 			b1 := acceptAs(f, "b", "b1")
