@@ -176,7 +176,7 @@ func (s *Store) insertBatchJobs(ctx context.Context, tx *sql.Tx, batchID int64, 
 	// a single job of the account would get (claim_fair.go): the account
 	// is served one line per turn, as if it had sent them one by one.
 	var turn int64
-	if err := s.txQueryRow(ctx, tx, `SELECT `+s.turnFor("$1"), account).Scan(&turn); err != nil {
+	if err := s.txQueryRow(ctx, tx, `SELECT `+turnFor("$1"), account).Scan(&turn); err != nil {
 		return fmt.Errorf("accept batch: the lines' turn: %w", err)
 	}
 	var full *sql.Stmt

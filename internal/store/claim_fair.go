@@ -47,11 +47,14 @@ package store
 // acct is an SQL expression of the statement it is part of. Two probes:
 // jobs_served_turn for the turn the claims have reached, and
 // jobs_account_turn for the account's last turn; neither reads past
-// anything, however many jobs are queued or waiting.
-func (s *Store) turnFor(acct string) string {
-	return s.dialect.greatest + `(
-		COALESCE((SELECT q.claim_turn FROM jobs q WHERE q.status <> 'queued' ORDER BY q.claim_turn DESC LIMIT 1), 0),
-		COALESCE((SELECT q.claim_turn FROM jobs q WHERE q.account = ` + acct + ` ORDER BY q.claim_turn DESC LIMIT 1) + 1, 0))`
+// anything, however many jobs are queued or waiting. The larger of the
+// two is taken with the aggregate MAX, which both dialects read alike
+// (SQLite's scalar MAX is PostgreSQL's GREATEST).
+func turnFor(acct string) string {
+	return `(SELECT MAX(t) FROM (
+		SELECT COALESCE((SELECT q.claim_turn FROM jobs q WHERE q.status <> 'queued' ORDER BY q.claim_turn DESC LIMIT 1), 0) AS t
+		UNION ALL
+		SELECT COALESCE((SELECT q.claim_turn FROM jobs q WHERE q.account = ` + acct + ` ORDER BY q.claim_turn DESC LIMIT 1) + 1, 0)) turns)`
 }
 
 // claimPick is the claim's choice (SQL): the ids of up to $3 ready queued
@@ -63,9 +66,11 @@ func (s *Store) claimPick(now string) string {
 		` ORDER BY claim_turn, id LIMIT $3` + s.dialect.claimLock
 }
 
-// readyFilter is readyAt in a form that is no index condition, so that
-// the claim's read of jobs_queued_turn is an ordered scan that stops at
-// its n-th ready row. Given readyAt's OR, PostgreSQL's planner (its row
-// estimate for the queue often stale) chose a bitmap OR of two index
+// readyFilter is the claim's guard on a queued job's back-off (never
+// before its not_before; now is the statement's time) in a form that is
+// no index condition, so that the claim's read of jobs_queued_turn is an
+// ordered scan that stops at its n-th ready row. Written as
+// "not_before IS NULL OR not_before <= now", PostgreSQL's planner (its
+// row estimate for the queue often stale) chose a bitmap OR of two index
 // scans that read every queued job, then sorted them.
 func readyFilter(now string) string { return `(not_before > ` + now + `) IS NOT TRUE` }

@@ -30,5 +30,5 @@ func ClaimDB(s *Store) *sql.DB {
 // (claim_fair.go's turnFor), in the dialect's placeholders.
 // Tests EXPLAIN it.
 func TurnSQL(s *Store) string {
-	return s.dialect.rebind(`SELECT ` + s.turnFor("$1"))
+	return s.dialect.rebind(`SELECT ` + turnFor("$1"))
 }

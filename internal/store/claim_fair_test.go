@@ -182,6 +182,33 @@ func TestStore_ClaimFair(t *testing.T) {
 			}
 		})
 	})
+	// A rescheduled job (automatic retry) enters the queue again behind
+	// its account's last turn, as a retried one does: here its back-off
+	// is already over, so only its turn decides.
+	t.Run("RescheduleEntersBehindItsAccount", func(t *testing.T) {
+		t.Parallel()
+		storetest.Run(t, func(t *testing.T, s *store.Store) {
+			ids := acceptInAccounts(t, s, "a", "a", "b")
+			l := mustLockLane(t, s, "local")
+			c := mustClaimUpTo(t, s, l, 1)[0]
+			if c.Job.ID != ids["a1"] {
+				t.Fatalf("first claim took job %d, want a1 (%d)", c.Job.ID, ids["a1"])
+			}
+			now := s.Now()
+			if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID,
+				Error: "connection refused", Class: inkwell.ClassNotSent, RetryAt: &now}); err != nil {
+				t.Fatalf("reschedule a1: %v", err)
+			}
+			var got []string
+			for range 3 {
+				got = append(got, nameOf(ids, mustClaimUpTo(t, s, l, 1))...)
+			}
+			// b1 in turn 0 (a1's, served), a2 in turn 1, a1 in turn 2.
+			if diff := cmp.Diff([]string{"b1", "a2", "a1"}, got); diff != "" {
+				t.Errorf("claims of one after a1's reschedule (-want +got):\n%s", diff)
+			}
+		})
+	})
 	// A job waiting out a back-off does not hold the turn back: an
 	// account that arrives meanwhile is served beside the others from where
 	// the claims are, not given every turn since the waiting job's.

@@ -47,9 +47,6 @@ type dialect struct {
 	ts func(t time.Time) any
 	// claimLock is appended to the claim's inner SELECT.
 	claimLock string
-	// greatest is the SQL function of the largest of its arguments
-	// (turnFor): MAX on SQLite, GREATEST on PostgreSQL.
-	greatest string
 	// claimStatement: ClaimUpTo is one data-modifying statement, its own
 	// transaction (PostgreSQL: WITH … UPDATE … INSERT). SQLite has no
 	// data-modifying WITH, and its claim costs no round trips anyway.
@@ -95,7 +92,6 @@ var sqliteDialect = dialect{
 	stmtCache:  true,
 	legacy:     true,
 	integrity:  sqliteIntegrity,
-	greatest:   "MAX",
 }
 
 // classify passes err through the dialect's classification, keeping

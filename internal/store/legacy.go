@@ -51,7 +51,7 @@ func (s *Store) copyLegacy(ctx context.Context, tx *sql.Tx) error {
 	// default account's, its first, second, … queued jobs.
 	const copyRows = `INSERT INTO jobs (id, idempotency_key, request_hash, payload, status, error, lane, created_at, started_at, finished_at, claim_turn)
 		SELECT id, 'legacy-' || id, ?1, json_object('prompt', prompt), status, error, NULL, created_at, started_at, finished_at,
-			CASE WHEN status = 'queued' THEN ROW_NUMBER() OVER (PARTITION BY status = 'queued' ORDER BY id) - 1 ELSE 0 END
+			CASE WHEN status = 'queued' THEN ROW_NUMBER() OVER (PARTITION BY status ORDER BY id) - 1 ELSE 0 END
 		FROM legacy_jobs ORDER BY id`
 	res, err := tx.ExecContext(ctx, copyRows, LegacyRequestHash)
 	if err != nil {

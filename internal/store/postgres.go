@@ -44,7 +44,6 @@ var postgresDialect = dialect{
 
 	// One round trip per claim: see claimUpToStatement.
 	claimStatement: true,
-	greatest:       "GREATEST",
 }
 
 // migrateLockKey serializes migrations of one database: lanes started at the

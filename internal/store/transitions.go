@@ -54,6 +54,31 @@ func (s *Store) Accept(ctx context.Context, p AcceptParams) (job inkwell.Job, cr
 	return s.accepts.accept(ctx, p)
 }
 
+// The statements that put a job in the queue, each writing its
+// claim_turn (its turn in the round robin across accounts: turnFor,
+// claim_fair.go), built once. AcceptBatch gives its lines their turns in
+// batches.go.
+var (
+	// acceptInsert: a new job, its account $1.
+	acceptInsert = `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
+			reservation_micros, reservation_account, reservation_state, claim_turn)
+		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, ` + turnFor("$1") + `)
+		ON CONFLICT (account, idempotency_key) DO NOTHING
+		RETURNING ` + jobColumns
+	// rescheduleJob: a running job back to queued for an automatic retry
+	// after $3; it keeps the failure it waits out (error, error_class)
+	// for the views, and the next claim clears them. It enters again
+	// behind its account's last turn.
+	rescheduleJob = `UPDATE jobs SET status = 'queued', error = $1, error_class = $2, not_before = $3,
+			started_at = NULL, finished_at = NULL, claim_turn = ` + turnFor("jobs.account") + `
+		WHERE id = $4 AND status = 'running'`
+	// retryJob: a failed job back to queued by an operator or client,
+	// behind its account's last turn.
+	retryJob = `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
+			started_at = NULL, finished_at = NULL, claim_turn = ` + turnFor("jobs.account") + `
+		WHERE id = $1 AND status = 'failed' AND pruned_at IS NULL`
+)
+
 // acceptOne runs inside a group-commit transaction. A duplicate key, even
 // one inserted earlier in the same batch, falls through to the lookup.
 // adm is the group's admission count (see admit). A request that may not
@@ -78,18 +103,12 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	if refusal != nil {
 		return s.acceptExisting(ctx, tx, p, refusal)
 	}
-	// claim_turn: the job's turn in the round robin (claim_fair.go).
-	insert := `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
-			reservation_micros, reservation_account, reservation_state, claim_turn)
-		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, ` + s.turnFor("$1") + `)
-		ON CONFLICT (account, idempotency_key) DO NOTHING
-		RETURNING ` + jobColumns
 	var micros int64
 	var account, state any
 	if held {
 		micros, account, state = p.ReserveMicros, p.account(), ReservationOpen
 	}
-	job, err := scanJob(s.txQueryRow(ctx, tx, insert, p.account(), p.IdempotencyKey, p.RequestHash, string(p.Payload), now, micros, account, state))
+	job, err := scanJob(s.txQueryRow(ctx, tx, acceptInsert, p.account(), p.IdempotencyKey, p.RequestHash, string(p.Payload), now, micros, account, state))
 	if err == nil {
 		adm.queued++
 		return job, true, nil
@@ -314,10 +333,6 @@ func (s *Store) claimStatementSQL(fence string) string {
 // waited out, and its back-off.
 const clearOnClaim = `error = NULL, error_class = NULL, not_before = NULL, finished_at = NULL`
 
-// readyAt is the claim's guard on a queued job's back-off: never before
-// its not_before. now is the statement's time parameter.
-func readyAt(now string) string { return `(not_before IS NULL OR not_before <= ` + now + `)` }
-
 // qualified prefixes each column of a column list with table.
 func qualified(table, columns string) string {
 	cols := strings.Split(columns, ",")
@@ -541,13 +556,6 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 		WHERE id = $4 AND job_id = $5 AND status = 'running'`
 	const failJob = `UPDATE jobs SET status = 'failed', error = $1, error_class = $2, finished_at = $3, gave_up_after = $4
 		WHERE id = $5 AND status = 'running'`
-	// The job keeps the failure it waits out (error, error_class) for the
-	// views; the next claim clears them.
-	// The rescheduled job enters the queue again behind its account's
-	// last turn (claim_fair.go).
-	rescheduleJob := `UPDATE jobs SET status = 'queued', error = $1, error_class = $2, not_before = $3,
-			started_at = NULL, finished_at = NULL, claim_turn = ` + s.turnFor("jobs.account") + `
-		WHERE id = $4 AND status = 'running'`
 	if err := s.execOne(ctx, tx, failAttempt, p.Error, string(p.Class), now, p.AttemptID, p.JobID); err != nil {
 		return fmt.Errorf("fail attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 	}
@@ -576,11 +584,6 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 // A job whose budget reservation was released reserves it again, or is
 // refused (EBUDGET). A refusal writes nothing, audit_log included.
 func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkwell.Job, error) {
-	// The retried job enters the queue again behind its account's last
-	// turn (claim_fair.go).
-	retry := `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
-			started_at = NULL, finished_at = NULL, claim_turn = ` + s.turnFor("jobs.account") + `
-		WHERE id = $1 AND status = 'failed' AND pruned_at IS NULL`
 	var job inkwell.Job
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
 		cur, err := s.jobTx(ctx, tx, jobID)
@@ -596,7 +599,7 @@ func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkw
 		if err := s.reserveAgainTx(ctx, tx, jobID); err != nil {
 			return err
 		}
-		if err := s.execOne(ctx, tx, retry, jobID); err != nil {
+		if err := s.execOne(ctx, tx, retryJob, jobID); err != nil {
 			return fmt.Errorf("retry job %d: %w", jobID, err)
 		}
 		if err := s.auditTx(ctx, tx, s.nowTS(), by, AuditRetry, jobID, "was failed, class "+string(cur.ErrorClass)+": "+cur.Error); err != nil {
