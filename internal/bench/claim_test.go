@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +69,7 @@ func benchClaim(b *testing.B, dsn string, accounts, n int, queue func(*testing.B
 	}
 	defer l.Release()
 	runtime.GC()
+	written := writeMeter(b, st)
 	b.ResetTimer()
 	start := time.Now()
 	claimed := 0
@@ -84,6 +87,53 @@ func benchClaim(b *testing.B, dsn string, accounts, n int, queue func(*testing.B
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "claims/s")
 	b.ReportMetric(float64(claimed)/elapsed.Seconds(), "jobs/s")
+	if bytes, unit, ok := written(); ok {
+		b.ReportMetric(float64(bytes)/float64(b.N), unit)
+	}
+}
+
+// writeMeter starts counting what the claims write, a figure that does
+// not move with the machine's load as the timings do: on PostgreSQL the
+// server's WAL bytes (pg_current_wal_insert_lsn, nothing else using the
+// server), on SQLite the bytes this process hands to write(2) and
+// pwrite(2), WAL frames and checkpoints both (/proc/self/io wchar; Linux
+// only). The returned func reads the count since the start.
+func writeMeter(b *testing.B, st *store.Store) func() (int64, string, bool) {
+	ctx := context.Background()
+	if st.Dialect() == "postgres" {
+		var start string
+		if err := st.WriteDB().QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&start); err != nil {
+			b.Fatal(err)
+		}
+		return func() (int64, string, bool) {
+			var n int64
+			if err := st.WriteDB().QueryRowContext(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint`, start).Scan(&n); err != nil {
+				b.Fatal(err)
+			}
+			return n, "WAL-B/claim", true
+		}
+	}
+	start, ok := processWritten()
+	return func() (int64, string, bool) {
+		end, ok2 := processWritten()
+		return end - start, "written-B/claim", ok && ok2
+	}
+}
+
+// processWritten is /proc/self/io's wchar: the bytes this process has
+// passed to write calls.
+func processWritten() (int64, bool) {
+	raw, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // BenchmarkDrainAccounts is BenchmarkLaneConcurrency's instant-provider

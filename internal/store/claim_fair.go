@@ -10,13 +10,13 @@ package store
 //
 //	turn = max(served, the last turn its account was given + 1)
 //
-// where served is the highest turn of a job that has left the queue (the
-// turn the claims have reached; 0 before any claim), and an account's
-// last turn is the highest turn of any of its jobs, queued or not. A claim
-// takes the lowest turns, the oldest id first within a turn (claimPick):
-// one ordered read of the jobs_queued_turn index, as the oldest-first
-// claim read its queued index, where a walk across accounts cost one
-// index probe per account served.
+// where served is the turn the claims have reached (claim_clock.served,
+// migration 0015: the highest turn claimed so far, 0 before any claim),
+// and an account's last turn is the highest turn of any of its jobs,
+// queued or not. A claim takes the lowest turns, the oldest id first
+// within a turn (claimPick): one ordered read of the jobs_queued_turn
+// index, as the oldest-first claim read its queued index, where a walk
+// across accounts cost one index probe per account served.
 //
 // So an account's jobs take one turn each, in the order they entered the
 // queue, and every account with work has one job in each turn from where
@@ -31,6 +31,15 @@ package store
 // clock: it never goes back, so an account idle for a while, or a queue
 // that empties, does not hand a newcomer the turns already served.
 //
+// The clock is written by the claim, in the claim's own transaction
+// (advanceClock, claimClockCTE), and by nothing else. It used to be read
+// as the highest turn of any job not queued, from an index that every
+// claimed job added an entry to, and that counted a job cancelled while
+// queued as served: cancelling a flood put every newcomer behind the
+// whole of it. A job cancelled while queued now gives its turn back
+// (claim_turn 0, in the cancel's UPDATE): it was never served, so it
+// neither moves the clock nor counts as its account's last turn.
+//
 // A job waiting out a back-off keeps its turn; the claims pass it over
 // until its wait ends, and then, its turn behind the others', it is
 // claimed first. An account whose several jobs end their back-off at once
@@ -40,22 +49,42 @@ package store
 // Turns are computed by the writer that enqueues, from committed rows.
 // On PostgreSQL two transactions enqueueing for one account at the same
 // moment may read the same last turn and share it: that account gets two
-// jobs in one turn, once per such collision. Fairness decides when a job
-// runs, never whether.
+// jobs in one turn, once per such collision. And two lanes claiming at the
+// same moment do not wait for each other to move the clock: the one that
+// finds it locked leaves it (claimClockCTE), so the clock may stay up to
+// that claim's turns behind until the next claim, and a job entering
+// meanwhile may get a turn that early. Fairness decides when a job runs,
+// never whether.
 
 // turnFor is the turn (SQL) a job of account acct enters the queue with;
-// acct is an SQL expression of the statement it is part of. Two probes:
-// jobs_served_turn for the turn the claims have reached, and
-// jobs_account_turn for the account's last turn; neither reads past
-// anything, however many jobs are queued or waiting. The larger of the
-// two is taken with the aggregate MAX, which both dialects read alike
-// (SQLite's scalar MAX is PostgreSQL's GREATEST).
+// acct is an SQL expression of the statement it is part of. One row of
+// claim_clock, and one probe of jobs_account_turn for the account's last
+// turn, one step from its end: neither reads past anything, however many
+// jobs are queued or waiting. The larger of the two is taken with the
+// aggregate MAX, which both dialects read alike (SQLite's scalar MAX is
+// PostgreSQL's GREATEST).
 func turnFor(acct string) string {
 	return `(SELECT MAX(t) FROM (
-		SELECT COALESCE((SELECT q.claim_turn FROM jobs q WHERE q.status <> 'queued' ORDER BY q.claim_turn DESC LIMIT 1), 0) AS t
+		SELECT served AS t FROM claim_clock
 		UNION ALL
 		SELECT COALESCE((SELECT q.claim_turn FROM jobs q WHERE q.account = ` + acct + ` ORDER BY q.claim_turn DESC LIMIT 1) + 1, 0)) turns)`
 }
+
+// advanceClock moves the clock to turn $1, the highest turn a claim took,
+// in the claim's transaction (SQLite's claim: claimTx); it never moves it
+// back.
+const advanceClock = `UPDATE claim_clock SET served = $1 WHERE id = 1 AND served < $1`
+
+// claimClockCTE is advanceClock inside PostgreSQL's claim statement
+// (claimStatementSQL), reading the claimed turns from its CTE job. A lane
+// that finds the clock locked by another lane's claim, not yet committed,
+// leaves it (SKIP LOCKED) rather than wait: lanes never queue up behind
+// one row, and the next claim moves the clock on.
+const claimClockCTE = `clock AS (
+		UPDATE claim_clock SET served = c.t
+		FROM (SELECT MAX(claimed_turn) AS t FROM job) c
+		WHERE claim_clock.id = (SELECT id FROM claim_clock WHERE id = 1 FOR UPDATE SKIP LOCKED) AND claim_clock.served < c.t
+	)`
 
 // claimPick is the claim's choice (SQL): the ids of up to $3 ready queued
 // jobs, lowest turn first, then oldest id; now is the statement's time.

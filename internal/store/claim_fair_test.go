@@ -297,6 +297,54 @@ func TestStore_ClaimFair(t *testing.T) {
 			}
 		})
 	})
+	// A job cancelled while queued gives its turn back: cancelling a
+	// flood neither moves the turn the claims have reached (a newcomer
+	// would wait behind the whole cancelled flood) nor leaves the flood's
+	// account behind the turns it cancelled.
+	t.Run("CancelGivesBackItsTurn", func(t *testing.T) {
+		t.Parallel()
+		storetest.Run(t, func(t *testing.T, s *store.Store) {
+			storetest.MustQueue(t, s, "flood", "fl", 200)
+			storetest.MustQueue(t, s, "backlog", "bk", 50)
+			l := mustLockLane(t, s, "local")
+			mustClaimUpTo(t, s, l, 2) // turn 0: flood's and backlog's first
+			rows, err := s.WriteDB().QueryContext(t.Context(), `SELECT id FROM jobs WHERE account = 'flood' AND status = 'queued'`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var flood []int64
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				flood = append(flood, id)
+			}
+			if err := rows.Close(); err != nil || len(flood) != 199 {
+				t.Fatalf("flood's queued jobs: %d (%v), want 199", len(flood), err)
+			}
+			for _, id := range flood {
+				if _, err := s.Cancel(t.Context(), id, store.ActorCLI); err != nil {
+					t.Fatalf("cancel job %d: %v", id, err)
+				}
+			}
+			ids := acceptInAccounts(t, s, "newcomer", "flood")
+			// The newcomer enters turn 0, the one served; the flood's new
+			// job turn 1, after its account's last (turn 0, served), beside
+			// the backlog's second, which is older.
+			var got []string
+			for i := range 3 {
+				name := nameOf(ids, mustClaimUpTo(t, s, l, 1))[0]
+				if name == "" {
+					name = fmt.Sprintf("other(claim %d)", i+1)
+				}
+				got = append(got, name)
+			}
+			if diff := cmp.Diff([]string{"newcomer1", "other(claim 2)", "flood1"}, got); diff != "" {
+				t.Errorf("claims of one after the flood was cancelled (-want +got):\n%s", diff)
+			}
+		})
+	})
 	// A claim locks only the jobs it claims: another lane's claim steps
 	// past exactly those. The claim's statement runs inside a transaction
 	// left open, and a second connection counts the queued jobs it can
@@ -403,8 +451,9 @@ func testClaimPlan(t *testing.T, s *store.Store) {
 }
 
 // testTurnPlan checks that the turn a job enters the queue with (accept,
-// retry, reschedule, batch) is two probes: jobs_served_turn for the turn
-// the claims have reached, jobs_account_turn for the account's last turn.
+// retry, reschedule, batch) is claim_clock's row, for the turn the claims
+// have reached, and one probe of jobs_account_turn for the account's last
+// turn.
 func testTurnPlan(t *testing.T, s *store.Store) {
 	ctx := t.Context()
 	prefix := "EXPLAIN QUERY PLAN "
@@ -417,17 +466,17 @@ func testTurnPlan(t *testing.T, s *store.Store) {
 	}
 	text := readPlan(t, s, rows)
 	checkQueuePlan(t, s, "turn", text)
-	for _, index := range []string{"jobs_served_turn", "jobs_account_turn"} {
-		if !strings.Contains(text, index) {
-			t.Errorf("the turn's plan does not read %s:\n%s", index, text)
+	for _, read := range []string{"claim_clock", "jobs_account_turn"} {
+		if !strings.Contains(text, read) {
+			t.Errorf("the turn's plan does not read %s:\n%s", read, text)
 		}
 	}
 	t.Logf("turn's plan:\n%s", text)
 }
 
 // checkQueuePlan fails when a plan at 100,000 queued jobs reads the whole
-// queue: a scan of jobs other than an ordered read of jobs_queued_turn or
-// jobs_served_turn (which stops at its LIMIT), a sort by turn (the claim's
+// queue: a scan of jobs other than an ordered read of jobs_queued_turn
+// (which stops at its LIMIT), a sort by turn (the claim's
 // final sort of its n rows by id is not one), or a bitmap scan of a queue
 // index
 // (a bitmap scan reads every entry its condition matches before its
@@ -437,7 +486,7 @@ func checkQueuePlan(t *testing.T, s *store.Store, what, text string) {
 	t.Helper()
 	for _, line := range strings.Split(text, "\n") {
 		scan := strings.Contains(line, "SCAN jobs") || strings.Contains(line, "SCAN q ")
-		ordered := strings.Contains(line, "INDEX jobs_queued_turn") || strings.Contains(line, "INDEX jobs_served_turn")
+		ordered := strings.Contains(line, "INDEX jobs_queued_turn")
 		bad := strings.Contains(line, "Seq Scan on jobs") ||
 			(strings.Contains(line, "Sort Key:") && strings.Contains(line, "claim_turn")) ||
 			strings.Contains(line, "USE TEMP B-TREE") ||

@@ -239,9 +239,12 @@ func (s *Store) claimUpToTx(ctx context.Context, lane, fence string, n int) ([]*
 // jobs (claimPick: reading the jobs_queued_turn index only), then one
 // INSERT that opens their attempts.
 func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, lane, fence string, n int, now time.Time) ([]*Claimed, error) {
-	jobs, err := s.claimJobs(ctx, tx, s.claimTxSQL(fence), lane, s.ts(now), n)
-	if err != nil {
+	jobs, turn, err := s.claimJobs(ctx, tx, s.claimTxSQL(fence), lane, s.ts(now), n)
+	if err != nil || len(jobs) == 0 {
 		return nil, err
+	}
+	if _, err := s.txExec(ctx, tx, advanceClock, turn); err != nil {
+		return nil, fmt.Errorf("claim: move the clock to turn %d: %w", turn, err)
 	}
 	attempts, err := s.openAttempts(ctx, tx, jobs, lane, now)
 	if err != nil {
@@ -254,12 +257,13 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, lane, fence string, n i
 	return claimed, nil
 }
 
-// claimTxSQL is claimUpToTx's UPDATE: $1 lane, $2 now, $3 n.
+// claimTxSQL is claimUpToTx's UPDATE: $1 lane, $2 now, $3 n. Each row
+// ends with the job's turn, for the clock (claimJobs).
 func (s *Store) claimTxSQL(fence string) string {
 	return `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, ` + clearOnClaim + `
 		WHERE id IN (` + s.claimPick("$2") + `)
 		  AND status = 'queued'` + fence + `
-		RETURNING ` + jobColumns
+		RETURNING ` + jobColumns + `, claim_turn`
 }
 
 // claimUpToStatement is ClaimUpTo in one statement (PostgreSQL): the
@@ -283,7 +287,8 @@ func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n in
 	var claimed []*Claimed
 	for rows.Next() {
 		var a inkwell.Attempt
-		job, err := scanJob(withExtra{rows, []any{&a.ID, &a.AttemptNumber}})
+		var turn int64 // the job's turn (claimClockCTE moved the clock)
+		job, err := scanJob(withExtra{rows, []any{&turn, &a.ID, &a.AttemptNumber}})
 		if err != nil {
 			return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
 		}
@@ -318,8 +323,8 @@ func (s *Store) claimStatementSQL(fence string) string {
 	job AS (
 		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), ` + clearOnClaim + `
 		WHERE id = ANY (ARRAY(SELECT id FROM picked)) AND (status = 'queued') IS TRUE` + fence + `
-		RETURNING ` + qualified("jobs", jobColumns) + `
-	), attempt AS (
+		RETURNING ` + qualified("jobs", jobColumns) + `, jobs.claim_turn AS claimed_turn
+	), ` + claimClockCTE + `, attempt AS (
 		INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
 		SELECT job.id, COALESCE((SELECT MAX(a.attempt_number) FROM job_attempts a WHERE a.job_id = job.id), 0) + 1, 'running', $1, job.started_at
 		FROM job
@@ -350,26 +355,29 @@ type withExtra struct {
 
 func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
 
-// claimJobs runs the claim's UPDATE and returns its jobs in id order.
-func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, error) {
+// claimJobs runs the claim's UPDATE and returns its jobs in id order,
+// and the highest turn among them.
+func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, int64, error) {
 	rows, err := s.txQuery(ctx, tx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, 0, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer rows.Close()
 	var jobs []inkwell.Job
+	var highest int64
 	for rows.Next() {
-		job, err := scanJob(rows)
+		var turn int64
+		job, err := scanJob(withExtra{rows, []any{&turn}})
 		if err != nil {
-			return nil, fmt.Errorf("claim jobs: %w", err)
+			return nil, 0, fmt.Errorf("claim jobs: %w", err)
 		}
-		jobs = append(jobs, job)
+		jobs, highest = append(jobs, job), max(highest, turn)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return nil, 0, fmt.Errorf("claim jobs: %w", err)
 	}
 	slices.SortFunc(jobs, func(a, b inkwell.Job) int { return cmp.Compare(a.ID, b.ID) })
-	return jobs, nil
+	return jobs, highest, nil
 }
 
 // openAttempts opens the next attempt of each job (its highest number so
@@ -645,7 +653,10 @@ func (s *Store) cancelOnce(ctx context.Context, jobID int64, by string) (Cancell
 	const cancelAttempt = `UPDATE job_attempts SET status = 'failed', error = $1, error_class = 'cancelled', finished_at = $2
 		WHERE job_id = $3 AND status = 'running'
 		RETURNING id`
-	const cancelJob = `UPDATE jobs SET status = 'failed', error = $1, error_class = 'cancelled', finished_at = $2, not_before = NULL
+	// A job cancelled while queued gives its turn back (claim_fair.go):
+	// it was never served.
+	const cancelJob = `UPDATE jobs SET status = 'failed', error = $1, error_class = 'cancelled', finished_at = $2, not_before = NULL,
+			claim_turn = CASE WHEN status = 'queued' THEN 0 ELSE claim_turn END
 		WHERE id = $3 AND status = $4`
 	var out Cancelled
 	now := s.now()

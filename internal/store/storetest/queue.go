@@ -19,7 +19,7 @@ func MustQueue(t testing.TB, st *store.Store, account, prefix string, n int) {
 	// The statement runs on the writer: SQLite's read pool is read-only.
 	const sqlite = `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?1),
 		base(t) AS (SELECT MAX(
-			COALESCE((SELECT MAX(claim_turn) FROM jobs WHERE status <> 'queued'), 0),
+			COALESCE((SELECT served FROM claim_clock), 0),
 			COALESCE((SELECT MAX(claim_turn) + 1 FROM jobs WHERE account = ?3), 0)))
 		INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at, account, claim_turn)
 		SELECT ?2 || '-' || i, 'h', '{"account":"' || ?3 || '","max_words":5,"prompt":"job ' || i || '"}', 'queued', ?4, ?3, base.t + i - 1
@@ -27,7 +27,7 @@ func MustQueue(t testing.TB, st *store.Store, account, prefix string, n int) {
 	const postgres = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at, account, claim_turn)
 		SELECT $2::text || '-' || i, 'h', '{"account":"' || $3::text || '","max_words":5,"prompt":"job ' || i || '"}', 'queued', $4, $3::text, base.t + i - 1
 		FROM generate_series(1, $1::int) i, (SELECT GREATEST(
-			COALESCE((SELECT MAX(claim_turn) FROM jobs WHERE status <> 'queued'), 0),
+			COALESCE((SELECT served FROM claim_clock), 0),
 			COALESCE((SELECT MAX(claim_turn) + 1 FROM jobs WHERE account = $3::text), 0)) AS t) base
 		ORDER BY i`
 	q, now := sqlite, any(st.Now().UTC().Format(store.TimeLayout))
