@@ -92,12 +92,16 @@ func benchClaim(b *testing.B, dsn string, accounts, n int, queue func(*testing.B
 	}
 }
 
-// writeMeter starts counting what the claims write, a figure that does
-// not move with the machine's load as the timings do: on PostgreSQL the
-// server's WAL bytes (pg_current_wal_insert_lsn, nothing else using the
-// server), on SQLite the bytes this process hands to write(2) and
-// pwrite(2), WAL frames and checkpoints both (/proc/self/io wchar; Linux
-// only). The returned func reads the count since the start.
+// writeMeter starts counting what the claims write, a figure that the
+// machine's CPU load does not move as it moves the timings. On SQLite it
+// is the bytes this process hands to write(2) and pwrite(2), WAL frames
+// and checkpoints both (/proc/self/io wchar; Linux only): the same from
+// run to run. On PostgreSQL it is the server's WAL
+// (pg_current_wal_insert_lsn), which counts everything the server writes
+// meanwhile: autovacuum of the jobs just loaded, full-page images after a
+// checkpoint, and any other client's work, so it is the claim's only on
+// a server nothing else is using, and worth reading only when runs agree.
+// The returned func reads the count since the start.
 func writeMeter(b *testing.B, st *store.Store) func() (int64, string, bool) {
 	ctx := context.Background()
 	if st.Dialect() == "postgres" {

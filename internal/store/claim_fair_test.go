@@ -345,6 +345,74 @@ func TestStore_ClaimFair(t *testing.T) {
 			}
 		})
 	})
+	// Claiming a job whose back-off has ended, its turn behind the ones
+	// reached, does not move the clock back: a newcomer still enters at
+	// the turn reached, beside the others' next, not in the turns served.
+	// (From a review: the "never back" guard had no test that could fail.)
+	t.Run("ClockNeverGoesBack", func(t *testing.T) {
+		t.Parallel()
+		storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+			clock := newClock()
+			s := storetest.MustOpen(t, b.DSN, store.Options{NowFunc: clock.Now})
+			l := mustLockLane(t, s, "local")
+			mustAccept(t, s, acceptFor("w", "w1"))
+			c := mustClaimUpTo(t, s, l, 1)[0]
+			retryAt := clock.Now().Add(time.Hour)
+			if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID,
+				Error: "connection refused", Class: inkwell.ClassNotSent, RetryAt: &retryAt}); err != nil {
+				t.Fatalf("reschedule w1: %v", err)
+			}
+			ids := acceptInAccounts(t, s, "a", "a", "a", "a", "a", "a", "a", "a")
+			ids["w1"] = c.Job.ID
+			if got := nameOf(ids, mustClaimUpTo(t, s, l, 5)); !cmp.Equal(got, []string{"a1", "a2", "a3", "a4", "a5"}) {
+				t.Fatalf("claim of 5 took %v, want a1…a5", got)
+			}
+			clock.Advance(time.Hour)
+			if got := nameOf(ids, mustClaimUpTo(t, s, l, 1)); !cmp.Equal(got, []string{"w1"}) {
+				t.Fatalf("claim after w1's back-off took %v, want w1", got)
+			}
+			for k, v := range acceptInAccounts(t, s, "b", "b") {
+				ids[k] = v
+			}
+			var got []string
+			for range 3 {
+				got = append(got, nameOf(ids, mustClaimUpTo(t, s, l, 1))...)
+			}
+			// The clock is still at a5's turn: b1 there (a5's turn),
+			// then a6 and b2 in the next.
+			if diff := cmp.Diff([]string{"b1", "a6", "b2"}, got); diff != "" {
+				t.Errorf("claims of one after w1's late claim (-want +got):\n%s", diff)
+			}
+		})
+	})
+	// A job cancelled while running keeps its turn (it was served): its
+	// account's next job goes after it, not into the same turn again.
+	t.Run("CancelWhileRunningKeepsItsTurn", func(t *testing.T) {
+		t.Parallel()
+		storetest.Run(t, func(t *testing.T, s *store.Store) {
+			ids := acceptInAccounts(t, s, "a", "a", "b", "b", "b")
+			l := mustLockLane(t, s, "local")
+			var got []string
+			for range 3 {
+				got = append(got, nameOf(ids, mustClaimUpTo(t, s, l, 1))...)
+			}
+			if !cmp.Equal(got, []string{"a1", "b1", "a2"}) {
+				t.Fatalf("first three claims took %v, want a1 b1 a2", got)
+			}
+			if _, err := s.Cancel(t.Context(), ids["a2"], store.ActorCLI); err != nil {
+				t.Fatalf("cancel a2 while running: %v", err)
+			}
+			ids["a3"] = mustAccept(t, s, acceptFor("a", "a3")).ID
+			got = nil
+			for range 3 {
+				got = append(got, nameOf(ids, mustClaimUpTo(t, s, l, 1))...)
+			}
+			// a2 held turn 1 and keeps it: a3 takes turn 2, beside b3.
+			if diff := cmp.Diff([]string{"b2", "b3", "a3"}, got); diff != "" {
+				t.Errorf("claims of one after a2 was cancelled while running (-want +got):\n%s", diff)
+			}
+		})
+	})
 	// A claim locks only the jobs it claims: another lane's claim steps
 	// past exactly those. The claim's statement runs inside a transaction
 	// left open, and a second connection counts the queued jobs it can

@@ -236,8 +236,9 @@ func (s *Store) claimUpToTx(ctx context.Context, lane, fence string, n int) ([]*
 // claimTx is the claim's writes in tx, in a transaction of the claim's
 // own (claimUpToTx) or of an outcome group that claims the jobs its slots
 // run next (outcomes.go, claimNext): the UPDATE whose subquery picks the
-// jobs (claimPick: reading the jobs_queued_turn index only), then one
-// INSERT that opens their attempts.
+// jobs (claimPick: reading the jobs_queued_turn index only), the clock
+// moved up to the highest turn claimed (advanceClock, claim_fair.go),
+// then one INSERT that opens their attempts.
 func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, lane, fence string, n int, now time.Time) ([]*Claimed, error) {
 	jobs, turn, err := s.claimJobs(ctx, tx, s.claimTxSQL(fence), lane, s.ts(now), n)
 	if err != nil || len(jobs) == 0 {
@@ -270,9 +271,10 @@ func (s *Store) claimTxSQL(fence string) string {
 // UPDATE that claims the jobs, with the lock's fence inside it as in the
 // transaction form, and the INSERT that opens each job's attempt are one
 // data-modifying WITH, which runs as its own transaction and commits both
-// or neither. That is one round trip and one durable commit, where the
-// transaction form costs a clock read, BEGIN, the UPDATE, one INSERT per
-// job and COMMIT. Every row gets one time: the database's clock, read once
+// or neither, with the turn clock's move (claimClockCTE, claim_fair.go).
+// That is one round trip and one durable commit, where the transaction
+// form costs a clock read, BEGIN, the UPDATE, the clock's UPDATE, the
+// INSERT of the attempts and COMMIT. Every row gets one time: the database's clock, read once
 // by the statement itself (the store's clock when a test injects one).
 func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n int) ([]*Claimed, error) {
 	var at any // nil: the statement reads the database's clock
