@@ -215,20 +215,7 @@ func TestStore_ClaimFair(t *testing.T) {
 	t.Run("BackOffHoldsNoFront", func(t *testing.T) {
 		t.Parallel()
 		storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
-			clock := newClock()
-			s := storetest.MustOpen(t, b.DSN, store.Options{NowFunc: clock.Now})
-			l := mustLockLane(t, s, "local")
-			mustAccept(t, s, acceptFor("w", "w1"))
-			c := mustClaimUpTo(t, s, l, 1)[0]
-			retryAt := clock.Now().Add(time.Hour)
-			if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID,
-				Error: "connection refused", Class: inkwell.ClassNotSent, RetryAt: &retryAt}); err != nil {
-				t.Fatalf("reschedule: %v", err)
-			}
-			ids := acceptInAccounts(t, s, "a", "a", "a", "a", "a", "a", "a", "a")
-			if got := nameOf(ids, mustClaimUpTo(t, s, l, 5)); !cmp.Equal(got, []string{"a1", "a2", "a3", "a4", "a5"}) {
-				t.Fatalf("claim of 5 took %v, want a1…a5", got)
-			}
+			s, l, _, ids := waitingJobThenFiveClaims(t, b)
 			for k, v := range acceptInAccounts(t, s, "b", "b", "b") {
 				ids[k] = v
 			}
@@ -352,21 +339,7 @@ func TestStore_ClaimFair(t *testing.T) {
 	t.Run("ClockNeverGoesBack", func(t *testing.T) {
 		t.Parallel()
 		storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
-			clock := newClock()
-			s := storetest.MustOpen(t, b.DSN, store.Options{NowFunc: clock.Now})
-			l := mustLockLane(t, s, "local")
-			mustAccept(t, s, acceptFor("w", "w1"))
-			c := mustClaimUpTo(t, s, l, 1)[0]
-			retryAt := clock.Now().Add(time.Hour)
-			if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID,
-				Error: "connection refused", Class: inkwell.ClassNotSent, RetryAt: &retryAt}); err != nil {
-				t.Fatalf("reschedule w1: %v", err)
-			}
-			ids := acceptInAccounts(t, s, "a", "a", "a", "a", "a", "a", "a", "a")
-			ids["w1"] = c.Job.ID
-			if got := nameOf(ids, mustClaimUpTo(t, s, l, 5)); !cmp.Equal(got, []string{"a1", "a2", "a3", "a4", "a5"}) {
-				t.Fatalf("claim of 5 took %v, want a1…a5", got)
-			}
+			s, l, clock, ids := waitingJobThenFiveClaims(t, b)
 			clock.Advance(time.Hour)
 			if got := nameOf(ids, mustClaimUpTo(t, s, l, 1)); !cmp.Equal(got, []string{"w1"}) {
 				t.Fatalf("claim after w1's back-off took %v, want w1", got)
@@ -469,6 +442,30 @@ func TestStore_ClaimFair(t *testing.T) {
 			testTurnPlan(t, s)
 		})
 	})
+}
+
+// waitingJobThenFiveClaims opens a store on b with a clock of its own:
+// account w's job w1 is claimed and rescheduled to wait an hour (turn 0
+// then its next), account a sends a1…a8, and a claim of 5 takes a1…a5.
+// ids names every job (w1 and a1…a8).
+func waitingJobThenFiveClaims(t *testing.T, b storetest.Backend) (*store.Store, *store.LaneLock, *clock, map[string]int64) {
+	t.Helper()
+	clock := newClock()
+	s := storetest.MustOpen(t, b.DSN, store.Options{NowFunc: clock.Now})
+	l := mustLockLane(t, s, "local")
+	mustAccept(t, s, acceptFor("w", "w1"))
+	c := mustClaimUpTo(t, s, l, 1)[0]
+	retryAt := clock.Now().Add(time.Hour)
+	if err := s.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID,
+		Error: "connection refused", Class: inkwell.ClassNotSent, RetryAt: &retryAt}); err != nil {
+		t.Fatalf("reschedule w1: %v", err)
+	}
+	ids := acceptInAccounts(t, s, "a", "a", "a", "a", "a", "a", "a", "a")
+	ids["w1"] = c.Job.ID
+	if got := nameOf(ids, mustClaimUpTo(t, s, l, 5)); !cmp.Equal(got, []string{"a1", "a2", "a3", "a4", "a5"}) {
+		t.Fatalf("claim of 5 took %v, want a1…a5", got)
+	}
+	return s, l, clock, ids
 }
 
 func testFloodDoesNotStarve(t *testing.T, s *store.Store, n int, single string, floods []string) {
