@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,11 +96,26 @@ func watch(t *testing.T, st *store.Store, ids []int64) (woken chan []int64, all 
 	woken, all = make(chan []int64, 64), make(chan struct{}, 64)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
+	// As the server's hub (jobwait.Hub), a job woken is no longer waited
+	// for: the SQLite watch reads every waited-for job that has ended each
+	// time any commit moves data_version, so an id left waiting would be
+	// heard again at the next commit.
+	var mu sync.Mutex
+	waiting := slices.Clone(ids)
 	go func() {
 		stopped <- st.WatchEnded(ctx, store.WatchParams{
-			Wake:    func(got []int64) { woken <- got },
+			Wake: func(got []int64) {
+				mu.Lock()
+				waiting = slices.DeleteFunc(waiting, func(id int64) bool { return slices.Contains(got, id) })
+				mu.Unlock()
+				woken <- got
+			},
 			WakeAll: func() { all <- struct{}{} },
-			Waiting: func() []int64 { return ids },
+			Waiting: func() []int64 {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.Clone(waiting)
+			},
 		})
 	}()
 	t.Cleanup(func() {

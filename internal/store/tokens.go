@@ -250,11 +250,18 @@ func (s *Store) VerifyToken(ctx context.Context, presented string) (Token, error
 type tokenUses struct {
 	mu      sync.Mutex
 	pending map[string]time.Time
-	stop    chan struct{} // nil until the flusher starts (or Close)
-	done    chan struct{}
+	// flushing is held by a flush from taking the marks to writing them,
+	// so a flush that finds none pending still returns only after the
+	// one under way (the ticker's) has written what it took.
+	flushing sync.Mutex
+	stop     chan struct{} // nil until the flusher starts (or Close)
+	done     chan struct{}
 	// compareHook, set by tests only (before any use), is called on every
 	// secret compare: an unknown id and a wrong secret both compare.
 	compareHook func()
+	// flushHook, set by tests only (before any use), is called by a flush
+	// between taking the marks and writing them.
+	flushHook func()
 }
 
 // TokenUsed marks token id used now. The mark reaches last_used_at within
@@ -296,15 +303,22 @@ func (s *Store) flushTokenUseLoop(stop, done chan struct{}) {
 
 // FlushTokenUse writes the pending last_used_at marks now (none: no
 // write). A mark never moves last_used_at backwards. Marks that could not
-// be written are kept for the next flush.
+// be written are kept for the next flush. When it returns, every mark
+// made before the call is written or kept, none half-way: a flush under
+// way is waited for.
 func (s *Store) FlushTokenUse(ctx context.Context) error {
 	u := &s.tokenUse
+	u.flushing.Lock()
+	defer u.flushing.Unlock()
 	u.mu.Lock()
 	batch := u.pending
 	u.pending = nil
 	u.mu.Unlock()
 	if len(batch) == 0 {
 		return nil
+	}
+	if u.flushHook != nil {
+		u.flushHook()
 	}
 	err := s.inTxAt(ctx, writeLow, func(tx *sql.Tx) error {
 		for id, at := range batch {

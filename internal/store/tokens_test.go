@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
@@ -188,6 +189,48 @@ func TestStore_TokenLastUsed(t *testing.T) {
 		list, _ = s.Tokens(ctx)
 		if list[0].LastUsedAt == nil || list[0].LastUsedAt.Before(*first) {
 			t.Errorf("after Close last_used_at = %v, want at or after %v", list[0].LastUsedAt, first)
+		}
+	})
+}
+
+// TestStore_TokenFlushWaitsForOneUnderWay: a flush that finds no mark
+// pending, because the ticker's flush has just taken them, returns only
+// after that flush has written them: "flushed" means written (a test's
+// "nothing written" snapshot is taken after a flush, and a write landing
+// after it read as a refusal's write).
+func TestStore_TokenFlushWaitsForOneUnderWay(t *testing.T) {
+	t.Parallel()
+	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+		ctx := context.Background()
+		s := storetest.MustOpen(t, b.DSN, store.Options{})
+		tok, _, err := s.CreateToken(ctx, inkwell.DefaultAccount, store.RoleClient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken, release := make(chan struct{}), make(chan struct{})
+		s.SetFlushHook(func() { close(taken); <-release })
+		s.TokenUsed(tok.ID)
+		first := make(chan error, 1)
+		go func() { first <- s.FlushTokenUse(ctx) }() // the one under way
+		<-taken
+		s.SetFlushHook(nil)
+		second := make(chan error, 1)
+		go func() { second <- s.FlushTokenUse(ctx) }()
+		select {
+		case err := <-second:
+			t.Errorf("a flush returned (%v) while the one under way had not written its marks", err)
+			second <- nil // for the read below
+		case <-time.After(200 * time.Millisecond):
+		}
+		close(release)
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+		if list, _ := s.Tokens(ctx); list[0].LastUsedAt == nil {
+			t.Error("last_used_at not written after both flushes returned")
 		}
 	})
 }
