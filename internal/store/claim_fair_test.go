@@ -295,20 +295,9 @@ func TestStore_ClaimFair(t *testing.T) {
 			storetest.MustQueue(t, s, "backlog", "bk", 50)
 			l := mustLockLane(t, s, "local")
 			mustClaimUpTo(t, s, l, 2) // turn 0: flood's and backlog's first
-			rows, err := s.WriteDB().QueryContext(t.Context(), `SELECT id FROM jobs WHERE account = 'flood' AND status = 'queued'`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var flood []int64
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					t.Fatal(err)
-				}
-				flood = append(flood, id)
-			}
-			if err := rows.Close(); err != nil || len(flood) != 199 {
-				t.Fatalf("flood's queued jobs: %d (%v), want 199", len(flood), err)
+			flood := ids(t, s, `SELECT id FROM jobs WHERE account = 'flood' AND status = 'queued'`)
+			if len(flood) != 199 {
+				t.Fatalf("flood's queued jobs: %d, want 199", len(flood))
 			}
 			for _, id := range flood {
 				if _, err := s.Cancel(t.Context(), id, store.ActorCLI); err != nil {
