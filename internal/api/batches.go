@@ -66,8 +66,9 @@ type BatchOutputBody struct {
 // handleBatchAccept is POST /v1/batches: 201 for a new batch, 200 with
 // the stored batch for a re-send, 422 for a batch key reused with other
 // lines, 400 naming the first bad line, 413 past a limit, 429 when the
-// queue has no room for the batch, 402 when the account's budget cannot
-// cover every line's worst case. Every refusal writes nothing.
+// queue has no room for the batch or the account has used its rpm (with
+// Retry-After), 402 when the account's budget cannot cover every line's
+// worst case. Every refusal writes nothing.
 func (s *Server) handleBatchAccept(w http.ResponseWriter, r *http.Request) {
 	p, err := parseBatch(w, r)
 	if err != nil {
@@ -81,7 +82,19 @@ func (s *Server) handleBatchAccept(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// A batch is one request in its account's rpm, however many lines it
+	// has: the budget and --max-queued are what bound its size.
+	adm, err := s.admit(r.Context(), p.Account)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p.Refuse = adm.refusal
 	b, created, err := s.cfg.Store.AcceptBatch(r.Context(), p)
+	s.admitted(adm, created)
+	if err != nil && err == adm.refusal {
+		setRetryAfter(w, adm.retryAfter)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -104,4 +105,41 @@ func TestAccept_AccountRPM(t *testing.T) {
 	if r := e.post("t1", `{"prompt":"p","account":"tight"}`); r.status != http.StatusCreated {
 		t.Errorf("after a 402, the account's one request a minute is still free: %d %s", r.status, r.body)
 	}
+}
+
+// TestBatch_AccountRPM: a batch is one request in its account's rpm,
+// however many lines it has; past the rpm a new batch is 429 with
+// Retry-After and writes nothing, and a re-send is still answered.
+func TestBatch_AccountRPM(t *testing.T) {
+	t.Parallel()
+	e := budgetEnv(t)
+	e.mustAccount("acme", nil, 2)
+	line := func(id string) string {
+		return fmt.Sprintf(`{"custom_id":%q,"method":"POST","url":"/v1/jobs","body":{"prompt":"p","account":"acme"}}`, id) + "\n"
+	}
+	batch := func(key, body string) reply {
+		return e.do(http.MethodPost, "/v1/batches", map[string]string{"Idempotency-Key": key, "Content-Type": "application/jsonl"}, []byte(body))
+	}
+	three := line("a") + line("b") + line("c")
+	for _, k := range []string{"b1", "b1"} { // the re-send is not counted
+		if r := batch(k, three); r.status != http.StatusCreated && r.status != http.StatusOK {
+			t.Fatalf("batch %s under the rpm: %d %s", k, r.status, r.body)
+		}
+	}
+	if r := e.post("j1", `{"prompt":"p","account":"acme"}`); r.status != http.StatusCreated {
+		t.Fatalf("a job after one batch of three lines, rpm 2: %d %s; want 201 (a batch is one request)", r.status, r.body)
+	}
+	before := e.contents()
+	r := batch("b2", line("d"))
+	assertError(t, r, http.StatusTooManyRequests, inkwell.ETOOMANY)
+	if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
+		t.Errorf("Retry-After %q, want 1-60 seconds", r.header.Get("Retry-After"))
+	}
+	e.assertUnchanged(before)
+	if r := batch("b1", three); r.status != http.StatusOK {
+		t.Errorf("batch re-send past the rpm: %d %s; want 200", r.status, r.body)
+	}
+	e.assertUnchanged(before)
+	assertError(t, e.post("j2", `{"prompt":"p","account":"acme"}`), http.StatusTooManyRequests, inkwell.ETOOMANY)
+	e.assertUnchanged(before)
 }

@@ -40,6 +40,10 @@ type BatchParams struct {
 	// batch is refused (ETOOMANY) and nothing is written; a re-send of a
 	// stored batch is answered as always. 0: no limit.
 	MaxQueued int
+	// Refuse, when set, refuses a new batch with this error and writes
+	// nothing (the account's rpm: api.admit); a re-send of a stored batch
+	// is still answered, as AcceptParams.Refuse does for one job.
+	Refuse error
 }
 
 // Batch is one row of batches.
@@ -80,7 +84,8 @@ func BatchHash(lines []BatchLine) string {
 // with ETOOMANY; a batch whose lines' worst cases together pass the
 // account's budget with EBUDGET (the batch is reserved whole or not at
 // all, as Accept reserves one job: budgets.go); a line whose job key is
-// taken (a legacy row) with EKEYREUSED. Every refusal writes nothing.
+// taken (a legacy row) with EKEYREUSED; a new batch when p.Refuse is set
+// with that error. Every refusal writes nothing.
 func (s *Store) AcceptBatch(ctx context.Context, p BatchParams) (b Batch, created bool, err error) {
 	if len(p.Lines) == 0 {
 		return Batch{}, false, inkwell.Errorf(inkwell.EINVALID, "a batch needs at least one line")
@@ -107,6 +112,9 @@ func (s *Store) acceptBatchTx(ctx context.Context, tx *sql.Tx, p BatchParams, no
 	}
 	if err != nil {
 		return Batch{}, false, fmt.Errorf("accept batch: insert: %w", err)
+	}
+	if p.Refuse != nil {
+		return Batch{}, false, p.Refuse // the transaction rolls back: not even the batch row stays
 	}
 	if err := s.admitBatch(ctx, tx, p); err != nil {
 		return Batch{}, false, err
