@@ -54,6 +54,8 @@ type Store struct {
 	// tokenUse holds API tokens' last_used_at marks until they are
 	// written in a batch (tokens.go).
 	tokenUse tokenUses
+	// tokenVerify is VerifyToken's read, prepared once (SQLite).
+	tokenVerify preparedRead
 }
 
 // Open opens the database named by dsn (a SQLite file path or a
@@ -153,6 +155,9 @@ func (s *Store) close() error {
 		s.outcomes.close()
 	}
 	s.stmts.close()
+	if st := s.tokenVerify.stmt; st != nil {
+		st.Close()
+	}
 	err := s.db.Close()
 	if s.rdb != s.db {
 		err = errors.Join(err, s.rdb.Close())
