@@ -107,12 +107,15 @@ func sqliteDSN(path string, opts Options, immediate bool) (string, error) {
 		busy = 5 * time.Second
 	}
 	q := url.Values{}
-	if immediate {
+	if immediate && !opts.NoMigrate {
 		// A new file gets incremental auto-vacuum: SQLite can only set it
 		// before the first table is created, and it lets prune hand the
 		// pages it frees back to the file system (PRAGMA incremental_vacuum,
 		// see prune.go). On a file that already has tables it changes
 		// nothing until a VACUUM (inkwell prune --vacuum) rebuilds it.
+		// Only an open that may create the schema sets it: setting it
+		// waits for the write lock, so an operator's inkwell status, run
+		// while another process holds that lock, would fail as busy.
 		q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
 	}
 	q.Add("_pragma", "journal_mode(WAL)")
