@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/limiter"
 )
 
 // RetryPolicy is automatic retry (docs/design.md §9): which failed attempts put
@@ -52,17 +53,21 @@ func (p RetryPolicy) decide(c inkwell.ErrorClass, n int, retryAfter time.Duratio
 // backoff is the wait after attempt n: Base·2^(n-1) capped at Cap, of
 // which the upper half is random ("equal jitter": never less than half the
 // step, so retries still spread out, and never two lanes in lockstep), or
-// the provider's Retry-After when it sent one.
+// the provider's Retry-After when it sent one, up to the larger of Cap and
+// limiter.MaxPause (the longest a 429 pauses the lane): a provider that
+// asks for a date decades away, or a number of seconds as large, would
+// otherwise leave the job queued and unclaimable for that long, where no
+// retry can reach it.
 func (p RetryPolicy) backoff(n int, retryAfter time.Duration) time.Duration {
-	if retryAfter > 0 {
-		return retryAfter
-	}
 	base, ceiling := p.Base, p.Cap
 	if base <= 0 {
 		base = time.Second
 	}
 	if ceiling <= 0 {
 		ceiling = 5 * time.Minute
+	}
+	if retryAfter > 0 {
+		return min(retryAfter, max(ceiling, limiter.MaxPause))
 	}
 	step := base
 	for i := 1; i < n && step < ceiling; i++ {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/limiter"
 	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
@@ -45,6 +46,10 @@ func TestRetryPolicy_Decide(t *testing.T) {
 		{class: inkwell.ClassNotSent, n: 4, wait: 6 * time.Second},
 		{class: inkwell.ClassProviderError, n: 5, gaveUp: 5}, // the last attempt: gave up
 		{class: inkwell.ClassRateLimited, n: 1, retryAfter: 42 * time.Second, wait: 42 * time.Second},
+		// A Retry-After past the cap is honoured up to the lane's longest
+		// pause (limiter.MaxPause, 15 minutes), not for decades.
+		{class: inkwell.ClassRateLimited, n: 1, retryAfter: 14 * time.Minute, wait: 14 * time.Minute},
+		{class: inkwell.ClassRateLimited, n: 1, retryAfter: 73 * 365 * 24 * time.Hour, wait: limiter.MaxPause},
 		{class: inkwell.ClassRateLimited, n: 2, wait: 1500 * time.Millisecond},
 		{class: inkwell.ClassTimeout, n: 1},  // keys not honoured: a retry may bill twice
 		{class: inkwell.ClassShutdown, n: 1}, // the same
