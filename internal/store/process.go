@@ -71,6 +71,11 @@ func checkHolder(h Holder) liveness {
 		return liveness{Known: true, Why: who + ": gone (no such process)"}
 	case err != nil:
 		return liveness{Why: fmt.Sprintf("%s: cannot be checked (%v)", who, err)}
+	case state == 'Z' || state == 'X':
+		// Whatever process the pid names, it has exited: the kernel closed
+		// its files (so its flocks) and its sockets (so its PostgreSQL
+		// sessions) before it became a zombie waiting for its parent.
+		return liveness{Known: true, Why: fmt.Sprintf("%s: gone (%s: it has exited and holds nothing; its parent has not reaped it yet)", who, stateName(state))}
 	case h.ProcStart != "" && pstart != "" && pstart != h.ProcStart:
 		return liveness{Known: true, Why: who + ": gone (that pid now names another process: its start time differs)"}
 	case h.ProcStart == "" || h.BootID == "":

@@ -68,6 +68,36 @@ func TestCheckHolder(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+	t.Run("Zombie", func(t *testing.T) {
+		// A holder killed and not yet reaped by its parent: it holds no
+		// lock any more, so a restart must not wait for the reaping.
+		z := exec.Command("sleep", "600")
+		if err := z.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer z.Wait()
+		zstart, _, err := readProcStat(z.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := z.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		h := Holder{PID: z.Process.Pid, Host: hostname(), BootID: boot, ProcStart: zstart}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, state, _ := readProcStat(z.Process.Pid); state == 'Z' {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the killed child never became a zombie")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := checkHolder(h); !got.Known || got.Alive || !strings.Contains(got.Why, "zombie") {
+			t.Errorf("checkHolder of a zombie = %+v, want known, gone, saying zombie", got)
+		}
+	})
 	t.Run("Self", func(t *testing.T) {
 		self := newHolder()
 		if self.PID != os.Getpid() || self.BootID == "" || self.ProcStart == "" {
