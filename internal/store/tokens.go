@@ -243,7 +243,9 @@ func (s *Store) verifyTokenRow(ctx context.Context, id string) *sql.Row {
 		return s.rdb.QueryRowContext(ctx, s.dialect.rebind(verifyTokenSQL), args...)
 	}
 	p := &s.tokenVerify
-	p.once.Do(func() { p.stmt, p.err = s.rdb.PrepareContext(context.WithoutCancel(ctx), s.dialect.rebind(verifyTokenSQL)) })
+	p.once.Do(func() {
+		p.stmt, p.err = s.rdb.PrepareContext(context.WithoutCancel(ctx), s.dialect.rebind(verifyTokenSQL))
+	})
 	if p.err != nil {
 		return s.rdb.QueryRowContext(ctx, s.dialect.rebind(verifyTokenSQL), args...)
 	}
