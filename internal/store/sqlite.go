@@ -27,6 +27,9 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 	if err != nil {
 		return err
 	}
+	if err := refuseSecondName(canon); err != nil {
+		return err
+	}
 	s.path = canon
 	s.dialect = sqliteDialect
 	dsn, err := sqliteDSN(canon, opts, true)
@@ -55,6 +58,25 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 	}
 	if !opts.NoMigrate && s.schemaCurrent(ctx) {
 		s.optimizeSQLite(ctx)
+	}
+	return nil
+}
+
+// refuseSecondName refuses a database file that has more than one name
+// (hard link). SQLite finds a database's WAL and shared memory by its
+// name (<name>-wal, <name>-shm), and Inkwell its lane lock
+// (<name>.lane-NAME.lock): a process opening the file by a second name
+// sees neither the first's WAL nor its lock, so it would run the same lane
+// unguarded and, at its first checkpoint, write its own pages over the
+// other's. A symlink is safe (CanonicalPath resolves it); a hard link
+// cannot be told from the original, so it is refused by whichever name.
+func refuseSecondName(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil // not there yet (it is made now) or unreadable (the open says why)
+	}
+	if n, ok := linkCount(fi); ok && n > 1 {
+		return inkwell.Errorf(inkwell.EINVALID, "database %s has %d names (hard links): SQLite keeps its WAL and Inkwell its lane lock beside each name, so two processes opening it by different names would overwrite each other's writes; remove every other name (find / -samefile %s) or use a symlink, then start again", path, n, path)
 	}
 	return nil
 }

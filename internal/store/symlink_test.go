@@ -111,3 +111,36 @@ func symlink(t *testing.T, target, link string) string {
 	}
 	return link
 }
+
+// TestStore_RefusesAHardLinkedDatabase: a database file with a second
+// name (a hard link) is refused by either name, before anything is
+// written: a process opening it by the other name would meet neither the
+// first's WAL nor its lane lock, run the same lane, and overwrite the
+// first's pages at its checkpoint.
+func TestStore_RefusesAHardLinkedDatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "a.db")
+	storetest.MustQueue(t, storetest.MustOpen(t, db, store.Options{}), "default", "k", 1)
+	second := filepath.Join(dir, "b.db")
+	if err := os.Link(db, second); err != nil {
+		t.Skipf("this file system makes no hard links: %v", err)
+	}
+	for _, name := range []string{db, second} {
+		_, err := store.Open(t.Context(), name, store.Options{})
+		if inkwell.ErrorCode(err) != inkwell.EINVALID || !strings.Contains(err.Error(), "hard link") {
+			t.Errorf("open %s: %v, want invalid naming the hard link", filepath.Base(name), err)
+		}
+	}
+	if _, err := os.Stat(second + "-wal"); !os.IsNotExist(err) {
+		t.Errorf("b.db-wal exists (%v): the refused open wrote beside the second name", err)
+	}
+	if err := os.Remove(second); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), db, store.Options{})
+	if err != nil {
+		t.Fatalf("open after the second name is removed: %v", err)
+	}
+	st.Close()
+}
