@@ -64,7 +64,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		lane:        fs.String("lane", "local", "worker lane name; one process per lane"),
 		synchronous: fs.String("synchronous", "FULL", "SQLite synchronous mode: FULL (every commit survives a power cut) or NORMAL (faster; a power cut may lose the last commits, a process crash loses nothing)"),
 		grace:       fs.Duration("grace", 30*time.Second, "on shutdown, how long a running provider call may take to finish"),
-		heartbeat:   fs.Duration("heartbeat", 2*time.Second, "how often the lane stamps its heartbeat and checks its lock"),
+		heartbeat:   fs.Duration("heartbeat", 2*time.Second, "how often the lane stamps its heartbeat and checks its lock and the database's files"),
 		rescue:      fs.Duration("rescue-interval", 2*time.Second, "PostgreSQL: how often the lane looks for other lanes proven dead (their lock is free) and closes their orphans"),
 		poll:        fs.Duration("poll", time.Second, "how often an idle lane looks for jobs queued by other processes"),
 		concurrency: fs.Int("concurrency", 16, "how many provider calls the lane runs at once (each its own claim, attempt and fenced completion; 1: one at a time)"),

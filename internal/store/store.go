@@ -56,6 +56,8 @@ type Store struct {
 	tokenUse tokenUses
 	// tokenVerify is VerifyToken's read, prepared once (SQLite).
 	tokenVerify preparedRead
+	// files are the SQLite files as CheckFiles first saw them.
+	files sqliteFiles
 }
 
 // Open opens the database named by dsn (a SQLite file path or a
@@ -154,6 +156,7 @@ func (s *Store) close() error {
 	if s.outcomes != nil {
 		s.outcomes.close()
 	}
+	s.rescueAgain()
 	s.stmts.close()
 	if st := s.tokenVerify.stmt; st != nil {
 		st.Close()

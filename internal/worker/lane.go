@@ -105,6 +105,7 @@ type laneStore interface {
 	RegisterLane(ctx context.Context, l *store.LaneLock) error
 	Heartbeat(ctx context.Context, l *store.LaneLock, b store.LaneBeat) error
 	StopLane(ctx context.Context, l *store.LaneLock, reason string) error
+	CheckFiles(ctx context.Context) error
 	ClaimUpTo(ctx context.Context, l *store.LaneLock, n int) ([]*store.Claimed, error)
 	CompleteAndClaim(ctx context.Context, p store.CompleteParams, next *store.LaneLock) (*store.Claimed, error)
 	FailAndClaim(ctx context.Context, p store.FailParams, next *store.LaneLock) (*store.Claimed, error)
@@ -418,6 +419,14 @@ func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) 
 		}
 		if err := l.checkLock(ctx); err != nil {
 			l.log.ErrorContext(ctx, "lane lock lost; stopping the lane", "err", err)
+			stopLane(err)
+			return
+		}
+		// The database's own files (SQLite): deleted or replaced under this
+		// process, they are saved where the error says and the lane stops;
+		// its calls in flight still finish and are stored as in a shutdown.
+		if err := l.store.CheckFiles(context.WithoutCancel(ctx)); err != nil {
+			l.log.ErrorContext(ctx, "database files deleted or replaced; stopping the lane", "err", err)
 			stopLane(err)
 			return
 		}
