@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/crashpoint"
 )
 
@@ -279,7 +280,8 @@ func (m *mdWriter) invariants() {
 		InvOneRunning, InvNothingRunning, InvNumbering, InvFinishedImmutable, InvFinishedFields,
 		InvBilledOnce, InvChargeKnown, InvBilledText, InvBillHasJob, InvRecoveryRun, InvIntegrity, InvAllDone,
 		InvPointState, InvInFlight, InvErrorClass, InvRestartedClass, InvRetrySafe, InvNotBefore, InvGaveUp,
-		InvCancelled, InvCancelAsked, InvPruned, InvPrunedNotRerun, InvWebhookRow, InvWebhookDelivered,
+		InvCancelled, InvCancelAsked, InvPruned, InvPrunedNotRerun,
+		InvBudgetHeld, InvReservedSum, InvNoReservedDone, InvWebhookRow, InvWebhookDelivered,
 	} {
 		num, text, _ := strings.Cut(inv, " ")
 		m.f("- (%s) %s\n", num, text)
@@ -291,7 +293,10 @@ func (m *mdWriter) invariants() {
 	m.f("client could not know (the connection broke) may have taken effect or not, and either is accepted. ")
 	m.f("§8 is the in-flight family's: serve dies with every slot of `--concurrency %d` holding a call, and the restart's one ", inFlightCalls)
 	m.f("recovery run closes them all. ")
-	m.f("§9 is the job's life without a human: failure classes, automatic retry, cancel and retention; a client's retry by hand is not automatic retry, and is allowed for any class.\n")
+	m.f("§9 is the job's life without a human: failure classes, automatic retry, cancel and retention; a client's retry by hand is not automatic retry, and is allowed for any class. ")
+	m.f("§10 is budgets: accept reserves a job's worst-case cost against its account's budget (past it: 402 `%s`, nothing written), ", inkwell.EBUDGET)
+	m.f("completion turns the reservation into the charge, and a job that may have been billed keeps it until done. ")
+	m.f("The drill gives every account a budget, so that the books are checked at every snapshot of every scenario.\n")
 }
 
 // collapse renders requests for the report without the re-sends that
