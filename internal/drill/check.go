@@ -67,6 +67,9 @@ type Evidence struct {
 	// WebhookIDs are the webhook-ids the drill's receiver got, with their
 	// counts (nil: not known; check_webhooks.go).
 	WebhookIDs map[string]int
+	// OverBudget are the keys sent past their account's budget, each to
+	// be refused 402 (check_budget.go).
+	OverBudget []string
 }
 
 // Check returns every violation of docs/design.md §7 in e; none means the
@@ -91,6 +94,7 @@ func Check(e Evidence) []Violation {
 			c.final(e)
 			c.joblifeEvidence(e)
 			c.webhooksFinal(e)
+			c.overBudget(e) // check_budget.go
 		}
 		out = append(out, c.out...)
 	}

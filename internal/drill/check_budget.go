@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"net/http"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
@@ -16,14 +17,17 @@ const (
 	InvBudgetHeld     = "§10 an account's charges plus its open reservations never exceed its budget"
 	InvReservedSum    = "§10 an account with a budget has reserved_micros the sum of its jobs' open reservations, and spent_micros the sum of its charges"
 	InvNoReservedDone = "§10 no reservation is left open on a done job"
+	InvBudgetRefused  = "§10 a request its account's budget cannot cover is answered 402 budget_exceeded and writes nothing"
 )
 
 // budgetsFrom is the schema version from which jobs carry reservations.
 const budgetsFrom = 9
 
 // DrillBudgetMicros is the budget the drill gives each account its clients
-// submit for (5.00): forty times what a scenario's workload can reserve,
-// so that every job still runs, and finite, so that the budget is checked.
+// submit for (5.00): far more than a scenario's workload can reserve, so
+// that every job still runs, and finite, so that the books are kept and
+// checked. It never binds; the budget-full scenario (inflight_budget.go)
+// gives its account one that does.
 const DrillBudgetMicros = 5_000_000
 
 // AccountRow is one row of accounts.
@@ -109,15 +113,40 @@ func (c *checker) budgets() {
 	}
 }
 
+// overBudget checks, at the end, each key a client sent knowing its
+// account's budget could not cover it (item.overBudget): every answer
+// was 402 budget_exceeded, one came at least, and no job holds the key.
+// An answer lost with the connection proves nothing either way; the job
+// it might have made would be in the database.
+func (c *checker) overBudget(e Evidence) {
+	for _, key := range e.OverBudget {
+		answered := 0
+		for _, s := range e.Requests {
+			if s.Key != key || s.Path != pathJobs || s.Status == 0 {
+				continue
+			}
+			answered++
+			if s.Status != http.StatusPaymentRequired || s.Detail != inkwell.EBUDGET {
+				c.add(s.JobID, InvBudgetRefused, "request #%d with key %q, past its account's budget, was answered %s; want refused 402 %s", s.Seq, key, s, inkwell.EBUDGET)
+			}
+		}
+		if answered == 0 {
+			c.add(0, InvBudgetRefused, "no request with key %q, past its account's budget, was answered", key)
+		}
+		if j, ok := c.snap.jobByKey(key); ok {
+			c.add(j.ID, InvBudgetRefused, "key %q is past its account's budget, yet the database holds job %d for it", key, j.ID)
+		}
+	}
+}
+
 // giveBudgets creates the accounts the drill's clients submit for, each
-// with DrillBudgetMicros, in the scenario's fresh database (migrating it).
-func giveBudgets(ctx context.Context, dsn string, accounts ...string) error {
+// with budget micros, in the scenario's fresh database (migrating it).
+func giveBudgets(ctx context.Context, dsn string, budget int64, accounts ...string) error {
 	st, err := store.Open(ctx, dsn, store.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return fmt.Errorf("give budgets: %w", err)
 	}
 	defer st.Close()
-	budget := int64(DrillBudgetMicros)
 	for _, name := range accounts {
 		if _, err := st.CreateAccount(ctx, store.Account{Name: name, BudgetMicros: &budget}); err != nil {
 			return fmt.Errorf("give budgets: %w", err)

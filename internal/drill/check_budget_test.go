@@ -2,6 +2,8 @@ package drill
 
 import (
 	"context"
+	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/inkwell/inkwell"
@@ -71,6 +73,45 @@ func TestCheck_BudgetBrokenWorlds(t *testing.T) {
 			}
 			w.mustExec(tt.break_)
 			wantViolation(t, Check(w.evidence(before, w.mustSnap(KindQuiet, "broken"))), tt.job, tt.inv)
+		})
+	}
+}
+
+// TestCheck_OverBudget: a key sent past its account's budget must be
+// refused 402 budget_exceeded, answered at least once, and have no job.
+func TestCheck_OverBudget(t *testing.T) {
+	t.Parallel()
+	w := mustWorld(t) // job 1 under key k1, accepted 201 and done
+	refused := Sent{Path: pathJobs, Key: "k9", Outcome: OutcomeRefused, Status: http.StatusPaymentRequired, Detail: inkwell.EBUDGET}
+	lost := Sent{Path: pathJobs, Key: "k9", Outcome: OutcomeRefused, Detail: "connection refused: not delivered"}
+	tests := []struct {
+		name string
+		over string
+		sent []Sent
+		job  int64 // the violation's job; -1 for none
+	}{
+		{"Refused402", "k9", []Sent{lost, refused}, -1},
+		{"Accepted", "k1", nil, 1},
+		{"NeverAnswered", "k9", []Sent{lost}, 0},
+		{"OtherRefusal", "k9", []Sent{{Path: pathJobs, Key: "k9", Outcome: OutcomeRefused, Status: http.StatusTooManyRequests, Detail: inkwell.ETOOMANY}}, 0},
+	}
+	final := w.mustSnap(KindFinal, "final")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := w.evidence(final)
+			e.Requests, e.OverBudget = append(slices.Clone(e.Requests), tt.sent...), []string{tt.over}
+			for i := range e.Requests {
+				e.Requests[i].Seq = i + 1
+			}
+			vs := Check(e)
+			if tt.job < 0 {
+				if len(vs) != 0 {
+					t.Errorf("%d violations:\n%s", len(vs), joinViolations(vs))
+				}
+				return
+			}
+			wantViolation(t, vs, tt.job, InvBudgetRefused)
 		})
 	}
 }

@@ -126,12 +126,21 @@ type item struct {
 	class        string
 	waiting      bool
 	cancelAnswer int
+	// overBudget: the account's budget cannot cover the request, so its
+	// accept must be refused 402 budget_exceeded, writing nothing
+	// (inflight_budget.go). refused says that answer came: the client has
+	// nothing more to do for it. Any other answer the checker judges
+	// (InvBudgetRefused); the client goes on as for any request.
+	overBudget, refused bool
 }
 
 // finished says the client has nothing more to do for the item: its job
 // is done, or cancelled as asked, or done with its too-late cancel
 // answered.
 func (it item) finished() bool {
+	if it.refused {
+		return true
+	}
 	switch it.cancel {
 	case cancelNever:
 		return it.status == inkwell.StatusDone
@@ -246,7 +255,7 @@ func (c *client) awaitClaimed(ctx context.Context, i int) error {
 		c.mu.Lock()
 		it := c.items[i]
 		c.mu.Unlock()
-		if it.status != "" && it.status != inkwell.StatusQueued {
+		if it.refused || (it.status != "" && it.status != inkwell.StatusQueued) {
 			return nil
 		}
 		select {
@@ -262,7 +271,8 @@ func (c *client) awaitClaimed(ctx context.Context, i int) error {
 
 // submit sends item i until an answer comes: 2xx, or a refusal that a
 // re-send cannot change (a refused request writes nothing, so giving up
-// then is safe, and is a drill or server bug worth stopping for).
+// then is safe, and is a drill or server bug worth stopping for, unless
+// it is the 402 an over-budget item expects).
 func (c *client) submit(ctx context.Context, i int) error {
 	c.mu.Lock()
 	it := c.items[i]
@@ -284,6 +294,11 @@ func (c *client) submit(ctx context.Context, i int) error {
 			switch {
 			case s.Outcome == OutcomeOK:
 				c.record(i, d) // a re-send may find the job done already
+				return nil
+			case s.Outcome == OutcomeRefused && it.overBudget && s.Status == http.StatusPaymentRequired && s.Detail == inkwell.EBUDGET:
+				c.mu.Lock()
+				c.items[i].refused = true // as expected: nothing was written, nothing to wait for
+				c.mu.Unlock()
 				return nil
 			case s.Outcome == OutcomeRefused && permanent(s.Status):
 				return fmt.Errorf("%s: key %s refused for good: %d %s", c.name, it.key, s.Status, s.Detail)

@@ -16,13 +16,18 @@
 // job's first call(s) before the simulator sees them; cancel has the
 // client cancel a job in flight, one waiting out a 429 and one already
 // done; each ends with `inkwell prune --older-than 0s` and a re-send of
-// every key (prune.go). Their invariants are check_joblife.go's. Its
-// report is docs/crash-timeline.md.
+// every key (prune.go). Their invariants are check_joblife.go's. Every
+// account has a budget, and the books of docs/design.md §10 are checked at
+// every snapshot (check_budget.go); the budget-full scenario
+// (inflight_budget.go) plays the in-flight one at provider.after-call with
+// a budget its calls fill, so that a request after them is refused 402.
+// Its report is docs/crash-timeline.md.
 //
 // Besides internal/store it is the one package that runs SQL, and only to
 // read (plus CREATE and DROP DATABASE for a PostgreSQL --db); the prune
 // is the real `inkwell prune`, a child like serve. It imports
 // the root package, internal/store (to open a database for inspection),
-// internal/crashpoint (the names) and providersim (to read the ledger). It
+// internal/crashpoint (the names), providersim (to read the ledger) and
+// provider (to price a budget as serve reserves it). It
 // never imports worker or api: it speaks to serve over HTTP, as a client.
 package drill

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/inkwell/inkwell/internal/crashpoint"
 )
 
 // drill is one run of `inkwell drill`: its configuration, work dir,
@@ -113,8 +115,9 @@ func (d *drill) runPoints(ctx context.Context, rep *Report) error {
 }
 
 // scenarios lists what the drill plays: in points mode one scenario per
-// point, then the in-flight family, one per point (with InFlight the
-// family alone); in a sweep each point at hits 1..sweepHits.
+// point, then the in-flight family, one per point and the budget-full
+// scenario (with InFlight the family alone); in a sweep each point at
+// hits 1..sweepHits.
 func (d *drill) scenarios() []scenario {
 	var out []scenario
 	for _, p := range d.cfg.Points {
@@ -135,6 +138,11 @@ func (d *drill) scenarios() []scenario {
 	}
 	for _, p := range d.cfg.Points {
 		out = append(out, inFlightScenario(p, inFlightCalls, d.lim))
+		if p == crashpoint.ProviderAfterCall {
+			// Once more with a budget that binds (inflight_budget.go): a
+			// billed answer not stored, under a full budget.
+			out = append(out, budgetScenario(p, inFlightCalls, d.lim))
+		}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
@@ -86,8 +88,8 @@ func TestDrill_Points(t *testing.T) {
 			points = append(points, tl)
 		}
 	}
-	if len(points) != 3 || len(joblife) != 2 || len(inFlight) != 3 {
-		t.Fatalf("timelines: %d with one job, %d of the job-life families, %d with calls in flight; want 3, 2 (reschedule at provider.after-call and at retry.after-commit) and 3",
+	if len(points) != 3 || len(joblife) != 2 || len(inFlight) != 4 {
+		t.Fatalf("timelines: %d with one job, %d of the job-life families, %d with calls in flight; want 3, 2 (reschedule at provider.after-call and at retry.after-commit) and 4 (one per point, and provider.after-call with a full budget)",
 			len(points), len(joblife), len(inFlight))
 	}
 	for _, tl := range rep.Timelines {
@@ -163,6 +165,13 @@ func TestDrill_Points(t *testing.T) {
 			checkInFlightRun(t, tl)
 		}
 	})
+	t.Run("BudgetFull", func(t *testing.T) {
+		i := slices.IndexFunc(inFlight, func(tl *Timeline) bool { return tl.Budget > 0 })
+		if i < 0 {
+			t.Fatal("no budget-full scenario")
+		}
+		checkBudgetFull(t, inFlight[i])
+	})
 	t.Run("Reschedule", func(t *testing.T) {
 		for _, tl := range joblife {
 			checkRescheduled(t, tl)
@@ -188,7 +197,8 @@ func TestDrill_Points(t *testing.T) {
 		for _, want := range []string{"# Crash timeline", "## provider.after-call", "| provider calls / bills | 1 / 1 | 1 / 1 | 2 / 1 |", "Every scenario passed",
 			"## in flight: accept.after-commit:9", "## in flight: provider.after-call:1", "## in flight: retry.after-commit:1",
 			"| job status | 8: 8 running | 8: 8 failed | 8: 8 done |", "This run: 8 attempt(s) running at the crash; recovery run 2 closed 8 attempt(s) and failed 8 job(s).",
-			"(§8) with calls in flight",
+			"(§8) with calls in flight", "## in flight, budget full: provider.after-call:1", "refused 402 budget_exceeded",
+			"(§10) an account's charges plus its open reservations never exceed its budget", "(§10) a request its account's budget cannot cover",
 			"A cell marked † may differ from run to run", "**What may vary, and why.** This point fires right after the retry's commit",
 			"Nothing here depends on timing", "(§6) the three reads follow a path the crash point allows"} {
 			if !strings.Contains(doc, want) {
@@ -215,6 +225,39 @@ func TestDrill_Points(t *testing.T) {
 // the 8 calls in flight, 8 attempts running; the restart wrote one
 // recovery run, which closed those 8, each linked to it; every job ended
 // done, none billed twice.
+// checkBudgetFull: the calls' reservations fill the budget at the crash
+// and after recovery, the request after them was refused 402 and nothing
+// else, and at the end the charges stand in for the reservations.
+func checkBudgetFull(t *testing.T, tl *Timeline) {
+	t.Helper()
+	if tl.Trigger == "" || !slices.Equal(tl.OverBudget, []string{tl.Trigger}) {
+		t.Fatalf("%s: trigger %q, over budget %v; want the trigger over budget", tl.Name, tl.Trigger, tl.OverBudget)
+	}
+	for _, idx := range []int{tl.Crash, tl.Recovered} {
+		if charged, open := booksOf(tl.Snaps[idx]); charged != 0 || open != tl.Budget {
+			t.Errorf("%s: %s: charges %d, open reservations %d; want 0 and the whole budget %d", tl.Name, tl.Snaps[idx].Label, charged, open, tl.Budget)
+		}
+	}
+	if charged, open := booksOf(tl.Snaps[tl.Final]); open != 0 || charged <= 0 || charged > tl.Budget {
+		t.Errorf("%s: final charges %d, open reservations %d; want charges within the budget %d and nothing open", tl.Name, charged, open, tl.Budget)
+	}
+	var refused int
+	for _, s := range tl.Requests {
+		if s.Key != tl.Trigger {
+			continue
+		}
+		if s.Status != 0 && (s.Status != http.StatusPaymentRequired || s.Detail != inkwell.EBUDGET) {
+			t.Errorf("%s: %s; want 402 %s", tl.Name, s, inkwell.EBUDGET)
+		}
+		if s.Status == http.StatusPaymentRequired {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Errorf("%s: the trigger was never answered 402", tl.Name)
+	}
+}
+
 func checkInFlightRun(t *testing.T, tl *Timeline) {
 	t.Helper()
 	if tl.InFlight != inFlightCalls || tl.Crash < 0 || tl.Recovered < 0 || tl.Final < 0 {
@@ -245,7 +288,7 @@ func checkInFlightRun(t *testing.T, tl *Timeline) {
 		}
 	}
 	wantJobs := inFlightCalls
-	if tl.Trigger != "" {
+	if tl.Trigger != "" && tl.Budget == 0 { // past the budget, the trigger makes no job
 		wantJobs++
 	}
 	if got := jobsCell(final); got != fmt.Sprintf("%d: %d done", wantJobs, wantJobs) {

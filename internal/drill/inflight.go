@@ -52,10 +52,11 @@ const InvInFlight = "§8 with calls in flight, the crash leaves each attempt run
 type trigger int
 
 const (
-	triggerNone    trigger = iota
-	triggerRequest         // one more request (accept.*)
-	triggerRetry           // the retry of a job failed first by a provider error (retry.after-commit)
-	triggerCancel          // the cancel of one of the calls in flight (cancel.after-commit)
+	triggerNone       trigger = iota
+	triggerRequest            // one more request (accept.*)
+	triggerRetry              // the retry of a job failed first by a provider error (retry.after-commit)
+	triggerCancel             // the cancel of one of the calls in flight (cancel.after-commit)
+	triggerOverBudget         // one more request, past the account's budget (inflight_budget.go)
 )
 
 // triggerSuffix ends the trigger job's key.
@@ -131,6 +132,9 @@ func (sc scenario) inFlightItems(gate <-chan struct{}) []item {
 	trig := mk(strings.TrimPrefix(triggerSuffix, "-"), 8+sc.inFlight)
 	switch sc.trigger {
 	case triggerRequest:
+		return append(calls, trig)
+	case triggerOverBudget:
+		trig.overBudget = true
 		return append(calls, trig)
 	case triggerRetry:
 		calls[0].gate = gate
@@ -274,17 +278,30 @@ func whyVariesInFlight(point string) string {
 	return ""
 }
 
+// expectInFlight is expectInFlight(t.Point), but for the budget-full
+// scenario, whose trigger is a request the budget cannot cover: no job at
+// any read.
+func (t *Timeline) expectInFlight() (calls, trigger []path) {
+	calls, trigger = expectInFlight(t.Point)
+	if t.Budget > 0 {
+		trigger = expectOverBudget()
+	}
+	return calls, trigger
+}
+
 // inFlightSets lists the family's paths by role: the calls in flight,
 // then the trigger job when there is one.
 func (t *Timeline) inFlightSets() (sets [][]path, roles []string) {
-	calls, trig := expectInFlight(t.Point)
+	calls, trig := t.expectInFlight()
 	sets, roles = [][]path{calls}, []string{fmt.Sprintf("each of the %d jobs whose calls were in flight", t.InFlight)}
 	if t.Trigger != "" && trig != nil {
 		sets, roles = append(sets, trig), append(roles, "the job sent after them (key `"+t.Trigger+"`)")
-		switch t.Point {
-		case crashpoint.RetryAfterCommit:
+		switch {
+		case t.Budget > 0:
+			roles[1] = "the request sent after them, past the account's budget (key `" + t.Trigger + "`)"
+		case t.Point == crashpoint.RetryAfterCommit:
 			roles[1] = "the job failed first and retried once they were in flight (key `" + t.Trigger + "`)"
-		case crashpoint.CancelAfterCommit:
+		case t.Point == crashpoint.CancelAfterCommit:
 			roles[0] = fmt.Sprintf("each of the %d other jobs whose calls were in flight", t.InFlight-1)
 			roles[1] = "the job whose call was in flight first, cancelled once they all were (key `" + t.Trigger + "`)"
 		}
@@ -377,7 +394,7 @@ func (t *Timeline) checkInFlight() []Violation {
 	if t.InFlight == 0 || slices.ContainsFunc(idx[:], func(i int) bool { return i < 0 || i >= len(t.Snaps) }) {
 		return nil
 	}
-	calls, trig := expectInFlight(t.Point)
+	calls, trig := t.expectInFlight()
 	var out []Violation
 	for _, key := range t.Keys {
 		paths := calls

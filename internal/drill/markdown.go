@@ -8,6 +8,7 @@ import (
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/store"
 )
 
 // WriteMarkdown writes the report as docs/crash-timeline.md holds it. It
@@ -62,7 +63,13 @@ func (m *mdWriter) header(r *Report) {
 		m.f("Each point is played twice: with one job, then in the *in flight* family, where serve runs with ")
 		m.f("`--concurrency %d` and dies at the point with every slot holding a provider call (the N-th hit, where ", inFlightCalls)
 		m.f("it takes one, places the crash there; each section says how). After those crashes the restart's one ")
-		m.f("recovery run must close every attempt left running, each linked to it.\n\n")
+		m.f("recovery run must close every attempt left running, each linked to it.")
+		if i := slices.IndexFunc(r.Timelines, func(t *Timeline) bool { return t.Budget > 0 }); i >= 0 {
+			m.f(" The family's scenario at %s is played once more, *budget full*, on an account whose budget is exactly ", r.Timelines[i].Point)
+			m.f("its calls' worst-case cost ([design.md](design.md) §10), so that the budget is full when serve dies: a request sent after them ")
+			m.f("must be refused 402 `%s`, writing nothing.", inkwell.EBUDGET)
+		}
+		m.f("\n\n")
 	}
 	if slices.ContainsFunc(r.Timelines, func(t *Timeline) bool { return t.Family != "" }) {
 		m.f("The *job-life* scenarios ([design.md](design.md) §9) crash the same points on a job's life without a human: ")
@@ -217,6 +224,13 @@ func (m *mdWriter) inFlightPaths(t *Timeline) {
 		}
 		m.f(".")
 	}
+	if t.Budget > 0 && t.Crash >= 0 && t.Recovered >= 0 && t.Final >= 0 && t.Final < len(t.Snaps) {
+		m.f(" The account's budget is %s; its charges plus its open reservations were", store.Amount(t.Budget))
+		for i, idx := range []int{t.Crash, t.Recovered, t.Final} {
+			charged, open := booksOf(t.Snaps[idx])
+			m.f(" %s + %s %s", store.Amount(charged), store.Amount(open), []string{"at the crash,", "after recovery and", "at the end."}[i])
+		}
+	}
 	m.f("\n\n")
 	sets, roles := t.inFlightSets()
 	if why := whyVariesInFlight(t.Point); why != "" {
@@ -281,7 +295,7 @@ func (m *mdWriter) invariants() {
 		InvBilledOnce, InvChargeKnown, InvBilledText, InvBillHasJob, InvRecoveryRun, InvIntegrity, InvAllDone,
 		InvPointState, InvInFlight, InvErrorClass, InvRestartedClass, InvRetrySafe, InvNotBefore, InvGaveUp,
 		InvCancelled, InvCancelAsked, InvPruned, InvPrunedNotRerun,
-		InvBudgetHeld, InvReservedSum, InvNoReservedDone, InvWebhookRow, InvWebhookDelivered,
+		InvBudgetHeld, InvReservedSum, InvNoReservedDone, InvBudgetRefused, InvWebhookRow, InvWebhookDelivered,
 	} {
 		num, text, _ := strings.Cut(inv, " ")
 		m.f("- (%s) %s\n", num, text)
@@ -296,7 +310,8 @@ func (m *mdWriter) invariants() {
 	m.f("§9 is the job's life without a human: failure classes, automatic retry, cancel and retention; a client's retry by hand is not automatic retry, and is allowed for any class. ")
 	m.f("§10 is budgets: accept reserves a job's worst-case cost against its account's budget (past it: 402 `%s`, nothing written), ", inkwell.EBUDGET)
 	m.f("completion turns the reservation into the charge, and a job that may have been billed keeps it until done. ")
-	m.f("The drill gives every account a budget, so that the books are checked at every snapshot of every scenario.\n")
+	m.f("The drill gives every account a budget, so that the books are checked at every snapshot of every scenario; ")
+	m.f("the budget-full scenario gives its account one that its calls fill, so that they are checked where the budget binds.\n")
 }
 
 // collapse renders requests for the report without the re-sends that

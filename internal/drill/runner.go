@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,11 @@ type Timeline struct {
 	// adds after them ("" when none). See inflight.go.
 	InFlight int
 	Trigger  string
+	// Budget is the account's budget when the scenario gave it one that
+	// binds (inflight_budget.go), 0 otherwise; OverBudget the keys sent
+	// past it, each to be refused 402.
+	Budget     int64
+	OverBudget []string
 	// Running is, in the in-flight family and random mode, the attempts
 	// running at each crash read: the calls in flight when serve died,
 	// and claims whose call had not started.
@@ -97,6 +103,7 @@ type play struct {
 	gate              chan struct{}
 	openGateWhenReady bool
 	holdEach          bool     // the clients wait for each job's claim (client.holdEach)
+	budget            int64    // the accounts' budget (0: DrillBudgetMicros)
 	webhookAccounts   []string // accounts given a webhook (webhooks.go; nil: "drill")
 
 	retry           atomic.Bool
@@ -130,11 +137,12 @@ func (d *drill) runScenario(ctx context.Context, sc scenario) *Timeline {
 		// Held calls end with the kill, never by serve's own timeout.
 		p.providerTimeout = 2 * d.lim.scenario
 	}
+	p.budget, p.tl.Budget = sc.budget, sc.budget
 	if sc.expect != nil || sc.family != "" {
 		p.tl.Family, p.tl.Expect, p.tl.Why = sc.family, sc.expect, sc.why
-		if sc.about != "" {
-			p.tl.About = sc.about
-		}
+	}
+	if sc.about != "" {
+		p.tl.About = sc.about
 	}
 	p.maxAttempts = sc.maxAttempts
 	if sc.front != failNone {
@@ -278,7 +286,7 @@ func (p *play) open(ctx context.Context) error {
 	for i := range p.d.lim.clients {
 		accounts = append(accounts, fmt.Sprintf("client%d", i+1))
 	}
-	if err := giveBudgets(ctx, dsn, accounts...); err != nil {
+	if err := giveBudgets(ctx, dsn, cmp.Or(p.budget, DrillBudgetMicros), accounts...); err != nil {
 		return err
 	}
 	return p.addWebhookAccounts(ctx) // webhooks.go
@@ -297,6 +305,9 @@ func (p *play) startClients(ctx context.Context, workloads [][]item) {
 		p.clients = append(p.clients, c)
 		for _, it := range items {
 			p.tl.Keys = append(p.tl.Keys, it.key)
+			if it.overBudget {
+				p.tl.OverBudget = append(p.tl.OverBudget, it.key)
+			}
 		}
 		wg.Go(func() {
 			if err := c.run(ctx); err != nil {
@@ -703,7 +714,7 @@ func (p *play) finish(start time.Time) {
 		}
 	}
 	tl.Violations = Check(Evidence{Snapshots: tl.Snaps, Keys: tl.Keys, Requests: tl.Requests, Texts: tl.Texts, DeadPIDs: tl.DeadPIDs,
-		WebhookIDs: p.d.hooks.received()})
+		WebhookIDs: p.d.hooks.received(), OverBudget: tl.OverBudget})
 	tl.Violations = append(tl.Violations, tl.checkPaths()...)
 	tl.Violations = append(tl.Violations, tl.checkInFlight()...)
 	if tl.Err == nil && tl.Final < 0 {

@@ -28,6 +28,9 @@ type scenario struct {
 	// trigger says what the family's workload adds after the calls in
 	// flight: nothing, one more request, or the retry of a job failed first.
 	trigger trigger
+	// budget, when not 0, is the account's budget in micros in place of
+	// DrillBudgetMicros: one that binds (inflight_budget.go).
+	budget int64
 
 	// The job-life families (joblife.go). family is "" for the points,
 	// the sweep and the in-flight family.
@@ -130,7 +133,11 @@ func (sc scenario) slug() string {
 		return r.Replace(sc.name)
 	}
 	if sc.inFlight > 0 {
-		return "inflight-" + strings.NewReplacer(".", "-", ":", "-").Replace(fmt.Sprintf("%s:%d", sc.point, sc.hit))
+		prefix := "inflight-"
+		if sc.budget > 0 {
+			prefix = "inflight-budget-" // its own database, keys and ledger beside the family's
+		}
+		return prefix + strings.NewReplacer(".", "-", ":", "-").Replace(fmt.Sprintf("%s:%d", sc.point, sc.hit))
 	}
 	return strings.NewReplacer(".", "-", ":", "-").Replace(sc.name)
 }
