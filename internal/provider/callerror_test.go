@@ -68,6 +68,8 @@ func TestOpenAI_FailureClasses(t *testing.T) {
 		{"MalformedNullContent", fakeSetup(200, `{"id":"r","choices":[{"message":{"content":null}}]}`, nil), provider.ClassMalformed, 200},
 		{"MalformedEmptyContent", fakeSetup(200, `{"id":"r","choices":[{"message":{"content":"  "}}]}`, nil), provider.ClassMalformed, 200},
 		{"MalformedNoID", fakeSetup(200, `{"choices":[{"message":{"content":"words"}}]}`, nil), provider.ClassMalformed, 200},
+		// An amount past any real bill, that the books could not sum.
+		{"MalformedImpossibleAmount", fakeSetup(200, `{"id":"r","choices":[{"message":{"content":"words"}}],"inkwell_amount_micros":5000000000000000000}`, nil), provider.ClassMalformed, 200},
 		{"RedirectNotFollowed", fakeSetup(307, "", map[string]string{"Location": "/elsewhere"}), provider.ClassMalformed, 307},
 		{"Canceled", func(t *testing.T) setup {
 			s := simSetup(t, providersim.Config{}, 10*time.Second)

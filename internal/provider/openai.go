@@ -239,6 +239,13 @@ func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error
 // maxRequestIDBytes bounds the provider's request id we store on a charge.
 const maxRequestIDBytes = 255
 
+// MaxAmountMicros bounds what one answer may bill: a million currency
+// units. No writing request costs that, and an account's sums of charges
+// (spent_micros) stay far inside int64 however many are stored: an amount
+// near the int64 limit made SQLite turn the sum into a float, which broke
+// every read of the accounts, and PostgreSQL refuse the settle.
+const MaxAmountMicros = 1_000_000 * 1_000_000
+
 // storable refuses an answer the database could not store, so that it
 // becomes a failed attempt with a clear error instead of a completion that
 // fails to commit (PostgreSQL refuses NUL and invalid UTF-8 in text; the
@@ -251,6 +258,8 @@ func storable(r inkwell.ProviderResponse) error {
 		return fmt.Errorf("answer id is not a short UTF-8 string")
 	case r.AmountMicros < 0:
 		return fmt.Errorf("answer bills a negative amount (%d micros)", r.AmountMicros)
+	case r.AmountMicros > MaxAmountMicros:
+		return fmt.Errorf("answer bills an impossible amount (%d micros, more than %d)", r.AmountMicros, int64(MaxAmountMicros))
 	}
 	return nil
 }
@@ -262,6 +271,9 @@ func (p *OpenAI) amount(cr chatResponse, text string) int64 {
 	case cr.InkwellAmountMicros != nil:
 		return *cr.InkwellAmountMicros
 	case cr.Usage != nil && p.cfg.MicrosPerToken > 0:
+		if t := cr.Usage.TotalTokens; t < 0 || t > MaxAmountMicros/p.cfg.MicrosPerToken {
+			return MaxAmountMicros + 1 // impossible (the product could wrap): storable refuses it
+		}
 		return cr.Usage.TotalTokens * p.cfg.MicrosPerToken
 	default:
 		return Price(text)
