@@ -72,9 +72,12 @@ func checkHolder(h Holder) liveness {
 	case err != nil:
 		return liveness{Why: fmt.Sprintf("%s: cannot be checked (%v)", who, err)}
 	case state == 'Z' || state == 'X':
-		// Whatever process the pid names, it has exited: the kernel closed
-		// its files (so its flocks) and its sockets (so its PostgreSQL
-		// sessions) before it became a zombie waiting for its parent.
+		// Whatever process the pid names, it has exited and only waits
+		// for its parent to collect it. Its files (so its flocks) and
+		// sockets (so its PostgreSQL sessions) are closed once its last
+		// thread is done; for the moment a dying thread group's leader
+		// shows Z before the others end, the lock itself is still held,
+		// and the lane is refused on that, never on this.
 		return liveness{Known: true, Why: fmt.Sprintf("%s: gone (%s: it has exited and holds nothing; its parent has not reaped it yet)", who, stateName(state))}
 	case h.ProcStart != "" && pstart != "" && pstart != h.ProcStart:
 		return liveness{Known: true, Why: who + ": gone (that pid now names another process: its start time differs)"}
