@@ -101,6 +101,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
 	}
+	if _, err := checkAuthMode(*cfg.auth, *cfg.addr); err != nil { // a bad --auth, or off beyond loopback: OpenMain would refuse it too, but it is a usage error
+		fmt.Fprintf(stderr, "inkwell serve: %s\n", inkwell.ErrorMessage(err))
+		return 2
+	}
 	log, err := cfg.log.logger(stderr)
 	if err != nil {
 		return fail(stderr, "serve", err)

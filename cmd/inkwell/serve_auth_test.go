@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,9 +72,21 @@ func TestServe_AuthRefusalFromTheCommand(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "inkwell tokens create --account default --role operator") {
 		t.Errorf("serve --addr 0.0.0.0:0 with no token = %d\n%s\nwant 1 and how to create a token", code, stderr)
 	}
-	code, _, stderr = runCLI(t, "serve", "--db", db, "--auth", "maybe")
-	if code != 1 || !strings.Contains(stderr, "--auth must be auto, required or off") {
-		t.Errorf("serve --auth maybe = %d\n%s", code, stderr)
+	// A bad --auth is a usage error, like every other bad flag value: exit
+	// 2, before the database is opened.
+	for _, args := range [][]string{
+		{"--auth", "maybe"},
+		{"--auth", "off", "--addr", "0.0.0.0:0"},
+	} {
+		want := map[string]string{"maybe": "--auth must be auto, required or off", "off": "--auth off is allowed on loopback only"}[args[1]]
+		none := filepath.Join(t.TempDir(), "none.db")
+		code, stdout, stderr := runCLI(t, append([]string{"serve", "--db", none}, args...)...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, want) {
+			t.Errorf("serve %q = %d\nstdout %q\nstderr %q\nwant 2 and %q", args, code, stdout, stderr, want)
+		}
+		if _, err := os.Stat(none); err == nil {
+			t.Errorf("serve %q created the database %s", args, none)
+		}
 	}
 }
 
