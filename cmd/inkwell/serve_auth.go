@@ -52,7 +52,7 @@ func checkAuthTokens(ctx context.Context, st *store.Store, mode api.AuthMode, ad
 			"Create an operator token first, keep what it prints, and start again (or listen on 127.0.0.1): inkwell tokens create --account %s --role operator --db %s (docs/security.md)",
 			addr, inkwell.DefaultAccount, store.RedactDSN(db))
 	case mode == api.AuthRequired:
-		log.Warn("--auth required and no API token exists: every request but /healthz and /readyz is refused until one is created",
+		log.Warn("--auth required and no API token exists: every request but /healthz, /readyz, /openapi.json, /static/… and /signin is refused until one is created",
 			"how", "inkwell tokens create --account "+inkwell.DefaultAccount+" --role operator")
 	}
 	return nil

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +141,70 @@ func TestServe_AuthInProcess(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("with the token: %d, want 201", resp.StatusCode)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// TestServe_AuthRequiredWarnsOfPublicRoutes: --auth required on loopback
+// with no token warns that every request but the public routes is
+// refused, and the routes it names are the ones that answer without a
+// token (an operator route does not).
+func TestServe_AuthRequiredWarnsOfPublicRoutes(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	var logs lockedBuffer
+	cfg := authMainConfig(db, "127.0.0.1:0", "required")
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := OpenMain(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, list, ok := strings.Cut(logs.String(), "every request but ")
+	list, _, ok2 := strings.Cut(list, " is refused until one is created")
+	if !ok || !ok2 {
+		t.Fatalf("no warning naming the routes that need no token:\n%s", logs.String())
+	}
+	var public []string
+	for _, p := range strings.Split(strings.ReplaceAll(list, " and ", ", "), ", ") {
+		public = append(public, strings.TrimSuffix(p, "…"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	url := "http://" + m.Addr()
+	storetest.WaitFor(t, waitLimit, "ready", func() bool {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	for _, p := range []string{"/healthz", "/readyz", "/openapi.json", "/static/", "/signin"} {
+		if !slices.Contains(public, p) {
+			t.Errorf("the warning leaves out %s, which needs no token (it names %q)", p, public)
+		}
+	}
+	paths := slices.Clone(public)
+	for _, p := range []string{"/metrics", "/v1/overview"} { // operator routes
+		if !slices.Contains(paths, p) {
+			paths = append(paths, p)
+		}
+	}
+	for _, p := range paths {
+		resp, err := http.Get(url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if wantRefused := !slices.Contains(public, p); (resp.StatusCode == http.StatusUnauthorized) != wantRefused {
+			t.Errorf("GET %s with no token under --auth required: %d (named public: %v)", p, resp.StatusCode, !wantRefused)
+		}
 	}
 	cancel()
 	if err := <-ran; err != nil {
