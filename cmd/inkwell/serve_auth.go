@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/inkwell/inkwell"
@@ -34,10 +35,12 @@ func checkAuthMode(mode, addr string) (api.AuthMode, error) {
 }
 
 // checkAuthTokens refuses to listen beyond loopback while no token exists
-// (whatever the mode: auto would serve everyone, required no one), and
-// warns when required on loopback will refuse every request.
+// (whatever the mode: auto would serve everyone, required no one), warns
+// when required on loopback will refuse every request, and warns when off
+// ignores tokens that exist (their holders may think they are needed).
 func checkAuthTokens(ctx context.Context, st *store.Store, mode api.AuthMode, addr, db string, log *slog.Logger) error {
 	if mode == api.AuthOff {
+		warnTokensIgnored(ctx, st, log)
 		return nil
 	}
 	exist, err := st.TokensExist(ctx)
@@ -56,4 +59,26 @@ func checkAuthTokens(ctx context.Context, st *store.Store, mode api.AuthMode, ad
 			"how", "inkwell tokens create --account "+inkwell.DefaultAccount+" --role operator")
 	}
 	return nil
+}
+
+// warnTokensIgnored warns, under --auth off, that the API tokens that
+// exist (not revoked) are not asked for: every request on loopback is
+// served without one. A failed read is logged, not a reason to refuse to
+// start: off never needs the tokens.
+func warnTokensIgnored(ctx context.Context, st *store.Store, log *slog.Logger) {
+	toks, err := st.Tokens(ctx)
+	if err != nil {
+		log.Warn("--auth off: could not count the API tokens it ignores", "err", err)
+		return
+	}
+	live := 0
+	for _, t := range toks {
+		if t.RevokedAt == nil {
+			live++
+		}
+	}
+	if live > 0 {
+		log.Warn(fmt.Sprintf("--auth off: %d API token(s) exist and are ignored: every request is served without a token (loopback only); drop --auth off to require them", live),
+			"tokens", live)
+	}
 }

@@ -148,6 +148,48 @@ func TestServe_AuthInProcess(t *testing.T) {
 	}
 }
 
+// TestServe_AuthOffWarnsOfTokens: --auth off on loopback while tokens
+// exist says at start how many (not revoked) it ignores; with none, or in
+// auto, it says nothing of the kind.
+func TestServe_AuthOffWarnsOfTokens(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	start := func(auth string) string {
+		t.Helper()
+		var logs lockedBuffer
+		cfg := authMainConfig(db, "127.0.0.1:0", auth)
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		m, err := OpenMain(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("--auth %s: %v", auth, err)
+		}
+		m.Close()
+		return logs.String()
+	}
+	if logs := start("off"); strings.Contains(logs, "ignored") {
+		t.Errorf("--auth off with no token warned of ignored tokens:\n%s", logs)
+	}
+	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
+	var ids []string
+	for _, role := range []string{store.RoleOperator, store.RoleClient, store.RoleClient} {
+		tok, _, err := st.CreateToken(t.Context(), inkwell.DefaultAccount, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tok.ID)
+	}
+	if _, _, err := st.RevokeToken(t.Context(), ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	logs := start("off")
+	if !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "2 API token(s) exist and are ignored") || !strings.Contains(logs, "tokens=2") {
+		t.Errorf("--auth off with 2 tokens (and 1 revoked): the log does not warn that 2 are ignored:\n%s", logs)
+	}
+	if logs := start("auto"); strings.Contains(logs, "ignored") {
+		t.Errorf("--auth auto warned of ignored tokens:\n%s", logs)
+	}
+}
+
 // TestServe_AuthRequiredWarnsOfPublicRoutes: --auth required on loopback
 // with no token warns that every request but the public routes is
 // refused, and the routes it names are the ones that answer without a
