@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register("accounts", "the accounts that pay for jobs: budgets and rpm (add, set, list, release)", runAccounts)
+	register("accounts", "the accounts that pay for jobs: budgets, rpm and webhooks (add, set, list, release, webhook)", runAccounts)
 }
 
 const accountsHelp = `
@@ -32,7 +32,7 @@ reserves its worst-case cost against its account's budget (past it: 402
 budget_exceeded); its completion turns the reservation into the charge.
 rpm limits each account's new requests per minute (429 too_many).`
 
-// runAccounts dispatches to add or list.
+// runAccounts dispatches to add, set, list, release or webhook.
 func runAccounts(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {

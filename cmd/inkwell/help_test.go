@@ -53,3 +53,31 @@ func assertUsageOnce(t *testing.T, args []string, code, wantCode int, out, other
 		t.Errorf("%s also printed the usage on the other stream:\n%s", cmd, other)
 	}
 }
+
+// TestCLI_SubcommandsListed: a command whose summary lists its
+// subcommands in parentheses lists exactly those it takes (as its
+// "unknown subcommand" answer names them), and each answers --help.
+// (Only these commands: others, such as provider-sim, would run.)
+func TestCLI_SubcommandsListed(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"accounts", "tokens", "webhooks"} {
+		code, _, stderr := runCLI(t, name, "no-such-subcommand")
+		_, want, ok := strings.Cut(strings.TrimSpace(stderr), `unknown subcommand "no-such-subcommand": want `)
+		if !ok {
+			t.Errorf("inkwell %s no-such-subcommand: %q does not name the subcommands", name, stderr)
+			continue
+		}
+		if code != 2 {
+			t.Errorf("inkwell %s no-such-subcommand: exit %d, want 2", name, code)
+		}
+		summary := commands[name].summary
+		if !strings.HasSuffix(summary, "("+want+")") {
+			t.Errorf("inkwell %s: summary %q does not end with its subcommands (%s)", name, summary, want)
+		}
+		for _, sub := range strings.Split(want, ", ") {
+			if code, _, stderr := runCLI(t, name, sub, "--help"); code != 0 {
+				t.Errorf("inkwell %s %s --help: exit %d\n%s", name, sub, code, stderr)
+			}
+		}
+	}
+}
