@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,9 +13,9 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// TestCLI_Audit: a cancel from the command line is written to audit_log
-// as "cli", and `inkwell audit` prints it (as a table and as JSON, all
-// rows or one job's); bad input exits 2.
+// TestCLI_Audit: a cancel, a retry and a prune from the command line are
+// written to audit_log as "cli", and `inkwell audit` prints them (as a
+// table and as JSON, all rows or one job's); bad input exits 2.
 func TestCLI_Audit(t *testing.T) {
 	t.Parallel()
 	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
@@ -40,6 +41,45 @@ func TestCLI_Audit(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, fmt.Sprintf("cancel  %d", two.ID)) || strings.Count(stdout, "cancel") != 1 {
 			t.Errorf("audit --limit 1: exit %d, %q; want the newest row only (job %d)", code, stdout, two.ID)
 		}
+
+		// retry and prune through the command line are written as cli too:
+		// job one (cancelled, so failed) back to queued, then prune takes
+		// job two (finished) and leaves the queued one alone.
+		if code, _, stderr := runCLI(t, "retry", "--db", b.DSN, strconv.FormatInt(one.ID, 10)); code != 0 {
+			t.Fatalf("retry %d: exit %d: %s", one.ID, code, stderr)
+		}
+		if code, _, stderr := runCLI(t, "prune", "--db", b.DSN, "--older-than", "0s"); code != 0 {
+			t.Fatalf("prune: exit %d: %s", code, stderr)
+		}
+		code, stdout, _ = runCLI(t, "audit", "--db", b.DSN, "--json")
+		rows = nil
+		if err := json.Unmarshal([]byte(stdout), &rows); code != 0 || err != nil {
+			t.Fatalf("audit --json: exit %d, %v\n%s", code, err, stdout)
+		}
+		var got []string
+		for _, e := range rows {
+			got = append(got, fmt.Sprintf("%s %s %d", e.Actor, e.Action, e.JobID))
+		}
+		want := []string{ // newest first
+			fmt.Sprintf("%s %s %d", store.ActorCLI, store.AuditPrune, two.ID),
+			fmt.Sprintf("%s %s %d", store.ActorCLI, store.AuditRetry, one.ID),
+			fmt.Sprintf("%s %s %d", store.ActorCLI, store.AuditCancel, two.ID),
+			fmt.Sprintf("%s %s %d", store.ActorCLI, store.AuditCancel, one.ID),
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("audit --json after cli cancel, retry and prune: %q; want %q", got, want)
+		}
+		code, stdout, _ = runCLI(t, "audit", "--db", b.DSN)
+		got = nil
+		for _, line := range strings.Split(strings.TrimSpace(stdout), "\n")[1:] { // ID AT ACTOR ACTION JOB DETAIL
+			if f := strings.Fields(line); len(f) >= 5 {
+				got = append(got, strings.Join(f[2:5], " "))
+			}
+		}
+		if code != 0 || !slices.Equal(got, want) {
+			t.Errorf("audit: exit %d, rows %q; want %q\n%s", code, got, want, stdout)
+		}
+
 		for _, args := range [][]string{{"--job", "-1"}, {"--limit", "-2"}, {"7"}, {"--no-such-flag"}} {
 			if code, stdout, stderr := runCLI(t, append([]string{"audit", "--db", b.DSN}, args...)...); code != 2 || stdout != "" || stderr == "" {
 				t.Errorf("audit %q: exit %d, stdout %q, stderr %q; want 2 and why", args, code, stdout, stderr)
