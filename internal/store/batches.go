@@ -90,6 +90,9 @@ func (s *Store) AcceptBatch(ctx context.Context, p BatchParams) (b Batch, create
 	if len(p.Lines) == 0 {
 		return Batch{}, false, inkwell.Errorf(inkwell.EINVALID, "a batch needs at least one line")
 	}
+	if err := s.refuseWhileLost(); err != nil {
+		return Batch{}, false, err
+	}
 	now := s.now()
 	err = s.inTxHooks(ctx, func(tx *sql.Tx) error {
 		b, created, err = s.acceptBatchTx(ctx, tx, p, now)

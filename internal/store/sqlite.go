@@ -30,6 +30,9 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 	if err := refuseSecondName(canon); err != nil {
 		return err
 	}
+	if err := refuseNewBesideRescue(canon); err != nil {
+		return err
+	}
 	s.path = canon
 	s.dialect = sqliteDialect
 	dsn, err := sqliteDSN(canon, opts, true)

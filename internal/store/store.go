@@ -156,7 +156,7 @@ func (s *Store) close() error {
 	if s.outcomes != nil {
 		s.outcomes.close()
 	}
-	s.rescueAgain()
+	s.saveOnClose()
 	s.stmts.close()
 	if st := s.tokenVerify.stmt; st != nil {
 		st.Close()
@@ -238,6 +238,7 @@ func (s *Store) inTxAt(ctx context.Context, p writePriority, fn func(tx *sql.Tx)
 	if err := tx.Commit(); err != nil {
 		return s.classify(fmt.Errorf("commit: %w", err))
 	}
+	s.saveAfterCommit(ctx)
 	hit(afterCommit)
 	return nil
 }

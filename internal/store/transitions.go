@@ -51,6 +51,9 @@ type AcceptParams struct {
 // Concurrent Accepts share one transaction and so one durable commit (group
 // commit); each caller returns only after the commit that holds its row.
 func (s *Store) Accept(ctx context.Context, p AcceptParams) (job inkwell.Job, created bool, err error) {
+	if err := s.refuseWhileLost(); err != nil {
+		return inkwell.Job{}, false, err
+	}
 	return s.accepts.accept(ctx, p)
 }
 

@@ -1,0 +1,54 @@
+package store_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+)
+
+// TestStore_CheckFiles: a store whose -wal and -shm are deleted under it
+// says so (EUNAVAILABLE, naming the files), refuses new jobs while it
+// stops, and has copied its commits into the database file, which a new
+// open finds whole.
+func TestStore_CheckFiles(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	st, err := store.Open(t.Context(), db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	storetest.MustQueue(t, st, "default", "k", 2)
+	if err := st.CheckFiles(t.Context()); err != nil {
+		t.Fatalf("first look: %v", err)
+	}
+	if err := st.CheckFiles(t.Context()); err != nil {
+		t.Fatalf("nothing changed: %v", err)
+	}
+	for _, suf := range []string{"-wal", "-shm"} {
+		if err := os.Remove(db + suf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = st.CheckFiles(t.Context())
+	if inkwell.ErrorCode(err) != inkwell.EUNAVAILABLE || !strings.Contains(err.Error(), db+"-wal") {
+		t.Fatalf("after the -wal and -shm went: %v, want unavailable naming %s-wal", err, db)
+	}
+	if _, _, err := st.Accept(t.Context(), acceptParams("late", "refused")); inkwell.ErrorCode(err) != inkwell.EUNAVAILABLE {
+		t.Errorf("accept while stopping: %v, want unavailable", err)
+	}
+	again, err := store.Open(t.Context(), db, store.Options{NoMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	var n int
+	if err := again.WriteDB().QueryRow(`SELECT COUNT(*) FROM jobs`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("jobs in the database file after the checkpoint: %d (%v), want 2 (and not the refused one)", n, err)
+	}
+}
