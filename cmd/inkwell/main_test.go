@@ -33,18 +33,7 @@ func TestMain_InProcess(t *testing.T) {
 		t.Fatalf("OpenMain: %v", err)
 	}
 	defer m.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- m.Run(ctx) }()
-	url := "http://" + m.Addr()
-	storetest.WaitFor(t, waitLimit, "ready", func() bool {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	url, stop := runMain(t, m)
 
 	id := submit(t, url, "in-process", `{"prompt":"a haiku about ink"}`).Job.ID
 	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
@@ -64,14 +53,8 @@ func TestMain_InProcess(t *testing.T) {
 		ln.Close()
 	}
 
-	cancel()
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Errorf("Run after a stop = %v, want nil", err)
-		}
-	case <-time.After(waitLimit):
-		t.Fatalf("Run did not return within %v of its stop", waitLimit)
+	if err := stop(); err != nil {
+		t.Errorf("Run after a stop = %v, want nil", err)
 	}
 	if !strings.Contains(logs.String(), `msg="lane stopped" component=worker lane=local reason=shutdown`) {
 		t.Errorf("no clean lane stop in the log:\n%s", logs.String())
@@ -103,4 +86,33 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// runMain runs m until the test stops it, waits until it answers /readyz,
+// and returns its URL and stop, which ends Run and returns its error.
+func runMain(t *testing.T, m *Main) (url string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	url = "http://" + m.Addr()
+	storetest.WaitFor(t, waitLimit, "ready", func() bool {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return url, func() error {
+		cancel()
+		select {
+		case err := <-ran:
+			return err
+		case <-time.After(waitLimit):
+			t.Fatalf("Run did not return within %v of its stop", waitLimit)
+			return nil
+		}
+	}
 }

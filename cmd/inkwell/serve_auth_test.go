@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"os"
@@ -102,19 +101,7 @@ func TestServe_AuthInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ran := make(chan error, 1)
-	go func() { ran <- m.Run(ctx) }()
-	url := "http://" + m.Addr()
-	storetest.WaitFor(t, waitLimit, "ready", func() bool {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	url, stop := runMain(t, m)
 	submit(t, url, "tour", `{"prompt":"a haiku about ink"}`) // no token exists: 201
 	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
 	_, text, err := st.CreateToken(t.Context(), inkwell.DefaultAccount, store.RoleClient)
@@ -142,8 +129,7 @@ func TestServe_AuthInProcess(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("with the token: %d, want 201", resp.StatusCode)
 	}
-	cancel()
-	if err := <-ran; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 }
@@ -214,19 +200,7 @@ func TestServe_AuthRequiredWarnsOfPublicRoutes(t *testing.T) {
 	for _, p := range strings.Split(strings.ReplaceAll(list, " and ", ", "), ", ") {
 		public = append(public, strings.TrimSuffix(p, "…"))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ran := make(chan error, 1)
-	go func() { ran <- m.Run(ctx) }()
-	url := "http://" + m.Addr()
-	storetest.WaitFor(t, waitLimit, "ready", func() bool {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	url, stop := runMain(t, m)
 	for _, p := range []string{"/healthz", "/readyz", "/openapi.json", "/static/", "/signin"} {
 		if !slices.Contains(public, p) {
 			t.Errorf("the warning leaves out %s, which needs no token (it names %q)", p, public)
@@ -248,8 +222,7 @@ func TestServe_AuthRequiredWarnsOfPublicRoutes(t *testing.T) {
 			t.Errorf("GET %s with no token under --auth required: %d (named public: %v)", p, resp.StatusCode, !wantRefused)
 		}
 	}
-	cancel()
-	if err := <-ran; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 }
