@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,6 +99,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	if err := errors.Join(cfg.provider.checkLimits(), cfg.provider.checkOpenAI()); err != nil {
+		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
+		return 2
+	}
+	if err := checkAddr(*cfg.addr); err != nil {
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
 	}
@@ -344,6 +349,23 @@ func shutdownHTTP(srv *http.Server, log *slog.Logger) {
 }
 
 // listensOnLoopback reports whether addr binds only a loopback address.
+// checkAddr refuses an --addr that is not host:port before anything is
+// opened: "http://127.0.0.1:8080" would otherwise be taken for an address
+// beyond loopback, and refused for the wrong reason after the database was
+// made.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
+			err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("--addr %q is not host:port (127.0.0.1:8080; :8080 for every interface): %v", addr, err)
+	}
+	return nil
+}
+
 func listensOnLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
