@@ -1,9 +1,12 @@
 package main_test
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/inkwell/inkwell/internal/store"
@@ -30,5 +33,31 @@ func TestCLI_ReadCommandsUnderAWriteLock(t *testing.T) {
 		if err != nil {
 			t.Errorf("inkwell %s while another process holds the write lock: %v\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+}
+
+// TestServe_BusyNamesTheWriteLockHolder: serve cannot start while a
+// stopped process (SIGSTOP) holds SQLite's write lock; its refusal must
+// name that process and its state, not only say "busy".
+func TestServe_BusyNamesTheWriteLockHolder(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the holder is read from /proc/locks: Linux only")
+	}
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	st := storetest.MustOpen(t, db, store.Options{})
+	st.Close()
+	bin := lanesBinary(t)
+	holder := startWriteLockHolder(t, db)
+	if err := holder.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "serve", "--db", db, "--addr", "127.0.0.1:0").CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve started while another process held the write lock:\n%s", out)
+	}
+	want := fmt.Sprintf(`write_lock_held_by="pid %d (`, holder.Process.Pid)
+	if !strings.Contains(string(out), want) || !strings.Contains(string(out), "stopped (T)") {
+		t.Errorf("serve's refusal does not name the stopped holder (want %s… stopped (T)):\n%s", want, out)
 	}
 }

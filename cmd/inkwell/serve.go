@@ -118,7 +118,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, "serve", err)
 	}
 	if err := serve(ctx, cfg, log); err != nil {
-		log.Error("serve stopped", "err", err)
+		attrs := []any{"err", err}
+		if inkwell.ErrorCode(err) == inkwell.EUNAVAILABLE {
+			// "busy" alone does not say who: name the process holding the
+			// SQLite write lock, stopped or not.
+			if h := store.SQLiteWriteLockHolder(*cfg.db); h != "" {
+				attrs = append(attrs, "write_lock_held_by", h+": inspect it (ps -o pid,stat,wchan:32,cmd -p PID); once it ends or lets go, start serve again")
+			}
+		}
+		log.Error("serve stopped", attrs...)
 		return 1
 	}
 	return 0
