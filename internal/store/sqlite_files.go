@@ -7,8 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -191,6 +189,7 @@ func (s *Store) checkpointLocked(ctx context.Context) error {
 func (s *Store) vacuumInto(ctx context.Context, path string) error {
 	tmp := path + ".tmp"
 	os.Remove(tmp) // VACUUM INTO refuses a file that is not empty
+	os.Remove(tmp + "-journal")
 	if _, err := s.db.ExecContext(ctx, `VACUUM INTO `+quoteSQLiteString(tmp)); err != nil {
 		return err
 	}
@@ -217,8 +216,7 @@ func refuseNewBesideRescue(path string) error {
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	copies, _ := filepath.Glob(path + ".rescued-*")
-	copies = slices.DeleteFunc(copies, func(c string) bool { return strings.HasSuffix(c, ".tmp") })
+	copies, _ := filepath.Glob(path + ".rescued-*Z") // <time>Z: not a .tmp, or its -journal, that a kill left mid-copy
 	if len(copies) == 0 {
 		return nil
 	}
