@@ -158,6 +158,7 @@ func (s *Store) close() error {
 	}
 	s.saveOnClose()
 	s.stmts.close()
+	s.tokenVerify.once.Do(func() {}) // orders this read after any prepare, and ends later ones
 	if st := s.tokenVerify.stmt; st != nil {
 		st.Close()
 	}

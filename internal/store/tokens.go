@@ -246,7 +246,7 @@ func (s *Store) verifyTokenRow(ctx context.Context, id string) *sql.Row {
 	p.once.Do(func() {
 		p.stmt, p.err = s.rdb.PrepareContext(context.WithoutCancel(ctx), s.dialect.rebind(verifyTokenSQL))
 	})
-	if p.err != nil {
+	if p.err != nil || p.stmt == nil { // the prepare failed, or Close came first
 		return s.rdb.QueryRowContext(ctx, s.dialect.rebind(verifyTokenSQL), args...)
 	}
 	return p.stmt.QueryRowContext(ctx, args...)
