@@ -165,7 +165,7 @@ func (s *Store) listenOnce(ctx context.Context, p WatchParams) error {
 // pollDataVersion is the SQLite watch: one connection of its own (data_version
 // is per connection: it moves when any other connection commits).
 func (s *Store) pollDataVersion(ctx context.Context, p WatchParams) error {
-	dsn, err := sqliteDSN(s.path, Options{}, false)
+	dsn, err := sqliteDSN(s.path, Options{noCreate: true}, false)
 	if err != nil {
 		return err
 	}

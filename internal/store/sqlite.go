@@ -35,6 +35,7 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 	}
 	s.path = canon
 	s.dialect = sqliteDialect
+	opts.noCreate = createOnce(canon)
 	dsn, err := sqliteDSN(canon, opts, true)
 	if err != nil {
 		return err
@@ -82,6 +83,23 @@ func refuseSecondName(path string) error {
 		return inkwell.Errorf(inkwell.EINVALID, "database %s has %d names (hard links): SQLite keeps its WAL and Inkwell its lane lock beside each name, so two processes opening it by different names would overwrite each other's writes; remove every other name (find / -samefile %s) or use a symlink, then start again", path, n, path)
 	}
 	return nil
+}
+
+// createOnce makes the database file when it does not exist yet (an empty
+// file is an empty SQLite database), and reports whether it exists now, so
+// that every connection opens it without the right to create it (mode=rw).
+// A connection opened later, after someone deleted the file under this
+// process, then fails instead of making a new, empty database at the path,
+// which the next start would take for the real one (CheckFiles saves the
+// real one beside it). When the file cannot be made here, SQLite's own
+// open says why, as before.
+func createOnce(path string) bool {
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+		f.Close()
+		return true
+	}
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // optimizeSQLite keeps the query planner's statistics (sqlite_stat1) as
@@ -149,6 +167,9 @@ func sqliteDSN(path string, opts Options, immediate bool) (string, error) {
 	q.Add("_pragma", "foreign_keys(1)")
 	if immediate {
 		q.Set("_txlock", "immediate")
+	}
+	if opts.noCreate {
+		q.Set("mode", "rw")
 	}
 	return "file:" + path + "?" + q.Encode(), nil
 }

@@ -52,3 +52,30 @@ func TestStore_CheckFiles(t *testing.T) {
 		t.Errorf("jobs in the database file after the checkpoint: %d (%v), want 2 (and not the refused one)", n, err)
 	}
 }
+
+// TestStore_DeletedFileIsNotMadeAgain: once the database file is deleted
+// under an open store, a connection the store opens later fails, instead
+// of making a new, empty database at the path that the next start would
+// take for the real one.
+func TestStore_DeletedFileIsNotMadeAgain(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	st, err := store.Open(t.Context(), db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, suf := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(db + suf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.DB().SetMaxIdleConns(0) // every read opens a new connection
+	var n int
+	if err := st.DB().QueryRow(`SELECT COUNT(*) FROM sqlite_master`).Scan(&n); err == nil {
+		t.Errorf("a new connection after the file was deleted read %d schema rows, want an error", n)
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("a connection made %s again (%v)", db, err)
+	}
+}

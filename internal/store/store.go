@@ -28,6 +28,10 @@ type Options struct {
 	Logger *slog.Logger
 	// NoMigrate opens the database without applying migrations.
 	NoMigrate bool
+
+	// noCreate: the SQLite file exists, and no connection may make it
+	// again (set by openSQLite: createOnce).
+	noCreate bool
 }
 
 // Store is Inkwell's database. It is safe for concurrent use.
