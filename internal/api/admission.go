@@ -98,6 +98,23 @@ func (s *Server) admitted(a admission, created bool) {
 	}
 }
 
+// underRPM runs accept, a store accept of one request (a job, or a whole
+// batch), in a place of account's rpm: accept gets the refusal to pass on
+// (nil while there is room), the place is given back when nothing was
+// created, and a refusal by the rpm gets its Retry-After.
+func (s *Server) underRPM(w http.ResponseWriter, r *http.Request, account string, accept func(refuse error) (created bool, err error)) error {
+	adm, err := s.admit(r.Context(), account)
+	if err != nil {
+		return err
+	}
+	created, err := accept(adm.refusal)
+	s.admitted(adm, created)
+	if err != nil && err == adm.refusal {
+		setRetryAfter(w, adm.retryAfter)
+	}
+	return err
+}
+
 // setRetryAfter sets Retry-After, in whole seconds (at least 1), for a
 // refusal by an account's rpm.
 func setRetryAfter(w http.ResponseWriter, d time.Duration) {

@@ -84,17 +84,13 @@ func (s *Server) handleBatchAccept(w http.ResponseWriter, r *http.Request) {
 	}
 	// A batch is one request in its account's rpm, however many lines it
 	// has: the budget and --max-queued are what bound its size.
-	adm, err := s.admit(r.Context(), p.Account)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	p.Refuse = adm.refusal
-	b, created, err := s.cfg.Store.AcceptBatch(r.Context(), p)
-	s.admitted(adm, created)
-	if err != nil && err == adm.refusal {
-		setRetryAfter(w, adm.retryAfter)
-	}
+	var b store.Batch
+	var created bool
+	err = s.underRPM(w, r, p.Account, func(refuse error) (bool, error) {
+		p.Refuse = refuse
+		b, created, err = s.cfg.Store.AcceptBatch(r.Context(), p)
+		return created, err
+	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -22,20 +22,16 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	adm, err := s.admit(r.Context(), p.Account)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	p.Refuse = adm.refusal
 	// Keys are unique per account (migration 0008), and the account is
 	// the token's: a client's re-send or reused key only ever finds a job
 	// of its own account.
-	job, created, err := s.cfg.Store.Accept(r.Context(), p)
-	s.admitted(adm, created)
-	if err != nil && err == adm.refusal {
-		setRetryAfter(w, adm.retryAfter)
-	}
+	var job inkwell.Job
+	var created bool
+	err = s.underRPM(w, r, p.Account, func(refuse error) (bool, error) {
+		p.Refuse = refuse
+		job, created, err = s.cfg.Store.Accept(r.Context(), p)
+		return created, err
+	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

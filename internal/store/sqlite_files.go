@@ -117,9 +117,6 @@ func (s *Store) CheckFiles(ctx context.Context) error {
 // refuseWhileLost refuses new work (accepts) once CheckFiles has found a
 // file gone: the process is stopping, and what it holds must stay small.
 func (s *Store) refuseWhileLost() error {
-	if s.dialect.name != "sqlite" {
-		return nil
-	}
 	f := &s.files
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -134,30 +131,30 @@ func (s *Store) refuseWhileLost() error {
 // lane stops (its calls in flight finish) must not live only in unlinked
 // files until the process ends, nor depend on how it ends.
 func (s *Store) saveAfterCommit(ctx context.Context) {
-	if s.dialect.name != "sqlite" {
-		return
-	}
 	f := &s.files
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s.saveLocked(context.WithoutCancel(ctx), "after a commit")
+	s.saveLocked(context.WithoutCancel(ctx), false)
 }
 
 // saveOnClose saves once more as the store closes, every write of this
 // process done.
 func (s *Store) saveOnClose() {
-	if s.dialect.name != "sqlite" {
-		return
-	}
 	f := &s.files
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s.saveLocked(context.Background(), "as the process ends")
+	s.saveLocked(context.Background(), true)
 }
 
-// saveLocked is one save in the mode CheckFiles found (f.mu held).
-func (s *Store) saveLocked(ctx context.Context, when string) {
+// saveLocked is one save in the mode CheckFiles found (f.mu held); last
+// is the save as the store closes. Nothing while no file was found gone,
+// which is always on PostgreSQL (CheckFiles looks at SQLite only).
+func (s *Store) saveLocked(ctx context.Context, last bool) {
 	f := &s.files
+	when := "after a commit"
+	if last {
+		when = "as the process ends"
+	}
 	switch f.lost {
 	case lostWAL:
 		if err := s.checkpointLocked(ctx); err != nil {
@@ -171,7 +168,7 @@ func (s *Store) saveLocked(ctx context.Context, when string) {
 			s.log.Error("database file deleted: writing its copy again failed "+when+"; the earlier copy stands", "copy", f.rescued, "err", err)
 			return
 		}
-		if when == "as the process ends" {
+		if last {
 			s.log.Warn("database file was deleted or replaced: a whole copy, with everything this process stored, is written", "copy", f.rescued)
 		}
 	}

@@ -18,11 +18,7 @@ import (
 func TestStore_CheckFiles(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inkwell.db")
-	st, err := store.Open(t.Context(), db, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.MustOpen(t, db, store.Options{})
 	storetest.MustQueue(t, st, "default", "k", 2)
 	if err := st.CheckFiles(t.Context()); err != nil {
 		t.Fatalf("first look: %v", err)
@@ -35,7 +31,7 @@ func TestStore_CheckFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = st.CheckFiles(t.Context())
+	err := st.CheckFiles(t.Context())
 	if inkwell.ErrorCode(err) != inkwell.EUNAVAILABLE || !strings.Contains(err.Error(), db+"-wal") {
 		t.Fatalf("after the -wal and -shm went: %v, want unavailable naming %s-wal", err, db)
 	}
@@ -60,11 +56,7 @@ func TestStore_CheckFiles(t *testing.T) {
 func TestStore_DeletedFileIsNotMadeAgain(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inkwell.db")
-	st, err := store.Open(t.Context(), db, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.MustOpen(t, db, store.Options{})
 	for _, suf := range []string{"", "-wal", "-shm"} {
 		if err := os.Remove(db + suf); err != nil {
 			t.Fatal(err)

@@ -239,17 +239,16 @@ type preparedRead struct {
 // statements, where a pooler in transaction mode allows them.
 func (s *Store) verifyTokenRow(ctx context.Context, id string) *sql.Row {
 	args := []any{id, s.ts(standInTime), dummySecretSHA256}
-	if s.dialect.name != "sqlite" {
-		return s.rdb.QueryRowContext(ctx, s.dialect.rebind(verifyTokenSQL), args...)
+	if s.dialect.name == "sqlite" {
+		p := &s.tokenVerify
+		p.once.Do(func() {
+			p.stmt, p.err = s.rdb.PrepareContext(context.WithoutCancel(ctx), s.dialect.rebind(verifyTokenSQL))
+		})
+		if p.err == nil && p.stmt != nil { // else the prepare failed, or Close came first: run it unprepared
+			return p.stmt.QueryRowContext(ctx, args...)
+		}
 	}
-	p := &s.tokenVerify
-	p.once.Do(func() {
-		p.stmt, p.err = s.rdb.PrepareContext(context.WithoutCancel(ctx), s.dialect.rebind(verifyTokenSQL))
-	})
-	if p.err != nil || p.stmt == nil { // the prepare failed, or Close came first
-		return s.rdb.QueryRowContext(ctx, s.dialect.rebind(verifyTokenSQL), args...)
-	}
-	return p.stmt.QueryRowContext(ctx, args...)
+	return s.rdb.QueryRowContext(ctx, s.dialect.rebind(verifyTokenSQL), args...)
 }
 
 // VerifyToken checks a presented token: its row by id (read every time,
