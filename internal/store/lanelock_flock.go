@@ -89,7 +89,7 @@ func (h *flockHold) check(l *LaneLock) error {
 	}
 	old := h.file
 	h.file = f
-	old.Close()
+	unlockAndClose(old)
 	if err := h.writeSelf(l); err != nil {
 		return err
 	}
@@ -98,14 +98,28 @@ func (h *flockHold) check(l *LaneLock) error {
 }
 
 // release writes "released" into the lock file, so that the next holder
-// knows this incarnation let go, and closes it, which drops the flock.
+// knows this incarnation let go, then drops the flock and closes the file.
 func (h *flockHold) release(l *LaneLock) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now().UTC()
 	l.Self.ReleasedAt = &now
-	_ = h.writeSelf(l)    // best effort: without it the next holder checks the process
-	return h.file.Close() // closing the last descriptor releases the flock
+	_ = h.writeSelf(l) // best effort: without it the next holder checks the process
+	return unlockAndClose(h.file)
+}
+
+// unlockAndClose drops the flock, then closes f. Closing alone is not
+// enough: a flock belongs to the open file description, and a child
+// process forked at that moment (another goroutine's exec, between fork
+// and the close-on-exec) shares it, so the lock would outlive the close
+// until that child execs or exits, and this very process's next LockLane
+// would be refused as held. LOCK_UN drops it for every sharer at once.
+func unlockAndClose(f *os.File) error {
+	unlockErr := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return unlockErr
 }
 
 func (h *flockHold) fence() string { return "" }

@@ -92,8 +92,10 @@ func (s *Store) liveHolderError(lane string, h Holder, row *LaneRow, why string)
 		fmt.Fprintf(&b, "; that process is alive, %s: if it is stopped or hung, inspect it (ps -o pid,stat,wchan:32,cmd -p %d); "+
 			"ending it lets recovery close its attempts", lv.State, h.PID)
 	case lv.Known:
-		b.WriteString("; that process is gone, yet another process holds the lock: find it (lsof or fuser on the lane's lock file) " +
-			"and end it; recovery then closes its attempts")
+		// lv.Why says why: gone, or this very process after its release,
+		// when the lock is held through a descriptor another process shares.
+		fmt.Fprintf(&b, "; %s, yet another process holds the lock: find it (lsof or fuser on the lane's lock file) "+
+			"and end it; recovery then closes its attempts", lv.Why)
 	default:
 		fmt.Fprintf(&b, "; if that process is stopped or hung, inspect it on host %s; ending it lets recovery close its attempts", h.Host)
 	}

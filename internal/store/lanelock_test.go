@@ -368,3 +368,33 @@ func assertHeldBy(t *testing.T, err error, pid int, host string) {
 		}
 	}
 }
+
+// TestStore_LaneLockReleaseWithAChildSharingIt: a flock belongs to the
+// open file description, which a child forked by any goroutine shares
+// until it execs. Release must drop the lock itself, not only close this
+// process's descriptor: CI once saw a test's second LockLane refused as
+// held by its own process, while a parallel test was starting a child.
+// Here the child keeps the shared description for good (ExtraFiles), the
+// widest form of that window.
+func TestStore_LaneLockReleaseWithAChildSharingIt(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	l, err := s.LockLane(t.Context(), "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command("sleep", "60")
+	child.ExtraFiles = []*os.File{store.LockFileOf(l)}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	if err := l.Release(); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	again, err := s.LockLane(t.Context(), "local")
+	if err != nil {
+		t.Fatalf("LockLane after Release, with a child sharing the released lock's file: %v", err)
+	}
+	again.Release()
+}
