@@ -101,6 +101,9 @@ func parseBatchLine(r *http.Request, raw []byte) (store.BatchLine, string, error
 	if !utf8.Valid(raw) {
 		return store.BatchLine{}, "", inkwell.Errorf(inkwell.EINVALID, "not valid UTF-8")
 	}
+	if err := refuseDuplicateKeys(raw); err != nil {
+		return store.BatchLine{}, "", err
+	}
 	var in batchInputLine
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

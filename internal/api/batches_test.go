@@ -163,6 +163,8 @@ func TestBatch_BadInputWritesNothing(t *testing.T) {
 		{"bad account", "k", "application/jsonl", batchLine("b", `{"prompt":"p","account":"a b"}`), 400, inkwell.EINVALID, []string{"line 1", "account"}},
 		{"two accounts", "k", "application/jsonl", good + "\n" + batchLine("b", `{"prompt":"p","account":"acme"}`), 400, inkwell.EINVALID, []string{"line 2", "account", "one account"}},
 		{"not utf-8", "k", "application/jsonl", good + "\n" + batchLine("b", "{\"prompt\":\"\xff\"}"), 400, inkwell.EINVALID, []string{"line 2", "UTF-8"}},
+		{"custom_id twice", "k", "application/jsonl", good + "\n" + `{"custom_id":"b","method":"POST","url":"/v1/jobs","body":{"prompt":"p"},"Custom_ID":"c"}`, 400, inkwell.EINVALID, []string{"line 2", "appears twice"}},
+		{"body account twice", "k", "application/jsonl", batchLine("b", `{"prompt":"p","account":"default","account":"acme"}`), 400, inkwell.EINVALID, []string{"line 1", "body", `"account" appears twice`}},
 		{"long line", "k", "application/jsonl", good + "\n" + batchLine("b", `{"prompt":"`+strings.Repeat("p", api.MaxBatchLineBytes)+`"}`), 413, inkwell.ETOOLARGE, []string{"line 2"}},
 	}
 	storetest.Run(t, func(t *testing.T, st *store.Store) {

@@ -97,6 +97,9 @@ func decodeRequest(body []byte) (inkwell.Request, error) {
 	if kind := jsonKind(body); kind != "" {
 		return req, inkwell.Errorf(inkwell.EINVALID, "body is %s; expected %s", kind, expectedBody)
 	}
+	if err := refuseDuplicateKeys(body); err != nil {
+		return req, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
