@@ -12,6 +12,7 @@ import (
 // (docs/design.md §9): automatic retry, retention and admission.
 type jobLifeFlags struct {
 	maxAttempts         *int
+	maxRateLimited      *int
 	retryBase, retryCap *time.Duration
 	honoursKeys         *string
 	retention           *time.Duration
@@ -20,8 +21,10 @@ type jobLifeFlags struct {
 
 func addJobLifeFlags(fs *flag.FlagSet) jobLifeFlags {
 	return jobLifeFlags{
-		maxAttempts: fs.Int("max-attempts", 5, "automatic retry: attempts a job may have in all; after the last, the job fails and says it gave up (1: never retry automatically). "+
+		maxAttempts: fs.Int("max-attempts", 5, "automatic retry: attempts a job may have, 429 answers aside; after the last, the job fails and says it gave up (1: never retry automatically). "+
 			"Only failures that cannot spend money twice are retried: not_sent, rate_limited, provider_error (and timeout, shutdown with --provider-honours-keys)"),
+		maxRateLimited: fs.Int("max-rate-limited", 50, "automatic retry: 429 answers a job may meet before it fails and says it gave up. They do not count toward --max-attempts: "+
+			"a 429 is the provider's limit, which pauses the whole lane, not the job's failure (50 lasts about 17 minutes of 429s asking for 20 s each, or about 2.7 hours without Retry-After)"),
 		retryBase: fs.Duration("retry-base", time.Second, "automatic retry: back-off after the first failed attempt; it doubles per attempt, with jitter (a 429's Retry-After wins)"),
 		retryCap:  fs.Duration("retry-cap", 5*time.Minute, "automatic retry: the longest back-off"),
 		honoursKeys: fs.String("provider-honours-keys", "auto", "on: the provider answers a second call under the same idempotency key from its record without billing again, so a timeout or a shutdown is retried automatically too; "+
@@ -35,6 +38,8 @@ func (f jobLifeFlags) check() error {
 	switch {
 	case *f.maxAttempts < 1:
 		return fmt.Errorf("--max-attempts must be at least 1, not %d", *f.maxAttempts)
+	case *f.maxRateLimited < 1:
+		return fmt.Errorf("--max-rate-limited must be at least 1, not %d", *f.maxRateLimited)
 	case *f.retryBase <= 0 || *f.retryCap <= 0:
 		return fmt.Errorf("--retry-base and --retry-cap must be positive (got %s and %s)", *f.retryBase, *f.retryCap)
 	case *f.retryCap < *f.retryBase:
@@ -53,7 +58,7 @@ func (f jobLifeFlags) check() error {
 // policy is the retry policy for the provider kind (sim, openai).
 func (f jobLifeFlags) policy(providerKind string) worker.RetryPolicy {
 	hk, _ := honoursKeys(*f.honoursKeys, providerKind)
-	return worker.RetryPolicy{MaxAttempts: *f.maxAttempts, Base: *f.retryBase, Cap: *f.retryCap, ProviderHonoursKeys: hk}
+	return worker.RetryPolicy{MaxAttempts: *f.maxAttempts, MaxRateLimited: *f.maxRateLimited, Base: *f.retryBase, Cap: *f.retryCap, ProviderHonoursKeys: hk}
 }
 
 // honoursKeys reads --provider-honours-keys: auto is on for the in-process

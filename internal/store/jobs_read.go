@@ -94,6 +94,17 @@ func (s *Store) Attempts(ctx context.Context, jobID int64) ([]inkwell.Attempt, e
 	return s.attempts(ctx, s.rdb, jobID)
 }
 
+// FinishedAttemptsOfClass counts a job's finished attempts of one class
+// (automatic retry counts its 429s apart from its other failures).
+func (s *Store) FinishedAttemptsOfClass(ctx context.Context, jobID int64, class inkwell.ErrorClass) (int, error) {
+	const query = `SELECT COUNT(*) FROM job_attempts WHERE job_id = $1 AND status = 'failed' AND error_class = $2`
+	var n int
+	if err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(query), jobID, string(class)).Scan(&n); err != nil {
+		return 0, s.classify(fmt.Errorf("%s attempts of job %d: %w", class, jobID, err))
+	}
+	return n, nil
+}
+
 func (s *Store) attempts(ctx context.Context, q queryer, jobID int64) ([]inkwell.Attempt, error) {
 	const query = `SELECT id, job_id, attempt_number, status, error, error_class, lane, started_at, finished_at, recovery_run_id
 		FROM job_attempts WHERE job_id = $1 ORDER BY attempt_number`

@@ -201,7 +201,7 @@ type failure struct {
 // spend money twice (reschedule).
 func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64) error {
 	msg := storableError(f.msg)
-	d := l.cfg.Retry.decide(f.class, j.Attempt.AttemptNumber, f.retryAfter)
+	d := l.cfg.Retry.decide(f.class, j.Attempt.AttemptNumber, l.rateLimitedSoFar(ctx, j, f.class), f.retryAfter)
 	var retryAt *time.Time
 	if d.wait > 0 {
 		// The back-off is measured on the store's clock, the one the claim
@@ -241,6 +241,27 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 	l.ended(j.Job.ID)
 	l.observe(OutcomeFailed, secs, j.Job)
 	return nil
+}
+
+// rateLimitedSoFar is how many of the job's attempts, this failing one
+// included, were answered 429, for the retry policy to count apart; a
+// first attempt skips the read. When the read fails it is -1, and the
+// policy counts every attempt toward --max-attempts, as it did before
+// 429s were counted apart.
+func (l *Lane) rateLimitedSoFar(ctx context.Context, j *claimedJob, c inkwell.ErrorClass) int {
+	this := 0
+	if c == inkwell.ClassRateLimited {
+		this = 1
+	}
+	if j.Attempt.AttemptNumber == 1 {
+		return this
+	}
+	prior, err := l.store.FinishedAttemptsOfClass(context.WithoutCancel(ctx), j.Job.ID, inkwell.ClassRateLimited)
+	if err != nil {
+		j.log.WarnContext(context.WithoutCancel(ctx), "could not count the job's earlier 429s; counting every attempt toward --max-attempts", "err", err)
+		return -1
+	}
+	return prior + this
 }
 
 // ended tells Config.OnEnded that a job ended here (its commit is done).

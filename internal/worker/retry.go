@@ -14,10 +14,18 @@ import (
 // their job back to queued, and when it may run again. The store refuses a
 // reschedule for any class that is not RetrySafe, whatever the policy.
 type RetryPolicy struct {
-	// MaxAttempts is how many attempts a job may have in all before
-	// automatic retry gives up and the job fails, saying so. Below 2,
-	// nothing is retried automatically (the zero Config).
+	// MaxAttempts is how many failed attempts a job may have, 429s
+	// aside, before automatic retry gives up and the job fails, saying
+	// so. Below 2, nothing is retried automatically (the zero Config).
 	MaxAttempts int
+	// MaxRateLimited is how many 429 answers a job may meet before
+	// automatic retry gives up on it. They do not count toward
+	// MaxAttempts: a 429 is the provider's limit, met by whichever jobs
+	// the lane happened to send when it paused, not the job's failure, and
+	// the jobs a 429 sends back come back first, so a storm of a few
+	// pauses would otherwise fail the same few jobs for good. 0: as many
+	// as MaxAttempts.
+	MaxRateLimited int
 	// Base and Cap bound the exponential back-off: attempt n waits about
 	// Base·2^(n-1), at most Cap, with jitter (defaults 1s and 5m).
 	Base, Cap time.Duration
@@ -35,19 +43,36 @@ type retryDecision struct {
 	gaveUpAfter int           // failed: automatic retry gave up after this many attempts
 }
 
-// decide applies the policy to attempt number n that failed with class c:
-// how long the job waits before it may run again, or that retry gave up.
-// A 429's Retry-After (retryAfter > 0) wins over the back-off. Startup
-// recovery and rescue never come here: they close attempts as
-// worker_restarted and never re-queue.
-func (p RetryPolicy) decide(c inkwell.ErrorClass, n int, retryAfter time.Duration) retryDecision {
+// decide applies the policy to attempt number n that failed with class c,
+// of which limited (this one included) were answered 429: how long the job
+// waits before it may run again, or that retry gave up. A 429 counts
+// toward MaxRateLimited and the other failures toward MaxAttempts, and
+// each count sets its own back-off step; limited < 0 (not known) counts
+// every attempt toward MaxAttempts. A 429's Retry-After (retryAfter >
+// 0) wins over the back-off. Startup recovery and rescue never come here:
+// they close attempts as worker_restarted and never re-queue.
+func (p RetryPolicy) decide(c inkwell.ErrorClass, n, limited int, retryAfter time.Duration) retryDecision {
 	if p.MaxAttempts < 2 || !c.RetrySafe(p.ProviderHonoursKeys) {
 		return retryDecision{}
 	}
-	if n >= p.MaxAttempts {
+	count, most := n-limited, p.MaxAttempts
+	switch {
+	case limited < 0:
+		count = n
+	case c == inkwell.ClassRateLimited:
+		count, most = limited, p.maxRateLimited()
+	}
+	if count >= most {
 		return retryDecision{gaveUpAfter: n}
 	}
-	return retryDecision{wait: p.backoff(n, retryAfter)}
+	return retryDecision{wait: p.backoff(max(count, 1), retryAfter)}
+}
+
+func (p RetryPolicy) maxRateLimited() int {
+	if p.MaxRateLimited > 0 {
+		return p.MaxRateLimited
+	}
+	return p.MaxAttempts
 }
 
 // backoff is the wait after attempt n: Base·2^(n-1) capped at Cap, of

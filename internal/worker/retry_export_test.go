@@ -9,8 +9,8 @@ import (
 
 // Decide is RetryPolicy.decide for the tests: the back-off's end (nil: no
 // reschedule) and the attempts after which retry gave up (0: it did not).
-func Decide(p RetryPolicy, c inkwell.ErrorClass, n int, retryAfter time.Duration, now time.Time) (*time.Time, int) {
-	d := p.decide(c, n, retryAfter)
+func Decide(p RetryPolicy, c inkwell.ErrorClass, n, limited int, retryAfter time.Duration, now time.Time) (*time.Time, int) {
+	d := p.decide(c, n, limited, retryAfter)
 	if d.wait == 0 {
 		return nil, d.gaveUpAfter
 	}

@@ -31,10 +31,10 @@ func TestRetryPolicy_Decide(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	half := func() float64 { return 0.5 }
-	p := worker.RetryPolicy{MaxAttempts: 5, Base: time.Second, Cap: 10 * time.Second, Jitter: half}
+	p := worker.RetryPolicy{MaxAttempts: 5, MaxRateLimited: 8, Base: time.Second, Cap: 10 * time.Second, Jitter: half}
 	for _, tc := range []struct {
 		class      inkwell.ErrorClass
-		n          int
+		n, limited int // limited: of the n attempts, those answered 429 (-1: not known)
 		honours    bool
 		retryAfter time.Duration
 		wait       time.Duration // 0: no reschedule
@@ -45,12 +45,27 @@ func TestRetryPolicy_Decide(t *testing.T) {
 		{class: inkwell.ClassNotSent, n: 3, wait: 3 * time.Second},
 		{class: inkwell.ClassNotSent, n: 4, wait: 6 * time.Second},
 		{class: inkwell.ClassProviderError, n: 5, gaveUp: 5}, // the last attempt: gave up
-		{class: inkwell.ClassRateLimited, n: 1, retryAfter: 42 * time.Second, wait: 42 * time.Second},
+		{class: inkwell.ClassRateLimited, n: 1, limited: 1, retryAfter: 42 * time.Second, wait: 42 * time.Second},
 		// A Retry-After past the cap is honoured up to the lane's longest
 		// pause (limiter.MaxPause, 15 minutes), not for decades.
-		{class: inkwell.ClassRateLimited, n: 1, retryAfter: 14 * time.Minute, wait: 14 * time.Minute},
-		{class: inkwell.ClassRateLimited, n: 1, retryAfter: 73 * 365 * 24 * time.Hour, wait: limiter.MaxPause},
-		{class: inkwell.ClassRateLimited, n: 2, wait: 1500 * time.Millisecond},
+		{class: inkwell.ClassRateLimited, n: 1, limited: 1, retryAfter: 14 * time.Minute, wait: 14 * time.Minute},
+		{class: inkwell.ClassRateLimited, n: 1, limited: 1, retryAfter: 73 * 365 * 24 * time.Hour, wait: limiter.MaxPause},
+		{class: inkwell.ClassRateLimited, n: 2, limited: 2, wait: 1500 * time.Millisecond},
+		// 429s count toward MaxRateLimited (8), not MaxAttempts (5), and
+		// the other failures toward MaxAttempts only; each count is its
+		// own back-off step.
+		{class: inkwell.ClassRateLimited, n: 7, limited: 7, wait: 7500 * time.Millisecond}, // step capped at 10s
+		{class: inkwell.ClassRateLimited, n: 8, limited: 5, retryAfter: 3 * time.Second, wait: 3 * time.Second},
+		{class: inkwell.ClassRateLimited, n: 9, limited: 8, gaveUp: 9},
+		{class: inkwell.ClassRateLimited, n: 12, limited: 8, retryAfter: time.Second, gaveUp: 12},
+		{class: inkwell.ClassProviderError, n: 9, limited: 5, wait: 6 * time.Second}, // the 4th non-429: 8s step
+		{class: inkwell.ClassProviderError, n: 10, limited: 5, gaveUp: 10},
+		{class: inkwell.ClassNotSent, n: 2, limited: 1, wait: 750 * time.Millisecond},
+		// Not known (the count could not be read): every attempt counts
+		// toward MaxAttempts, as before 429s were counted apart.
+		{class: inkwell.ClassProviderError, n: 5, limited: -1, gaveUp: 5},
+		{class: inkwell.ClassRateLimited, n: 5, limited: -1, gaveUp: 5},
+		{class: inkwell.ClassRateLimited, n: 4, limited: -1, wait: 6 * time.Second},
 		{class: inkwell.ClassTimeout, n: 1},  // keys not honoured: a retry may bill twice
 		{class: inkwell.ClassShutdown, n: 1}, // the same
 		{class: inkwell.ClassTimeout, n: 1, honours: true, wait: 750 * time.Millisecond},
@@ -65,14 +80,14 @@ func TestRetryPolicy_Decide(t *testing.T) {
 	} {
 		q := p
 		q.ProviderHonoursKeys = tc.honours
-		at, gaveUp := worker.Decide(q, tc.class, tc.n, tc.retryAfter, now)
+		at, gaveUp := worker.Decide(q, tc.class, tc.n, tc.limited, tc.retryAfter, now)
 		var wait time.Duration
 		if at != nil {
 			wait = at.Sub(now)
 		}
 		if wait != tc.wait || gaveUp != tc.gaveUp {
-			t.Errorf("%s attempt %d (honours keys %t, retry-after %s): wait %s gave up %d; want wait %s gave up %d",
-				tc.class, tc.n, tc.honours, tc.retryAfter, wait, gaveUp, tc.wait, tc.gaveUp)
+			t.Errorf("%s attempt %d, %d of them 429s (honours keys %t, retry-after %s): wait %s gave up %d; want wait %s gave up %d",
+				tc.class, tc.n, tc.limited, tc.honours, tc.retryAfter, wait, gaveUp, tc.wait, tc.gaveUp)
 		}
 	}
 	// The cap, and jitter's bounds: always within [step/2, step).
@@ -81,16 +96,25 @@ func TestRetryPolicy_Decide(t *testing.T) {
 			q := p
 			q.Jitter = func() float64 { return j }
 			q.MaxAttempts = 100
-			at, _ := worker.Decide(q, inkwell.ClassNotSent, n, 0, now)
+			at, _ := worker.Decide(q, inkwell.ClassNotSent, n, 0, 0, now)
 			step := min(time.Second<<(n-1), 10*time.Second)
 			if w := at.Sub(now); w < step/2 || w >= step {
 				t.Errorf("attempt %d jitter %v: wait %s, want in [%s, %s)", n, j, w, step/2, step)
 			}
 		}
 	}
+	// Without MaxRateLimited, 429s are held to MaxAttempts, still apart.
+	q := p
+	q.MaxRateLimited = 0
+	if _, gaveUp := worker.Decide(q, inkwell.ClassRateLimited, 7, 5, 0, now); gaveUp != 7 {
+		t.Errorf("no MaxRateLimited, a 5th 429: gave up %d, want 7 (held to MaxAttempts 5)", gaveUp)
+	}
+	if at, _ := worker.Decide(q, inkwell.ClassRateLimited, 7, 4, 0, now); at == nil {
+		t.Errorf("no MaxRateLimited, a 4th 429 after 3 other failures: gave up, want a reschedule")
+	}
 	// The zero policy (and max attempts 1) retries nothing, and gives up nothing.
 	for _, q := range []worker.RetryPolicy{{}, {MaxAttempts: 1}} {
-		if at, gaveUp := worker.Decide(q, inkwell.ClassNotSent, 1, 0, now); at != nil || gaveUp != 0 {
+		if at, gaveUp := worker.Decide(q, inkwell.ClassNotSent, 1, 0, 0, now); at != nil || gaveUp != 0 {
 			t.Errorf("policy %+v: %v %d; want no reschedule and no verdict", q, at, gaveUp)
 		}
 	}
