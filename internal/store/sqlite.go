@@ -79,6 +79,20 @@ func refuseSecondName(path string) error {
 	if err != nil {
 		return nil // not there yet (it is made now) or unreadable (the open says why)
 	}
+	if !fi.Mode().IsRegular() {
+		// A directory has two names or more by nature: say what it is.
+		if fi.IsDir() {
+			return inkwell.Errorf(inkwell.EINVALID, "database %s is a directory: --db names the database file itself, such as %s", path, filepath.Join(path, "inkwell.db"))
+		}
+		what := "a device"
+		switch t := fi.Mode().Type(); {
+		case t&os.ModeNamedPipe != 0:
+			what = "a named pipe"
+		case t&os.ModeSocket != 0:
+			what = "a socket"
+		}
+		return inkwell.Errorf(inkwell.EINVALID, "database %s is %s, not a regular file: --db names the database file itself", path, what)
+	}
 	if n, ok := linkCount(fi); ok && n > 1 {
 		return inkwell.Errorf(inkwell.EINVALID, "database %s has %d names (hard links): SQLite keeps its WAL and Inkwell its lane lock beside each name, so two processes opening it by different names would overwrite each other's writes; remove every other name (find / -samefile %s) or use a symlink, then start again", path, n, path)
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/inkwell/inkwell"
@@ -143,4 +144,36 @@ func TestStore_RefusesAHardLinkedDatabase(t *testing.T) {
 		t.Fatalf("open after the second name is removed: %v", err)
 	}
 	st.Close()
+}
+
+// TestStore_RefusesADirectoryOrAPipe: --db naming a directory (which has
+// two names or more by nature) or a named pipe is refused saying what it
+// is, and nothing is made in or beside it.
+func TestStore_RefusesADirectoryOrAPipe(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pipe := filepath.Join(t.TempDir(), "pipe.db")
+	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		dir:  "is a directory: --db names the database file itself, such as " + filepath.Join(dir, "inkwell.db"),
+		pipe: "is a named pipe, not a regular file",
+	} {
+		_, err := store.Open(t.Context(), path, store.Options{})
+		if inkwell.ErrorCode(err) != inkwell.EINVALID || !strings.Contains(err.Error(), want) {
+			t.Errorf("open %s: %v, want invalid saying %q", path, err, want)
+		}
+		for _, beside := range []string{"-wal", "-shm", "-journal"} {
+			if _, err := os.Stat(path + beside); !os.IsNotExist(err) {
+				t.Errorf("%s%s exists (%v): the refused open made it", path, beside, err)
+			}
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the refused open made %d entries in the directory", len(entries))
+	}
 }
