@@ -21,10 +21,10 @@ type jobLifeFlags struct {
 
 func addJobLifeFlags(fs *flag.FlagSet) jobLifeFlags {
 	return jobLifeFlags{
-		maxAttempts: fs.Int("max-attempts", 5, "automatic retry: attempts a job may have, 429 answers aside; after the last, the job fails and says it gave up (1: never retry automatically). "+
+		maxAttempts: fs.Int("max-attempts", 5, "automatic retry: attempts a job may have since its last retry by hand, 429 answers aside; after the last, the job fails and says it gave up (1: never retry automatically, 429s included). "+
 			"Only failures that cannot spend money twice are retried: not_sent, rate_limited, provider_error (and timeout, shutdown with --provider-honours-keys)"),
-		maxRateLimited: fs.Int("max-rate-limited", 50, "automatic retry: 429 answers a job may meet before it fails and says it gave up. They do not count toward --max-attempts: "+
-			"a 429 is the provider's limit, which pauses the whole lane, not the job's failure (50 lasts about 17 minutes of 429s asking for 20 s each, or about 2.7 hours without Retry-After)"),
+		maxRateLimited: fs.Int("max-rate-limited", 50, "automatic retry: 429 answers a job may meet since its last retry by hand before it fails and says it gave up. They do not count toward --max-attempts: "+
+			"a 429 is the provider's limit, which pauses the whole lane, not the job's failure (50 lasts about 17 minutes of 429s asking for 20 s each, or 1.7 to 3.5 hours without Retry-After)"),
 		retryBase: fs.Duration("retry-base", time.Second, "automatic retry: back-off after the first failed attempt; it doubles per attempt, with jitter (a 429's Retry-After wins)"),
 		retryCap:  fs.Duration("retry-cap", 5*time.Minute, "automatic retry: the longest back-off"),
 		honoursKeys: fs.String("provider-honours-keys", "auto", "on: the provider answers a second call under the same idempotency key from its record without billing again, so a timeout or a shutdown is retried automatically too; "+

@@ -94,15 +94,26 @@ func (s *Store) Attempts(ctx context.Context, jobID int64) ([]inkwell.Attempt, e
 	return s.attempts(ctx, s.rdb, jobID)
 }
 
-// FinishedAttemptsOfClass counts a job's finished attempts of one class
-// (automatic retry counts its 429s apart from its other failures).
-func (s *Store) FinishedAttemptsOfClass(ctx context.Context, jobID int64, class inkwell.ErrorClass) (int, error) {
-	const query = `SELECT COUNT(*) FROM job_attempts WHERE job_id = $1 AND status = 'failed' AND error_class = $2`
-	var n int
-	if err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(query), jobID, string(class)).Scan(&n); err != nil {
-		return 0, s.classify(fmt.Errorf("%s attempts of job %d: %w", class, jobID, err))
+// RetryCounts is what automatic retry counts of a job's finished
+// attempts since its last retry by hand: all of them, and those answered
+// 429 (class rate_limited).
+type RetryCounts struct{ Attempts, RateLimited int }
+
+// AutoRetryCounts counts a job's finished attempts that started after its
+// last retry by hand (audit_log's retry rows, written in the retry's own
+// transaction, on the store's clock as started_at is): a retry by hand
+// gives the job its automatic retries again. A job retried before
+// audit_log existed (migration 0008) counts every attempt.
+func (s *Store) AutoRetryCounts(ctx context.Context, jobID int64) (RetryCounts, error) {
+	const query = `SELECT COUNT(*), COALESCE(SUM(CASE WHEN a.error_class = 'rate_limited' THEN 1 ELSE 0 END), 0)
+		FROM job_attempts a
+		WHERE a.job_id = $1 AND a.status <> 'running'
+		  AND NOT EXISTS (SELECT 1 FROM audit_log r WHERE r.job_id = a.job_id AND r.action = 'retry' AND r.at > a.started_at)`
+	var c RetryCounts
+	if err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(query), jobID).Scan(&c.Attempts, &c.RateLimited); err != nil {
+		return c, s.classify(fmt.Errorf("count the attempts of job %d since its last retry by hand: %w", jobID, err))
 	}
-	return n, nil
+	return c, nil
 }
 
 func (s *Store) attempts(ctx context.Context, q queryer, jobID int64) ([]inkwell.Attempt, error) {

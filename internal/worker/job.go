@@ -201,17 +201,23 @@ type failure struct {
 // spend money twice (reschedule).
 func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64) error {
 	msg := storableError(f.msg)
-	d := l.cfg.Retry.decide(f.class, j.Attempt.AttemptNumber, l.rateLimitedSoFar(ctx, j, f.class), f.retryAfter)
+	var d retryDecision
 	var retryAt *time.Time
-	if d.wait > 0 {
-		// The back-off is measured on the store's clock, the one the claim
-		// compares not_before with (on PostgreSQL the database's, whatever
-		// this host's clock says); read only when there is one.
-		at := l.store.Now().Add(d.wait)
-		retryAt = &at
-	}
 	err := l.record(ctx, j, false, func(wctx context.Context) error {
-		var err error
+		// Decided on each try of the write, after a count that waits
+		// for the database as the write does.
+		t, err := l.tally(wctx, j, f.class)
+		if err != nil {
+			return err
+		}
+		d, retryAt = l.cfg.Retry.decide(f.class, j.Attempt.AttemptNumber, t, f.retryAfter), nil
+		if d.wait > 0 {
+			// The back-off is measured on the store's clock, the one the
+			// claim compares not_before with (on PostgreSQL the
+			// database's, whatever this host's clock says).
+			at := l.store.Now().Add(d.wait)
+			retryAt = &at
+		}
 		j.next, err = l.store.FailAndClaim(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg, Class: f.class,
 			RetryAt: retryAt, ProviderHonoursKeys: l.cfg.Retry.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter}, l.nextLock(ctx))
 		return err
@@ -228,8 +234,12 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 	}
 	switch {
 	case retryAt != nil:
+		limit, most := "max_attempts", l.cfg.Retry.MaxAttempts
+		if f.class == inkwell.ClassRateLimited {
+			limit, most = "max_rate_limited", l.cfg.Retry.maxRateLimited()
+		}
 		j.log.WarnContext(wctx, "attempt failed; job queued again for an automatic retry", "error", msg, "error_class", f.class,
-			"not_before", retryAt.UTC().Format(time.RFC3339Nano), "max_attempts", l.cfg.Retry.MaxAttempts)
+			"not_before", retryAt.UTC().Format(time.RFC3339Nano), limit, most)
 		l.observe(OutcomeRescheduled, secs, j.Job)
 		l.kickIn(d.wait)
 		return nil
@@ -243,25 +253,32 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 	return nil
 }
 
-// rateLimitedSoFar is how many of the job's attempts, this failing one
-// included, were answered 429, for the retry policy to count apart; a
-// first attempt skips the read. When the read fails it is -1, and the
-// policy counts every attempt toward --max-attempts, as it did before
-// 429s were counted apart.
-func (l *Lane) rateLimitedSoFar(ctx context.Context, j *claimedJob, c inkwell.ErrorClass) int {
+// tally counts the job's attempts since its last retry by hand, this
+// failing one included, for the retry policy. A failure that is never
+// retried, and a first attempt, need no read. An unavailable database is
+// returned, for record to wait for it as it waits to write the failure;
+// any other error leaves the counts unknown (every attempt of the job
+// counts toward --max-attempts, as before 429s were counted apart).
+func (l *Lane) tally(ctx context.Context, j *claimedJob, c inkwell.ErrorClass) (tally, error) {
 	this := 0
 	if c == inkwell.ClassRateLimited {
 		this = 1
 	}
-	if j.Attempt.AttemptNumber == 1 {
-		return this
+	switch {
+	case !l.cfg.Retry.mayRetry(c):
+		return tally{}, nil
+	case j.Attempt.AttemptNumber == 1:
+		return tally{known: true, since: 1, rateLimited: this}, nil
 	}
-	prior, err := l.store.FinishedAttemptsOfClass(context.WithoutCancel(ctx), j.Job.ID, inkwell.ClassRateLimited)
+	n, err := l.store.AutoRetryCounts(ctx, j.Job.ID)
+	if isUnavailable(err) {
+		return tally{}, err
+	}
 	if err != nil {
-		j.log.WarnContext(context.WithoutCancel(ctx), "could not count the job's earlier 429s; counting every attempt toward --max-attempts", "err", err)
-		return -1
+		j.log.WarnContext(context.WithoutCancel(ctx), "could not count the job's attempts since its last retry by hand; counting every attempt toward --max-attempts", "err", err)
+		return tally{}, nil
 	}
-	return prior + this
+	return tally{known: true, since: n.Attempts + 1, rateLimited: n.RateLimited + this}, nil
 }
 
 // ended tells Config.OnEnded that a job ended here (its commit is done).

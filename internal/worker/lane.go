@@ -110,7 +110,7 @@ type laneStore interface {
 	CompleteAndClaim(ctx context.Context, p store.CompleteParams, next *store.LaneLock) (*store.Claimed, error)
 	FailAndClaim(ctx context.Context, p store.FailParams, next *store.LaneLock) (*store.Claimed, error)
 	FailIfRunning(ctx context.Context, p store.FailParams) error
-	FinishedAttemptsOfClass(ctx context.Context, jobID int64, class inkwell.ErrorClass) (int, error) // retry.go
+	AutoRetryCounts(ctx context.Context, jobID int64) (store.RetryCounts, error) // retry.go
 	Installation(ctx context.Context) (inkwell.Installation, error)
 	Now() time.Time // the store's clock
 	// Cancel (cancel.go).

@@ -14,16 +14,18 @@ import (
 // their job back to queued, and when it may run again. The store refuses a
 // reschedule for any class that is not RetrySafe, whatever the policy.
 type RetryPolicy struct {
-	// MaxAttempts is how many failed attempts a job may have, 429s
-	// aside, before automatic retry gives up and the job fails, saying
-	// so. Below 2, nothing is retried automatically (the zero Config).
+	// MaxAttempts is how many failed attempts a job may have since its
+	// last retry by hand, 429s aside, before automatic retry gives up and
+	// the job fails, saying so. Below 2, nothing is retried automatically,
+	// 429s included (the zero Config).
 	MaxAttempts int
 	// MaxRateLimited is how many 429 answers a job may meet before
 	// automatic retry gives up on it. They do not count toward
 	// MaxAttempts: a 429 is the provider's limit, met by whichever jobs
 	// the lane happened to send when it paused, not the job's failure, and
 	// the jobs a 429 sends back come back first, so a storm of a few
-	// pauses would otherwise fail the same few jobs for good. 0: as many
+	// pauses would otherwise fail the same few jobs for good. Counted
+	// since the job's last retry by hand, as MaxAttempts is. 0: as many
 	// as MaxAttempts.
 	MaxRateLimited int
 	// Base and Cap bound the exponential back-off: attempt n waits about
@@ -43,29 +45,45 @@ type retryDecision struct {
 	gaveUpAfter int           // failed: automatic retry gave up after this many attempts
 }
 
-// decide applies the policy to attempt number n that failed with class c,
-// of which limited (this one included) were answered 429: how long the job
-// waits before it may run again, or that retry gave up. A 429 counts
-// toward MaxRateLimited and the other failures toward MaxAttempts, and
-// each count sets its own back-off step; limited < 0 (not known) counts
-// every attempt toward MaxAttempts. A 429's Retry-After (retryAfter >
-// 0) wins over the back-off. Startup recovery and rescue never come here:
-// they close attempts as worker_restarted and never re-queue.
-func (p RetryPolicy) decide(c inkwell.ErrorClass, n, limited int, retryAfter time.Duration) retryDecision {
-	if p.MaxAttempts < 2 || !c.RetrySafe(p.ProviderHonoursKeys) {
+// tally is what automatic retry counts of a job's attempts since its
+// last retry by hand (store.AutoRetryCounts), the failing one included:
+// all of them, and those answered 429. known is false when they could not
+// be read; then every attempt of the job counts toward MaxAttempts, as
+// before 429s were counted apart.
+type tally struct {
+	known              bool
+	since, rateLimited int
+}
+
+// decide applies the policy to attempt number n that failed with class c:
+// how long the job waits before it may run again, or that retry gave up
+// (after n attempts in all). Counted over t, a 429 counts toward
+// MaxRateLimited and the other failures toward MaxAttempts, and each count
+// sets its own back-off step. A 429's Retry-After (retryAfter > 0) wins
+// over the back-off. Startup recovery and rescue never come here: they
+// close attempts as worker_restarted and never re-queue.
+func (p RetryPolicy) decide(c inkwell.ErrorClass, n int, t tally, retryAfter time.Duration) retryDecision {
+	if !p.mayRetry(c) {
 		return retryDecision{}
 	}
-	count, most := n-limited, p.MaxAttempts
+	count, most := n, p.MaxAttempts
 	switch {
-	case limited < 0:
-		count = n
+	case !t.known:
 	case c == inkwell.ClassRateLimited:
-		count, most = limited, p.maxRateLimited()
+		count, most = t.rateLimited, p.maxRateLimited()
+	default:
+		count = t.since - t.rateLimited
 	}
 	if count >= most {
 		return retryDecision{gaveUpAfter: n}
 	}
 	return retryDecision{wait: p.backoff(max(count, 1), retryAfter)}
+}
+
+// mayRetry says whether a failure of class c is ever retried automatically
+// under p (and so whether its job's attempts need counting at all).
+func (p RetryPolicy) mayRetry(c inkwell.ErrorClass) bool {
+	return p.MaxAttempts >= 2 && c.RetrySafe(p.ProviderHonoursKeys)
 }
 
 func (p RetryPolicy) maxRateLimited() int {

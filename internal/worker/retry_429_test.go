@@ -18,7 +18,8 @@ import (
 // three 429s before its answer ends done (held to --max-attempts, it
 // would have given up after two); a job answered 429 for ever gives up
 // after its 4th; a job whose other failures reach --max-attempts gives up
-// then, its 429s between them aside. Each job keeps every attempt.
+// then, its 429s between them aside; a retry by hand starts the counts
+// again. Each job keeps every attempt.
 func TestLane_429sCountApartFromMaxAttempts(t *testing.T) {
 	t.Parallel()
 	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
@@ -62,6 +63,19 @@ func TestLane_429sCountApartFromMaxAttempts(t *testing.T) {
 		}
 		if n := flaky.callsOf("storm-for-ever"); n != 4 {
 			t.Errorf("429 for ever: %d calls, want 4 (one per attempt, none after giving up)", n)
+		}
+		// A retry by hand gives the job its automatic retries again: four
+		// more 429s, not one, before it gives up once more (gave_up_after
+		// still counts every attempt).
+		if _, err := st.RetryIfFailed(t.Context(), forever.ID, "cli"); err != nil {
+			t.Fatalf("retry by hand: %v", err)
+		}
+		d = waitJob(t, st, forever.ID, "the job retried by hand failed again", func(d inkwell.JobDetail) bool {
+			return d.Job.Status == inkwell.StatusFailed && len(d.Attempts) > 4
+		})
+		wantClasses(t, "429 for ever, retried by hand", d, rl, rl, rl, rl, rl, rl, rl, rl)
+		if d.Job.GaveUpAfter != 8 {
+			t.Errorf("429 for ever, retried by hand: gave up after %d, want 8", d.Job.GaveUpAfter)
 		}
 
 		d = waitJob(t, st, mixed.ID, "the mixed job failed", isStatus(inkwell.StatusFailed))

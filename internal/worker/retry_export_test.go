@@ -7,10 +7,15 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Decide is RetryPolicy.decide for the tests: the back-off's end (nil: no
-// reschedule) and the attempts after which retry gave up (0: it did not).
-func Decide(p RetryPolicy, c inkwell.ErrorClass, n, limited int, retryAfter time.Duration, now time.Time) (*time.Time, int) {
-	d := p.decide(c, n, limited, retryAfter)
+// Decide is RetryPolicy.decide for the tests, with the job's attempts
+// since its last retry by hand (since; 0: all n of them, and < 0: not
+// known) and the 429s among them: the back-off's end (nil: no reschedule)
+// and the attempts after which retry gave up (0: it did not).
+func Decide(p RetryPolicy, c inkwell.ErrorClass, n, since, limited int, retryAfter time.Duration, now time.Time) (*time.Time, int) {
+	if since == 0 {
+		since = n
+	}
+	d := p.decide(c, n, tally{known: since > 0 && limited >= 0, since: since, rateLimited: limited}, retryAfter)
 	if d.wait == 0 {
 		return nil, d.gaveUpAfter
 	}

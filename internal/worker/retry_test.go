@@ -35,6 +35,7 @@ func TestRetryPolicy_Decide(t *testing.T) {
 	for _, tc := range []struct {
 		class      inkwell.ErrorClass
 		n, limited int // limited: of the n attempts, those answered 429 (-1: not known)
+		since      int // attempts since the job's last retry by hand (0: all n)
 		honours    bool
 		retryAfter time.Duration
 		wait       time.Duration // 0: no reschedule
@@ -66,6 +67,12 @@ func TestRetryPolicy_Decide(t *testing.T) {
 		{class: inkwell.ClassProviderError, n: 5, limited: -1, gaveUp: 5},
 		{class: inkwell.ClassRateLimited, n: 5, limited: -1, gaveUp: 5},
 		{class: inkwell.ClassRateLimited, n: 4, limited: -1, wait: 6 * time.Second},
+		// A retry by hand starts both counts again: attempts before it do
+		// not count, and gave_up_after still counts every attempt.
+		{class: inkwell.ClassRateLimited, n: 51, since: 1, limited: 1, wait: 750 * time.Millisecond},
+		{class: inkwell.ClassProviderError, n: 6, since: 1, wait: 750 * time.Millisecond},
+		{class: inkwell.ClassProviderError, n: 12, since: 9, limited: 4, gaveUp: 12},
+		{class: inkwell.ClassRateLimited, n: 60, since: 10, limited: 8, gaveUp: 60},
 		{class: inkwell.ClassTimeout, n: 1},  // keys not honoured: a retry may bill twice
 		{class: inkwell.ClassShutdown, n: 1}, // the same
 		{class: inkwell.ClassTimeout, n: 1, honours: true, wait: 750 * time.Millisecond},
@@ -80,7 +87,7 @@ func TestRetryPolicy_Decide(t *testing.T) {
 	} {
 		q := p
 		q.ProviderHonoursKeys = tc.honours
-		at, gaveUp := worker.Decide(q, tc.class, tc.n, tc.limited, tc.retryAfter, now)
+		at, gaveUp := worker.Decide(q, tc.class, tc.n, tc.since, tc.limited, tc.retryAfter, now)
 		var wait time.Duration
 		if at != nil {
 			wait = at.Sub(now)
@@ -96,7 +103,7 @@ func TestRetryPolicy_Decide(t *testing.T) {
 			q := p
 			q.Jitter = func() float64 { return j }
 			q.MaxAttempts = 100
-			at, _ := worker.Decide(q, inkwell.ClassNotSent, n, 0, 0, now)
+			at, _ := worker.Decide(q, inkwell.ClassNotSent, n, 0, 0, 0, now)
 			step := min(time.Second<<(n-1), 10*time.Second)
 			if w := at.Sub(now); w < step/2 || w >= step {
 				t.Errorf("attempt %d jitter %v: wait %s, want in [%s, %s)", n, j, w, step/2, step)
@@ -106,15 +113,15 @@ func TestRetryPolicy_Decide(t *testing.T) {
 	// Without MaxRateLimited, 429s are held to MaxAttempts, still apart.
 	q := p
 	q.MaxRateLimited = 0
-	if _, gaveUp := worker.Decide(q, inkwell.ClassRateLimited, 7, 5, 0, now); gaveUp != 7 {
+	if _, gaveUp := worker.Decide(q, inkwell.ClassRateLimited, 7, 0, 5, 0, now); gaveUp != 7 {
 		t.Errorf("no MaxRateLimited, a 5th 429: gave up %d, want 7 (held to MaxAttempts 5)", gaveUp)
 	}
-	if at, _ := worker.Decide(q, inkwell.ClassRateLimited, 7, 4, 0, now); at == nil {
+	if at, _ := worker.Decide(q, inkwell.ClassRateLimited, 7, 0, 4, 0, now); at == nil {
 		t.Errorf("no MaxRateLimited, a 4th 429 after 3 other failures: gave up, want a reschedule")
 	}
 	// The zero policy (and max attempts 1) retries nothing, and gives up nothing.
 	for _, q := range []worker.RetryPolicy{{}, {MaxAttempts: 1}} {
-		if at, gaveUp := worker.Decide(q, inkwell.ClassNotSent, 1, 0, 0, now); at != nil || gaveUp != 0 {
+		if at, gaveUp := worker.Decide(q, inkwell.ClassNotSent, 1, 0, 0, 0, now); at != nil || gaveUp != 0 {
 			t.Errorf("policy %+v: %v %d; want no reschedule and no verdict", q, at, gaveUp)
 		}
 	}
