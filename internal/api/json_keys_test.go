@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,4 +39,25 @@ func TestAccept_DuplicateFieldIsRefused(t *testing.T) {
 			t.Errorf("body %s: %d %s, want 201", body, r.status, r.body)
 		}
 	}
+}
+
+// TestAccept_ManyKeysAreRefusedAsUnknown: a body of thousands of distinct
+// keys is refused as holding an unknown field (the duplicate check stops
+// after a few keys, where nothing is left for it to find), and one that
+// repeats a field after many unknown ones is refused too.
+func TestAccept_ManyKeysAreRefusedAsUnknown(t *testing.T) {
+	t.Parallel()
+	e := setup(t, store.Options{})
+	var b strings.Builder
+	b.WriteString(`{"prompt":"x"`)
+	for i := range 5000 {
+		fmt.Fprintf(&b, `,"k%d":1`, i)
+	}
+	b.WriteString(`,"prompt":"y"}`)
+	before := e.contents()
+	got := assertError(t, e.do(http.MethodPost, "/v1/jobs", map[string]string{"Idempotency-Key": "many"}, []byte(b.String())), http.StatusBadRequest, inkwell.EINVALID)
+	if !strings.Contains(got.Message, `unknown field "k0"`) {
+		t.Errorf("message %q does not name the first unknown field", got.Message)
+	}
+	e.assertUnchanged(before)
 }
