@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -88,12 +89,15 @@ func (s *Store) liveHolderError(lane string, h Holder, row *LaneRow, why string)
 		fmt.Fprintf(&b, ", last heartbeat %s ago", s.now().Sub(row.HeartbeatAt).Round(time.Second))
 	}
 	switch {
+	case h.PID == os.Getpid() && h.Host == hostname():
+		// The file names this very process: the lock is held through
+		// another open file of it, or of a child that shares one.
+		b.WriteString("; that is this very process: the lane is held twice in it, or a child process it started shares the lock file's descriptor " +
+			"(find it: lsof or fuser on the lane's lock file)")
 	case lv.Known && lv.Alive:
 		fmt.Fprintf(&b, "; that process is alive, %s: if it is stopped or hung, inspect it (ps -o pid,stat,wchan:32,cmd -p %d); "+
 			"ending it lets recovery close its attempts", lv.State, h.PID)
 	case lv.Known:
-		// lv.Why says why: gone, or this very process after its release,
-		// when the lock is held through a descriptor another process shares.
 		fmt.Fprintf(&b, "; %s, yet another process holds the lock: find it (lsof or fuser on the lane's lock file) "+
 			"and end it; recovery then closes its attempts", lv.Why)
 	default:

@@ -398,3 +398,16 @@ func TestStore_LaneLockReleaseWithAChildSharingIt(t *testing.T) {
 	}
 	again.Release()
 }
+
+// TestStore_LaneLockHeldTwiceInOneProcess: a second LockLane of a lane
+// this process holds is refused, and the refusal says the holder is this
+// very process (not "another process", nor "gone").
+func TestStore_LaneLockHeldTwiceInOneProcess(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	mustLockLane(t, s, "local")
+	_, err := s.LockLane(t.Context(), "local")
+	if inkwell.ErrorCode(err) != inkwell.ELANEHELD || !strings.Contains(err.Error(), "that is this very process") || strings.Contains(err.Error(), "gone") {
+		t.Errorf("second LockLane while this process holds the lane: %v; want lane_held saying it is this very process", err)
+	}
+}
