@@ -99,16 +99,21 @@ func (s *Store) Attempts(ctx context.Context, jobID int64) ([]inkwell.Attempt, e
 // 429 (class rate_limited).
 type RetryCounts struct{ Attempts, RateLimited int }
 
-// AutoRetryCounts counts a job's finished attempts that started after its
-// last retry by hand (audit_log's retry rows, written in the retry's own
-// transaction, on the store's clock as started_at is): a retry by hand
-// gives the job its automatic retries again. A job retried before
-// audit_log existed (migration 0008) counts every attempt.
+// AutoRetryCounts counts a job's finished attempts that finished after its
+// last retry by hand (audit_log's retry rows): a retry by hand gives the
+// job its automatic retries again. Finished, not started: a claim's
+// started_at is read before it waits for the write lock, so it may fall
+// before the retry that queued the job; but every attempt before a retry
+// had its failure committed before the retry read the job as failed (so
+// before its at, read inside its transaction), and every attempt after it
+// fails after a claim that waited for the retry's commit, all on the
+// store's one clock. A job retried before audit_log existed (migration
+// 0008) counts every attempt.
 func (s *Store) AutoRetryCounts(ctx context.Context, jobID int64) (RetryCounts, error) {
 	const query = `SELECT COUNT(*), COALESCE(SUM(CASE WHEN a.error_class = 'rate_limited' THEN 1 ELSE 0 END), 0)
 		FROM job_attempts a
 		WHERE a.job_id = $1 AND a.status <> 'running'
-		  AND NOT EXISTS (SELECT 1 FROM audit_log r WHERE r.job_id = a.job_id AND r.action = 'retry' AND r.at > a.started_at)`
+		  AND NOT EXISTS (SELECT 1 FROM audit_log r WHERE r.job_id = a.job_id AND r.action = 'retry' AND r.at >= a.finished_at)`
 	var c RetryCounts
 	if err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(query), jobID).Scan(&c.Attempts, &c.RateLimited); err != nil {
 		return c, s.classify(fmt.Errorf("count the attempts of job %d since its last retry by hand: %w", jobID, err))
