@@ -1,7 +1,10 @@
 package main_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -9,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	cli "github.com/inkwell/inkwell/cmd/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
@@ -60,4 +64,67 @@ func TestServe_BusyNamesTheWriteLockHolder(t *testing.T) {
 	if !strings.Contains(string(out), want) || !strings.Contains(string(out), "stopped (T)") {
 		t.Errorf("serve's refusal does not name the stopped holder (want %s… stopped (T)):\n%s", want, out)
 	}
+}
+
+// TestServe_NotReadyWhileAnotherProcessHoldsTheWriteLock: a running serve
+// whose writes fail because a stopped process (SIGSTOP) holds SQLite's
+// write lock answers /readyz 503 "unavailable", naming the holder, within
+// a heartbeat past the busy timeout; once the holder is gone, 200 again.
+// /readyz used to say ready while every accept failed as busy.
+func TestServe_NotReadyWhileAnotherProcessHoldsTheWriteLock(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the holder is read from /proc/locks: Linux only")
+	}
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	srv := cli.StartChild(t, lanesBinary(t), append(os.Environ(), "INKWELL_CRASH_AT="), lanesWait,
+		"serve", "--db", db, "--addr", "127.0.0.1:0", "--heartbeat", "200ms")
+	if code, body := readyz(t, srv.URL); code != http.StatusOK || body.Status != "ready" {
+		t.Fatalf("/readyz before: %d %+v, want 200 ready", code, body)
+	}
+	holder := startWriteLockHolder(t, db)
+	if err := holder.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var last readiness
+	storetest.WaitFor(t, lanesWait, "/readyz 503 while the write lock is held", func() bool {
+		code, body := readyz(t, srv.URL)
+		last = body
+		return code == http.StatusServiceUnavailable
+	})
+	if last.Status != "unavailable" {
+		t.Errorf("/readyz status %q, want unavailable", last.Status)
+	}
+	for _, want := range []string{"database writes have failed since", "busy", fmt.Sprintf("the write lock is held by pid %d (", holder.Process.Pid), "stopped (T)"} {
+		if !strings.Contains(last.Reason, want) {
+			t.Errorf("/readyz reason %q lacks %q", last.Reason, want)
+		}
+	}
+	if err := holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = holder.Wait()
+	storetest.WaitFor(t, lanesWait, "/readyz 200 once the holder is gone", func() bool {
+		code, _ := readyz(t, srv.URL)
+		return code == http.StatusOK
+	})
+	if _, err := lanesPost(srv.URL, "after", `{"prompt":"once the lock is free"}`); err != nil {
+		t.Errorf("POST once ready again: %v", err)
+	}
+}
+
+type readiness struct{ Status, Reason string }
+
+func readyz(t *testing.T, url string) (int, readiness) {
+	t.Helper()
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		t.Fatalf("GET /readyz: %v", err)
+	}
+	defer resp.Body.Close()
+	var r readiness
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatalf("GET /readyz: %d, body not JSON: %v", resp.StatusCode, err)
+	}
+	return resp.StatusCode, r
 }

@@ -96,10 +96,16 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// handleReady answers 200 only after startup recovery has run.
+// handleReady answers 200 only after startup recovery has run, and while
+// the database takes writes (503 "unavailable" with the reason otherwise:
+// the last write failed for want of the database, or its files are gone).
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if !s.ready.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "recovering"})
+		return
+	}
+	if err := s.cfg.Store.Unready(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": inkwell.ErrorMessage(err)})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

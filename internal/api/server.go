@@ -24,6 +24,8 @@ type jobStore interface {
 	Cancel(ctx context.Context, id int64, by string) (store.Cancelled, error)
 	// Account is read for its rpm, at admission (admission.go).
 	Account(ctx context.Context, name string) (store.Account, error)
+	// Unready says why writes fail now (nil: they do not), for /readyz.
+	Unready() error
 	operatorStore // the dashboard's, /v1/overview's and /metrics' reads
 	batchStore    // POST /v1/batches and its reads (batches.go)
 }

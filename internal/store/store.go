@@ -62,6 +62,9 @@ type Store struct {
 	tokenVerify preparedRead
 	// files are the SQLite files as CheckFiles first saw them.
 	files sqliteFiles
+	// health is what the last write said of the database, for /readyz
+	// (write_health.go).
+	health writeHealth
 }
 
 // Open opens the database named by dsn (a SQLite file path or a
@@ -222,8 +225,15 @@ func (s *Store) inTxHooks(ctx context.Context, fn func(tx *sql.Tx) error, before
 
 // inTxAt is inTxHooks for a writer of priority p: on a one-writer database
 // an outcome (writeOutcome) goes ahead of every other writer waiting in
-// this process (see writeGate).
+// this process (see writeGate). How it ended is noted for /readyz
+// (noteWrite).
 func (s *Store) inTxAt(ctx context.Context, p writePriority, fn func(tx *sql.Tx) error, beforeCommit, afterCommit string) error {
+	err := s.writeTx(ctx, p, fn, beforeCommit, afterCommit)
+	s.noteWrite(err)
+	return err
+}
+
+func (s *Store) writeTx(ctx context.Context, p writePriority, fn func(tx *sql.Tx) error, beforeCommit, afterCommit string) error {
 	if s.gate != nil {
 		if err := s.gate.acquire(ctx, p); err != nil {
 			return fmt.Errorf("wait for the writer: %w", err)
