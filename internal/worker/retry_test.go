@@ -324,13 +324,20 @@ func TestLane_TimeoutRetriedOnlyWhenKeysAreHonoured(t *testing.T) {
 		t.Run(fmt.Sprintf("honours=%t", honours), func(t *testing.T) {
 			t.Parallel()
 			st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+			// The first call is never answered (its handler waits until the
+			// test ends), so it times out however slow the machine; the
+			// second is answered at once, well inside the 2 s timeout (a
+			// 300 ms one could be overrun by a loaded machine, making a
+			// third attempt).
+			hang := make(chan struct{})
 			flaky := startFlakyProvider(t, func(w http.ResponseWriter, prompt string, n int) bool {
 				if n == 1 {
-					time.Sleep(600 * time.Millisecond) // past the call's timeout
+					<-hang
 				}
 				return false
 			})
-			prov, err := provider.NewOpenAI(provider.OpenAIConfig{URL: flaky.url, Timeout: 300 * time.Millisecond})
+			t.Cleanup(func() { close(hang) }) // before the server closes: cleanups run last first
+			prov, err := provider.NewOpenAI(provider.OpenAIConfig{URL: flaky.url, Timeout: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
