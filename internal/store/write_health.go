@@ -24,29 +24,57 @@ type writeHealth struct {
 // noteWrite records how a write transaction ended: a commit clears a
 // failure, a database that could not take the write (EUNAVAILABLE) sets
 // one, and anything else (a conflict, bad input, a caller that gave up)
-// says nothing of the database and changes nothing.
+// says nothing of the database and changes nothing. Each change is
+// logged, with the whole error (and on SQLite the write lock's holder),
+// which /readyz, open to anyone, does not show.
 func (s *Store) noteWrite(err error) {
+	unavailable := inkwell.ErrorCode(err) == inkwell.EUNAVAILABLE
+	if err != nil && !unavailable {
+		return
+	}
 	h := &s.health
+	h.mu.Lock()
+	was, since := h.failing, h.since
 	switch {
 	case err == nil:
-		h.mu.Lock()
 		h.failing = nil
-		h.mu.Unlock()
-	case inkwell.ErrorCode(err) == inkwell.EUNAVAILABLE:
-		h.mu.Lock()
-		if h.failing == nil {
-			h.since = time.Now()
-		}
+	case was == nil:
+		h.failing, h.since = err, time.Now()
+	default:
 		h.failing = err
-		h.mu.Unlock()
+	}
+	h.mu.Unlock()
+	switch {
+	case err == nil && was != nil:
+		s.log.Info("database writes commit again; /readyz answers ready", "failed_for", time.Since(since).Round(time.Millisecond))
+	case err != nil && was == nil:
+		args := []any{"err", err}
+		if who := s.writeLockHolder(); who != "" {
+			args = append(args, "write_lock_held_by", who)
+		}
+		s.log.Warn("database writes failing; /readyz answers 503 unavailable until one commits", args...)
 	}
 }
 
+// writeLockHolder names the process holding SQLite's write lock, when
+// this host can tell ("" on PostgreSQL).
+func (s *Store) writeLockHolder() string {
+	if s.dialect.name != "sqlite" {
+		return ""
+	}
+	return SQLiteWriteLockHolder(s.path)
+}
+
 // Unready says why this store cannot take writes now, in words for
-// /readyz; nil when the last write committed (or none has ended yet). Once
-// its files were deleted under it (CheckFiles), it stays unready: the
-// process is stopping. On SQLite a busy database names the process that
-// holds its write lock, when this host can tell.
+// /readyz, which anyone may read: since when, and the error's short
+// message (the log has the rest). nil when the last write committed (or
+// none has ended yet). Once its files were deleted under it (CheckFiles),
+// it stays unready: the process is stopping.
+//
+// It follows the most recent write, whichever it was: the lane's
+// heartbeat, a small write to the lanes table, clears it, so a failure
+// confined to some writes (a PostgreSQL LOCK TABLE on jobs, a disk with
+// room for a heartbeat but not an accept) shows for at most a heartbeat.
 func (s *Store) Unready() error {
 	if err := s.refuseWhileLost(); err != nil {
 		return err
@@ -58,12 +86,6 @@ func (s *Store) Unready() error {
 	if failing == nil {
 		return nil
 	}
-	holder := ""
-	if s.dialect.name == "sqlite" {
-		if who := SQLiteWriteLockHolder(s.path); who != "" {
-			holder = "; the write lock is held by " + who
-		}
-	}
-	return inkwell.Errorf(inkwell.EUNAVAILABLE, "database writes have failed since %s (%s ago): %v%s",
-		since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), failing, holder)
+	return inkwell.Errorf(inkwell.EUNAVAILABLE, "database writes have failed since %s (%s ago): %s (the server's log says more)",
+		since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), inkwell.ErrorMessage(failing))
 }
