@@ -57,7 +57,7 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if last != "" && !last.NotBilled() {
 			fmt.Fprintf(stderr, "inkwell retry: job %d: its last attempt failed as %s, so the provider may have billed that call: "+
 				"the new attempt sends the same job-scoped key, which a provider that honours idempotency keys answers from its record; "+
-				"one that ignores them (check yours) bills it again. Cancel it now (inkwell cancel %d) if that is not what you want\n", id, last, id)
+				"one that ignores them (check yours) bills it again\n", id, last)
 		}
 	}
 	return code
