@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/inkwell/inkwell"
 )
@@ -44,7 +45,7 @@ func refuseDuplicateKeys(body []byte) error {
 // topLevelKeys returns the names of the first max members of the JSON
 // object b, as written, or what it found before b stopped being an object
 // it can read (the decoder then says why). escaped reports a name with a
-// backslash in it, which only a decoder reads right. It never reads past
+// backslash or invalid UTF-8 in it, which only a decoder reads right. It never reads past
 // b, whatever b holds.
 func topLevelKeys(b []byte, max int) (keys [][]byte, escaped bool) {
 	i := skipSpace(b, 0)
@@ -61,10 +62,11 @@ func topLevelKeys(b []byte, max int) (keys [][]byte, escaped bool) {
 		if end < 0 {
 			return keys, false
 		}
-		if esc {
-			return keys, true
+		key := b[i+1 : end-1]
+		if esc || !utf8.Valid(key) {
+			return keys, true // the decoder resolves escapes, and reads bad UTF-8 as U+FFFD
 		}
-		keys = append(keys, b[i+1:end-1])
+		keys = append(keys, key)
 		if i = skipSpace(b, end); i >= len(b) || b[i] != ':' {
 			return keys, false
 		}
