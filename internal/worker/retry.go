@@ -28,8 +28,9 @@ type RetryPolicy struct {
 	// since the job's last retry by hand, as MaxAttempts is. 0: as many
 	// as MaxAttempts.
 	MaxRateLimited int
-	// Base and Cap bound the exponential back-off: attempt n waits about
-	// Base·2^(n-1), at most Cap, with jitter (defaults 1s and 5m).
+	// Base and Cap bound the exponential back-off: the n-th failure a
+	// limit counts (429s, or the others) waits about Base·2^(n-1), at most
+	// Cap, with jitter (defaults 1s and 5m).
 	Base, Cap time.Duration
 	// ProviderHonoursKeys says a second call under the same idempotency
 	// key is answered from the provider's record, not billed again: then a
