@@ -190,6 +190,11 @@ func unavailableReason(err error) string {
 	switch {
 	case errors.As(err, &ce):
 		return "database unreachable; retry shortly"
+	case errors.Is(err, context.DeadlineExceeded):
+		// Before net.Error, which a deadline also is: the call's time ran
+		// out (a lock another session holds, a slow server), which says
+		// nothing of the connection.
+		return "database did not answer in time (a lock held elsewhere, or a slow server); retry shortly"
 	case errors.Is(err, driver.ErrBadConn), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.As(err, &ne), pgconn.SafeToRetry(err):
 		return "database connection lost; retry shortly"
