@@ -27,7 +27,7 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 	if err != nil {
 		return err
 	}
-	if err := refuseSecondName(canon); err != nil {
+	if err := refuseUnsafeFile(canon); err != nil {
 		return err
 	}
 	if err := refuseNewBesideRescue(canon); err != nil {
@@ -66,15 +66,17 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 	return nil
 }
 
-// refuseSecondName refuses a database file that has more than one name
-// (hard link). SQLite finds a database's WAL and shared memory by its
+// refuseUnsafeFile refuses a database path that is not a regular file (a
+// directory, a pipe, a device: said as such, where a directory would
+// otherwise read as a file of several names), and a database file that has
+// more than one name (hard link). SQLite finds a database's WAL and shared memory by its
 // name (<name>-wal, <name>-shm), and Inkwell its lane lock
 // (<name>.lane-NAME.lock): a process opening the file by a second name
 // sees neither the first's WAL nor its lock, so it would run the same lane
 // unguarded and, at its first checkpoint, write its own pages over the
 // other's. A symlink is safe (CanonicalPath resolves it); a hard link
 // cannot be told from the original, so it is refused by whichever name.
-func refuseSecondName(path string) error {
+func refuseUnsafeFile(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil // not there yet (it is made now) or unreadable (the open says why)
