@@ -6,20 +6,24 @@ import (
 )
 
 // Request is what a client asks for: the body of POST /v1/jobs.
+//
+// This is the short form: one user message to the default model (or to
+// Model, when named). The chat form is ChatRequest.
 type Request struct {
 	Prompt   string `json:"prompt"`
 	Account  string `json:"account,omitempty"`
 	MaxWords int    `json:"max_words,omitempty"`
+	Model    string `json:"model,omitempty"`
 }
 
 // Limits on a request, enforced before anything is written.
 const (
 	MaxKeyBytes    = 255
 	MaxPromptBytes = 8 << 10
-	// MaxBodyBytes leaves room for a prompt at MaxPromptBytes written with
-	// JSON escapes (\u00e9 is 6 bytes for one 2-byte character), so the
-	// prompt limit, not the body limit, is the one a client meets.
-	MaxBodyBytes    = 6*MaxPromptBytes + 4<<10
+	// MaxBodyBytes is one job body in either form: a chat request's
+	// history and tools are larger than the short form's prompt, whose
+	// own limit (MaxPromptBytes) is the one its client meets.
+	MaxBodyBytes    = MaxChatBodyBytes
 	MaxAccountBytes = 64
 	DefaultAccount  = "default"
 	DefaultMaxWords = 50
@@ -60,12 +64,19 @@ type Attempt struct {
 	RecoveryRunID *int64     `json:"recovery_run_id,omitempty"`
 }
 
-// Result is the generated text of a done job.
+// Result is the answer of a done job: its text, and beside it the
+// provider's whole answer (Response: the chat.completion object, an
+// Anthropic answer mapped to that form), its usage and why it stopped.
 type Result struct {
-	JobID     int64     `json:"job_id"`
-	AttemptID int64     `json:"attempt_id"`
-	Text      string    `json:"text"`
-	CreatedAt time.Time `json:"created_at"`
+	JobID            int64           `json:"job_id"`
+	AttemptID        int64           `json:"attempt_id"`
+	Text             string          `json:"text"`
+	Model            string          `json:"model,omitempty"`
+	FinishReason     string          `json:"finish_reason,omitempty"`
+	PromptTokens     *int64          `json:"prompt_tokens,omitempty"`
+	CompletionTokens *int64          `json:"completion_tokens,omitempty"`
+	Response         json.RawMessage `json:"response,omitempty"`
+	CreatedAt        time.Time       `json:"created_at"`
 }
 
 // Charge is the money a done job cost its account.
@@ -75,6 +86,9 @@ type Charge struct {
 	Account           string    `json:"account"`
 	AmountMicros      int64     `json:"amount_micros"`
 	ProviderRequestID string    `json:"provider_request_id"`
+	Model             string    `json:"model,omitempty"`
+	PromptTokens      *int64    `json:"prompt_tokens,omitempty"` // the usage a priced model's charge is computed from
+	CompletionTokens  *int64    `json:"completion_tokens,omitempty"`
 	CreatedAt         time.Time `json:"created_at"`
 }
 

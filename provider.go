@@ -1,6 +1,9 @@
 package inkwell
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // Provider generates text for a job. Implementations live in
 // internal/provider: sim (in-process, deterministic) and openai (the
@@ -16,8 +19,24 @@ type Provider interface {
 // ProviderRequest is one call to a provider.
 type ProviderRequest struct {
 	IdempotencyKey string // job-scoped, see ProviderKey
-	Prompt         string
-	MaxWords       int
+	// Chat is the request: its Model is the name sent upstream, its
+	// MaxOutputTokens the bound in force (the request's, else the
+	// model's). A request without Fields is Prompt as the short form.
+	Chat ChatRequest
+	// Prompt and MaxWords are what the simulators write from: the short
+	// form's own, or the chat form's last user message and its output
+	// bound in words.
+	Prompt   string
+	MaxWords int
+}
+
+// ChatOf is the chat request a provider sends for req: req.Chat, or for a
+// request that has none, Prompt and MaxWords as the short form.
+func (req ProviderRequest) ChatOf() ChatRequest {
+	if req.Chat.Fields != nil {
+		return req.Chat
+	}
+	return Request{Prompt: req.Prompt, MaxWords: req.MaxWords}.Chat()
 }
 
 // ProviderResponse is a provider's answer.
@@ -26,4 +45,10 @@ type ProviderResponse struct {
 	RequestID    string // the provider's id for the billed request
 	AmountMicros int64  // what the provider billed, in millionths of the currency unit
 	TokensUsed   int    // tokens the call used, from the answer's usage (0: not reported)
+	// PromptTokens and CompletionTokens are the answer's usage; Usage
+	// says whether it reported any.
+	PromptTokens, CompletionTokens int64
+	Usage                          bool
+	FinishReason                   string          // stop, length, tool_calls, content_filter
+	Response                       json.RawMessage // the chat.completion object (an Anthropic answer mapped to it); nil: none
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/jobwait"
-	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/webhook"
 	"github.com/inkwell/inkwell/internal/worker"
@@ -180,15 +179,19 @@ type MainConfig struct {
 	Grace, Heartbeat, Poll, Rescue time.Duration
 	Concurrency                    int // provider calls in flight at once (default 1)
 	Provider                       inkwell.Provider
-	ProviderName                   string               // for the log
-	Limiter                        worker.Limiter       // the provider's limits and 429 pauses (nil: none)
-	Registry                       *prometheus.Registry // nil: a new one
-	Logger                         *slog.Logger         // nil discards
-	Retry                          worker.RetryPolicy   // automatic retry (zero: none)
-	Retention                      time.Duration        // prune finished jobs older than this (0: keep everything)
-	MaxQueued                      int                  // admission: refuse new jobs past this many queued (0: no limit)
-	Auth                           string               // --auth: auto (""), required or off (serve_auth.go)
-	Webhooks                       webhook.Config       // the webhook sender (webhooks_serve.go; zero: defaults)
+	ProviderName                   string // for the log
+	// Routes, when set, is the models and providers of a config file
+	// (routes.go); Provider and Limiter are then unused. nil: the one
+	// Provider serves any model.
+	Routes    *Routes
+	Limiter   worker.Limiter       // the provider's limits and 429 pauses (nil: none)
+	Registry  *prometheus.Registry // nil: a new one
+	Logger    *slog.Logger         // nil discards
+	Retry     worker.RetryPolicy   // automatic retry (zero: none)
+	Retention time.Duration        // prune finished jobs older than this (0: keep everything)
+	MaxQueued int                  // admission: refuse new jobs past this many queued (0: no limit)
+	Auth      string               // --auth: auto (""), required or off (serve_auth.go)
+	Webhooks  webhook.Config       // the webhook sender (webhooks_serve.go; zero: defaults)
 }
 
 // Main is one `inkwell serve`: the store, the lane, the HTTP API and the
@@ -234,10 +237,13 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 	}
 	m.metrics = api.NewMetrics(cfg.Registry, m.st)
 	m.webhooks = m.newWebhookSender()
+	if cfg.Routes == nil {
+		cfg.Routes = singleRoutes(cfg.ProviderName, cfg.Provider, cfg.Limiter, cfg.Retry.ProviderHonoursKeys)
+	}
 	m.lane = worker.New(m.st, worker.Config{
-		Name: cfg.Lane, Provider: cfg.Provider, Logger: m.log,
+		Name: cfg.Lane, Router: cfg.Routes, Logger: m.log,
 		Heartbeat: cfg.Heartbeat, Poll: cfg.Poll, Grace: cfg.Grace, Rescue: cfg.Rescue, Concurrency: cfg.Concurrency,
-		Observer: m.metrics, Limiter: cfg.Limiter, Retry: cfg.Retry, OnEnded: func(id int64) { m.waits.Wake(id); m.webhooks.Wake() },
+		Observer: m.metrics, Retry: cfg.Retry, OnEnded: func(id int64) { m.waits.Wake(id); m.webhooks.Wake() },
 	})
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "inkwell_answers_waiting",
@@ -249,7 +255,7 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 	}, func() float64 { return float64(m.waits.Waiters()) }))
 	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, OnCancelled: m.lane.CancelAttempt, Metrics: m.metrics, Gatherer: cfg.Registry,
 		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued, Auth: auth, Waits: m.waits,
-		WorstCase: func(req inkwell.Request) int64 { return provider.WorstCaseMicros(cfg.Provider, req) }})
+		Catalog: cfg.Routes.Catalog, WorstCase: cfg.Routes.WorstCase})
 	if err := m.lane.Lock(ctx); err != nil {
 		m.Close()
 		return nil, err

@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -121,15 +119,19 @@ func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(d.Seconds())))))
 }
 
-// worstCase is what a request reserves against its account's budget,
-// read from its normalized payload (parseAccept's).
-func (s *Server) worstCase(payload []byte) (int64, error) {
+// reserve checks work against the catalog (a known model, fields its
+// provider can carry, an output limit within the model's) and returns what
+// it reserves against its account's budget. Nothing is written before it.
+func (s *Server) reserve(w inkwell.Work) (int64, error) {
+	var m inkwell.Model
+	if s.cfg.Catalog != nil {
+		var err error
+		if m, err = s.cfg.Catalog.Check(w.Chat); err != nil {
+			return 0, err
+		}
+	}
 	if s.cfg.WorstCase == nil {
 		return 0, nil
 	}
-	var req inkwell.Request
-	if err := json.Unmarshal(payload, &req); err != nil {
-		return 0, fmt.Errorf("read back the normalized request: %w", err)
-	}
-	return s.cfg.WorstCase(req), nil
+	return s.cfg.WorstCase(w, m), nil
 }

@@ -70,15 +70,15 @@ type BatchOutputBody struct {
 // Retry-After), 402 when the account's budget cannot cover every line's
 // worst case. Every refusal writes nothing.
 func (s *Server) handleBatchAccept(w http.ResponseWriter, r *http.Request) {
-	p, err := parseBatch(w, r)
+	p, works, err := parseBatch(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	p.MaxQueued = s.cfg.MaxQueued
 	for i := range p.Lines {
-		if p.Lines[i].ReserveMicros, err = s.worstCase(p.Lines[i].Payload); err != nil {
-			s.writeError(w, r, err)
+		if p.Lines[i].ReserveMicros, err = s.reserve(works[i].work); err != nil {
+			s.writeError(w, r, lineError(works[i].line, err))
 			return
 		}
 	}

@@ -46,13 +46,13 @@ func batchRequest(body io.Reader, length int64) *http.Request {
 func TestParseBatch_RefusedBeforeReadingItAll(t *testing.T) {
 	t.Parallel()
 	big := &countingReader{total: 10}
-	_, err := parseBatch(httptest.NewRecorder(), batchRequest(big, MaxBatchBytes+1))
+	_, _, err := parseBatch(httptest.NewRecorder(), batchRequest(big, MaxBatchBytes+1))
 	if inkwell.ErrorCode(err) != inkwell.ETOOLARGE || big.read != 0 {
 		t.Errorf("Content-Length %d: %v after reading %d bytes; want too_large before reading any", int64(MaxBatchBytes+1), err, big.read)
 	}
 
 	many := &countingReader{total: MaxBatchLines + 10_000}
-	_, err = parseBatch(httptest.NewRecorder(), batchRequest(many, -1))
+	_, _, err = parseBatch(httptest.NewRecorder(), batchRequest(many, -1))
 	if inkwell.ErrorCode(err) != inkwell.ETOOLARGE || !strings.Contains(err.Error(), fmt.Sprintf("line %d:", MaxBatchLines+1)) {
 		t.Errorf("%d lines: %v, want too_large naming line %d", many.total, err, MaxBatchLines+1)
 	}
@@ -61,7 +61,7 @@ func TestParseBatch_RefusedBeforeReadingItAll(t *testing.T) {
 	}
 
 	exact := &countingReader{total: MaxBatchLines}
-	p, err := parseBatch(httptest.NewRecorder(), batchRequest(exact, -1))
+	p, _, err := parseBatch(httptest.NewRecorder(), batchRequest(exact, -1))
 	if err != nil || len(p.Lines) != MaxBatchLines {
 		t.Errorf("%d lines: %d lines, %v; want all accepted", MaxBatchLines, len(p.Lines), err)
 	}
@@ -73,7 +73,7 @@ func TestParseBatch_BodyOverTheLimitWithoutLength(t *testing.T) {
 	t.Parallel()
 	line := `{"custom_id":"x","method":"POST","url":"/v1/jobs","body":{"prompt":"` + strings.Repeat("p", 8000) + `"}}` + "\n"
 	body := io.MultiReader(strings.NewReader(line), strings.NewReader(strings.Repeat(strings.Repeat(" ", 50_000)+"\n", MaxBatchBytes/50_001+1)))
-	_, err := parseBatch(httptest.NewRecorder(), batchRequest(body, -1))
+	_, _, err := parseBatch(httptest.NewRecorder(), batchRequest(body, -1))
 	if inkwell.ErrorCode(err) != inkwell.ETOOLARGE || !strings.Contains(err.Error(), "bytes") {
 		t.Errorf("a %d-byte chunked body: %v, want too_large", MaxBatchBytes+len(line), err)
 	}

@@ -28,9 +28,12 @@ const (
 	MaxCustomIDBytes  = 512
 )
 
-// batchJobsURL is the one url a batch line may name: each line is a
-// POST /v1/jobs.
-const batchJobsURL = "/v1/jobs"
+// The urls a batch line may name: OpenAI's own, each line a chat request,
+// and Inkwell's, each line a job request in either form.
+const (
+	batchChatURL = "/v1/chat/completions"
+	batchJobsURL = "/v1/jobs"
+)
 
 // batchInputLine is one line of the OpenAI batch input form.
 type batchInputLine struct {
@@ -43,18 +46,19 @@ type batchInputLine struct {
 // parseBatch reads and checks every line of POST /v1/batches before
 // anything is written: the first bad line refuses the whole batch, named
 // by its line number (counted from 1, blank lines included) and field.
-func parseBatch(w http.ResponseWriter, r *http.Request) (store.BatchParams, error) {
+func parseBatch(w http.ResponseWriter, r *http.Request) (store.BatchParams, []batchWork, error) {
 	key, err := idempotencyKey(r)
 	if err != nil {
-		return store.BatchParams{}, err
+		return store.BatchParams{}, nil, err
 	}
 	if err := batchContentType(r); err != nil {
-		return store.BatchParams{}, err
+		return store.BatchParams{}, nil, err
 	}
 	if r.ContentLength > MaxBatchBytes {
-		return store.BatchParams{}, batchTooLarge()
+		return store.BatchParams{}, nil, batchTooLarge()
 	}
 	p := store.BatchParams{IdempotencyKey: key}
+	var works []batchWork
 	seen := map[string]int{} // custom_id -> line
 	first := 0               // the line that set p.Account
 	sc := bufio.NewScanner(http.MaxBytesReader(w, r.Body, MaxBatchBytes))
@@ -67,67 +71,69 @@ func parseBatch(w http.ResponseWriter, r *http.Request) (store.BatchParams, erro
 			continue
 		}
 		if len(p.Lines) == MaxBatchLines {
-			return store.BatchParams{}, inkwell.Errorf(inkwell.ETOOLARGE, "line %d: a batch holds at most %d lines: send the rest in another batch", n, MaxBatchLines)
+			return store.BatchParams{}, nil, inkwell.Errorf(inkwell.ETOOLARGE, "line %d: a batch holds at most %d lines: send the rest in another batch", n, MaxBatchLines)
 		}
-		l, account, err := parseBatchLine(r, raw)
+		l, work, err := parseBatchLine(r, raw)
+		account := work.Account
 		if err != nil {
-			return store.BatchParams{}, lineError(n, err)
+			return store.BatchParams{}, nil, lineError(n, err)
 		}
 		if prev, ok := seen[l.CustomID]; ok {
-			return store.BatchParams{}, inkwell.Errorf(inkwell.EINVALID, "line %d: custom_id %q repeats line %d's: each line needs its own", n, l.CustomID, prev)
+			return store.BatchParams{}, nil, inkwell.Errorf(inkwell.EINVALID, "line %d: custom_id %q repeats line %d's: each line needs its own", n, l.CustomID, prev)
 		}
 		seen[l.CustomID] = n
 		if first == 0 {
 			p.Account, first = account, n
 		} else if account != p.Account {
-			return store.BatchParams{}, inkwell.Errorf(inkwell.EINVALID, "line %d: body.account %q is not line %d's %q: a batch's jobs belong to one account", n, account, first, p.Account)
+			return store.BatchParams{}, nil, inkwell.Errorf(inkwell.EINVALID, "line %d: body.account %q is not line %d's %q: a batch's jobs belong to one account", n, account, first, p.Account)
 		}
 		p.Lines = append(p.Lines, l)
+		works = append(works, batchWork{line: n, work: work})
 	}
 	if err := scanError(sc.Err(), n+1); err != nil {
-		return store.BatchParams{}, err
+		return store.BatchParams{}, nil, err
 	}
 	if len(p.Lines) == 0 {
-		return store.BatchParams{}, inkwell.Errorf(inkwell.EINVALID, "the batch has no lines: send one JSON object per line, {\"custom_id\", \"method\": \"POST\", \"url\": \"/v1/jobs\", \"body\": {\"prompt\", …}}")
+		return store.BatchParams{}, nil, inkwell.Errorf(inkwell.EINVALID, "the batch has no lines: send one JSON object per line, {\"custom_id\", \"method\": \"POST\", \"url\": \"/v1/chat/completions\", \"body\": {\"model\", \"messages\"}}")
 	}
 	p.RequestHash = store.BatchHash(p.Lines)
-	return p, nil
+	return p, works, nil
+}
+
+// batchWork is a batch line's work, with its line number for a refusal
+// found after the parse (an unknown model, a budget).
+type batchWork struct {
+	line int
+	work inkwell.Work
 }
 
 // parseBatchLine checks one line as POST /v1/jobs checks its body
 // (decodeRequest, decideAccount, validateRequest) and returns it
 // normalized, with the account that pays for it.
-func parseBatchLine(r *http.Request, raw []byte) (store.BatchLine, string, error) {
+func parseBatchLine(r *http.Request, raw []byte) (store.BatchLine, inkwell.Work, error) {
 	if !utf8.Valid(raw) {
-		return store.BatchLine{}, "", inkwell.Errorf(inkwell.EINVALID, "not valid UTF-8")
+		return store.BatchLine{}, inkwell.Work{}, inkwell.Errorf(inkwell.EINVALID, "not valid UTF-8")
 	}
 	if err := refuseDuplicateKeys(raw); err != nil {
-		return store.BatchLine{}, "", err
+		return store.BatchLine{}, inkwell.Work{}, err
 	}
 	var in batchInputLine
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return store.BatchLine{}, "", inkwell.Errorf(inkwell.EINVALID, "must be one JSON object {\"custom_id\", \"method\", \"url\", \"body\"}: %s", jsonProblem(err))
+		return store.BatchLine{}, inkwell.Work{}, inkwell.Errorf(inkwell.EINVALID, "must be one JSON object {\"custom_id\", \"method\", \"url\", \"body\"}: %s", jsonProblem(err))
 	}
 	if dec.InputOffset() != int64(len(raw)) {
-		return store.BatchLine{}, "", inkwell.Errorf(inkwell.EINVALID, "must hold exactly one JSON object")
+		return store.BatchLine{}, inkwell.Work{}, inkwell.Errorf(inkwell.EINVALID, "must hold exactly one JSON object")
 	}
 	if err := checkBatchTarget(in); err != nil {
-		return store.BatchLine{}, "", err
+		return store.BatchLine{}, inkwell.Work{}, err
 	}
-	req, err := decodeRequest(in.Body)
-	if err == nil {
-		req.Account, err = decideAccount(r, req)
-	}
-	if err == nil {
-		err = validateRequest(&req)
-	}
+	work, payload, err := readJob(r, in.Body)
 	if err != nil {
-		return store.BatchLine{}, "", inkwell.Errorf(inkwell.ErrorCode(err), "body: %s", inkwell.ErrorMessage(err))
+		return store.BatchLine{}, inkwell.Work{}, inkwell.Errorf(inkwell.ErrorCode(err), "body: %s", inkwell.ErrorMessage(err))
 	}
-	payload, _ := json.Marshal(req)
-	return store.BatchLine{CustomID: *in.CustomID, RequestHash: inkwell.RequestHash(payload), Payload: payload}, req.Account, nil
+	return store.BatchLine{CustomID: *in.CustomID, RequestHash: inkwell.RequestHash(payload), Payload: payload}, work, nil
 }
 
 // checkBatchTarget checks a line's custom_id, method and url.
@@ -141,8 +147,8 @@ func checkBatchTarget(in batchInputLine) error {
 		return inkwell.Errorf(inkwell.EINVALID, "custom_id must not contain control characters (it becomes part of the job's key)")
 	case in.Method != http.MethodPost:
 		return inkwell.Errorf(inkwell.EINVALID, "method must be \"POST\", not %q", in.Method)
-	case in.URL != batchJobsURL:
-		return inkwell.Errorf(inkwell.EINVALID, "url must be %q (each line is a job request), not %q", batchJobsURL, in.URL)
+	case in.URL != batchChatURL && in.URL != batchJobsURL:
+		return inkwell.Errorf(inkwell.EINVALID, "url must be %q (each line a chat request) or %q (each line a job request), not %q", batchChatURL, batchJobsURL, in.URL)
 	case len(in.Body) == 0:
 		return inkwell.Errorf(inkwell.EINVALID, "body is required: the job request, as POST /v1/jobs takes it")
 	}

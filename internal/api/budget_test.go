@@ -23,7 +23,7 @@ func budgetEnv(t *testing.T) *env {
 	e := &env{t: t}
 	e.st = storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
 	e.api = api.New(api.Config{Store: e.st, Logger: storetest.TestLogger(t), OnAccepted: func() { e.accepted.Add(1) },
-		WorstCase: func(r inkwell.Request) int64 { return int64(r.MaxWords) * 10 }})
+		WorstCase: func(w inkwell.Work, _ inkwell.Model) int64 { return int64(w.Short.MaxWords) * 10 }})
 	e.api.SetReady(true)
 	e.srv = httptest.NewServer(e.api)
 	t.Cleanup(e.srv.Close)

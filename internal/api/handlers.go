@@ -12,13 +12,13 @@ import (
 // another body, 400/413 for bad input, 429 past --max-queued or the
 // account's rpm, 402 past its budget. Every refusal writes nothing.
 func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
-	p, err := parseAccept(w, r)
+	p, work, err := parseAccept(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	p.MaxQueued = s.cfg.MaxQueued
-	if p.ReserveMicros, err = s.worstCase(p.Payload); err != nil {
+	if p.ReserveMicros, err = s.reserve(work); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

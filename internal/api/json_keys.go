@@ -3,43 +3,54 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/inkwell/inkwell"
 )
 
-// maxKeysChecked bounds the keys refuseDuplicateKeys compares (each with
-// every one before it): an object with more distinct names than the
-// largest request has fields (4: a batch line) holds an unknown one, which
-// the decoder refuses. So past it nothing is left to find, and a body of
-// thousands of keys costs no more than one of eight.
-const maxKeysChecked = 8
+// maxKeysChecked bounds the names refuseDuplicateKeys reads: a chat
+// request passes fields Inkwell does not know to its provider, so it may
+// have many, but no real one has more than this; a body with more is
+// refused, and the check's cost stays bounded whatever a body holds.
+const maxKeysChecked = 256
 
 // refuseDuplicateKeys refuses an object that names one field twice. Go's
 // decoder keeps the last value and matches names without regard to case,
 // so {"account": "a", "Account": "b"} would be read as account b while a
 // proxy, a log line or a client library that reads the first saw a: a
 // body that means two things to two readers is refused, not guessed at
-// (who pays is decided from it). Only the top level is read: no field of
-// a request holds an object. A body that is not an object, or not JSON,
-// passes: the decoder says what is wrong with it.
+// (who pays is decided from it). Only the top level is read. A body that
+// is not an object, or not JSON, passes: the decoder says what is wrong
+// with it.
 //
 // The names are found by a scan of the bytes (topLevelKeys), a fraction of
 // a decode's cost; a name written with escapes (\u0070rompt is prompt)
 // is read by the decoder instead (keysByDecoder), as Go would read it.
 func refuseDuplicateKeys(body []byte) error {
-	keys, escaped := topLevelKeys(body, maxKeysChecked)
+	keys, escaped := topLevelKeys(body, maxKeysChecked+1)
 	if escaped {
-		keys = keysByDecoder(body, maxKeysChecked)
+		keys = keysByDecoder(body, maxKeysChecked+1)
 	}
-	for i, key := range keys {
-		for _, k := range keys[:i] {
-			if bytes.EqualFold(k, key) {
-				return inkwell.Errorf(inkwell.EINVALID, "field %q appears twice in one object (as %q and %q; names are matched without regard to case): send each field once", key, k, key)
-			}
+	if len(keys) > maxKeysChecked {
+		return inkwell.Errorf(inkwell.EINVALID, "the object has more than %d fields: no request has that many", maxKeysChecked)
+	}
+	seen := make(map[string][]byte, len(keys))
+	for _, key := range keys {
+		f := foldName(key)
+		if k, ok := seen[f]; ok {
+			return inkwell.Errorf(inkwell.EINVALID, "field %q appears twice in one object (as %q and %q; names are matched without regard to case): send each field once", key, k, key)
 		}
+		seen[f] = key
 	}
 	return nil
+}
+
+// foldName is a name as the decoder matches it, without regard to case:
+// two names are the same field when their folds are equal (ſ and s, the
+// Kelvin sign and k, as bytes.EqualFold has it).
+func foldName(b []byte) string {
+	return strings.ToLower(strings.ToUpper(string(b)))
 }
 
 // topLevelKeys returns the names of the first max members of the JSON

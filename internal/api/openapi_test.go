@@ -154,7 +154,7 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 		t.Fatal(err)
 	}
 	thrifty := token("thrifty", store.RoleClient)
-	_, budgeted := serve(api.Config{Store: sc.st, WorstCase: func(r inkwell.Request) int64 { return int64(r.MaxWords) * 10 }}, true)
+	_, budgeted := serve(api.Config{Store: sc.st, WorstCase: func(w inkwell.Work, _ inkwell.Model) int64 { return int64(w.Short.MaxWords) * 10 }}, true)
 	cookie, csrf := specSignIn(t, main, operator)
 	session := func(h map[string]string) map[string]string {
 		h["Cookie"] = "inkwell_session=" + cookie

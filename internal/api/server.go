@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/catalog"
 	"github.com/inkwell/inkwell/internal/jobwait"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,10 +68,15 @@ type Config struct {
 	// AuthRecheck is how long auto mode trusts "no token exists" before
 	// reading again (default 2s; once a token exists it never reads again).
 	AuthRecheck time.Duration
-	// WorstCase is the most a request can cost (provider.WorstCaseMicros
-	// for the serve's provider): accept reserves it against the account's
-	// budget (docs/design.md §10). nil reserves 0.
-	WorstCase func(inkwell.Request) int64
+	// Catalog is the models served and who serves them (docs/providers.md):
+	// accept refuses a model it does not know, or a field its provider
+	// cannot carry. nil: any model, any field.
+	Catalog *catalog.Catalog
+	// WorstCase is the most a request can cost on its model
+	// (provider.WorstCaseMicros for the model's provider): accept reserves
+	// it against the account's budget (docs/design.md §10, §12). nil
+	// reserves 0.
+	WorstCase func(inkwell.Work, inkwell.Model) int64
 	// RPMRecheck is how long an account's rpm is trusted before it is read
 	// again (default 5s).
 	RPMRecheck time.Duration

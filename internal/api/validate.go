@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -16,39 +15,148 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-var accountRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]*$`)
-
-// parseAccept reads and validates POST /v1/jobs. It returns the request
-// normalized (defaults filled in) so that the same logical body always
-// hashes the same. Nothing is written before it succeeds.
-func parseAccept(w http.ResponseWriter, r *http.Request) (store.AcceptParams, error) {
+// parseAccept reads and validates POST /v1/jobs, in either form
+// (readJob). It returns the store's params (the payload normalized, so
+// the same logical body always hashes the same) and the work the job
+// carries. Nothing is written before it succeeds.
+func parseAccept(w http.ResponseWriter, r *http.Request) (store.AcceptParams, inkwell.Work, error) {
 	key, err := idempotencyKey(r)
 	if err != nil {
-		return store.AcceptParams{}, err
+		return store.AcceptParams{}, inkwell.Work{}, err
 	}
 	if err := jsonContentType(r); err != nil {
-		return store.AcceptParams{}, err
+		return store.AcceptParams{}, inkwell.Work{}, err
 	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return store.AcceptParams{}, inkwell.Work{}, err
+	}
+	work, payload, err := readJob(r, body)
+	if err != nil {
+		return store.AcceptParams{}, inkwell.Work{}, err
+	}
+	return store.AcceptParams{Account: work.Account, IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload}, work, nil
+}
+
+// readBody reads a request body of at most inkwell.MaxBodyBytes (413 past it).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, inkwell.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return store.AcceptParams{}, inkwell.Errorf(inkwell.ETOOLARGE, "body is over %d bytes", inkwell.MaxBodyBytes)
+		return nil, inkwell.Errorf(inkwell.ETOOLARGE, "body is over %d bytes", inkwell.MaxBodyBytes)
 	}
 	if err != nil {
-		return store.AcceptParams{}, inkwell.Errorf(inkwell.EINVALID, "reading body: %v", err)
+		return nil, inkwell.Errorf(inkwell.EINVALID, "reading body: %v", err)
+	}
+	return body, nil
+}
+
+// readJob reads a job request in either form (docs/api.md): the chat form,
+// an OpenAI chat-completions request, when the body has "messages"; else
+// the short form {"prompt", "account", "max_words"}. It decides who pays
+// (decideAccount) and returns the work and the payload to store, whose
+// hash is the request's: every field of the body counts, so a re-send
+// with another temperature is another request.
+func readJob(r *http.Request, body []byte) (inkwell.Work, []byte, error) {
+	if !utf8.Valid(body) {
+		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "body is not valid UTF-8")
+	}
+	if kind := jsonKind(body); kind != "" {
+		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "body is %s; expected %s", kind, expectedBody)
+	}
+	if err := refuseDuplicateKeys(body); err != nil {
+		return inkwell.Work{}, nil, err
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil || fields["messages"] == nil {
+		return readShort(r, body, fields)
+	}
+	if _, both := fields["prompt"]; both {
+		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "send messages (the chat form) or prompt (the short form), not both")
+	}
+	return readChat(r, fields)
+}
+
+// readShort reads the short form, exactly as before the chat form existed,
+// so that a re-send of a job stored then hashes as it did.
+func readShort(r *http.Request, body []byte, fields map[string]json.RawMessage) (inkwell.Work, []byte, error) {
+	if fields != nil && fields["prompt"] == nil && len(fields) > 0 && !onlyShortFields(fields) {
+		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "body must have messages (the chat form: {\"model\", \"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}) or prompt (the short form: {\"prompt\": \"...\"})")
 	}
 	req, err := decodeRequest(body)
 	if err != nil {
-		return store.AcceptParams{}, err
+		return inkwell.Work{}, nil, err
 	}
-	if req.Account, err = decideAccount(r, req); err != nil {
-		return store.AcceptParams{}, err
+	if req.Account, err = decideAccount(r, req.Account); err != nil {
+		return inkwell.Work{}, nil, err
 	}
 	if err := validateRequest(&req); err != nil {
-		return store.AcceptParams{}, err
+		return inkwell.Work{}, nil, err
 	}
 	payload, _ := json.Marshal(req)
-	return store.AcceptParams{Account: req.Account, IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload}, nil
+	return inkwell.Work{Account: req.Account, Chat: req.Chat(), Short: &req}, payload, nil
+}
+
+// onlyShortFields says whether every field is one of the short form's,
+// so that its decoder, not the chat form's hint, says what is missing.
+func onlyShortFields(fields map[string]json.RawMessage) bool {
+	for k := range fields {
+		switch k {
+		case "prompt", "account", "max_words", "model":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// readChat reads the chat form: Inkwell's own account and metadata taken
+// out, the rest checked by inkwell.ParseChat and kept as sent.
+func readChat(r *http.Request, fields map[string]json.RawMessage) (inkwell.Work, []byte, error) {
+	var account string
+	if raw, ok := fields["account"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &account); err != nil {
+			return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "account must be a string")
+		}
+	}
+	metadata := fields["metadata"]
+	if err := checkMetadata(metadata); err != nil {
+		return inkwell.Work{}, nil, err
+	}
+	delete(fields, "account")
+	delete(fields, "metadata")
+	c, err := inkwell.ParseChat(fields)
+	if err != nil {
+		return inkwell.Work{}, nil, err
+	}
+	if account, err = decideAccount(r, account); err != nil {
+		return inkwell.Work{}, nil, err
+	}
+	if err := inkwell.ValidateAccount(account); err != nil {
+		return inkwell.Work{}, nil, err
+	}
+	return inkwell.Work{Account: account, Chat: c}, inkwell.ChatPayload(c, account, metadata), nil
+}
+
+// checkMetadata accepts what OpenAI's metadata is: an object of at most 16
+// string values, keys of at most 64 bytes, values of at most 512.
+func checkMetadata(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return inkwell.Errorf(inkwell.EINVALID, "metadata must be an object of string values, such as {\"ticket\": \"T-1\"}")
+	}
+	if len(m) > 16 {
+		return inkwell.Errorf(inkwell.EINVALID, "metadata holds %d keys; at most 16", len(m))
+	}
+	for k, v := range m {
+		if len(k) > 64 || len(v) > 512 {
+			return inkwell.Errorf(inkwell.EINVALID, "metadata key %q: keys are at most 64 bytes, values at most 512", k)
+		}
+	}
+	return nil
 }
 
 func idempotencyKey(r *http.Request) (string, error) {
@@ -87,7 +195,7 @@ func jsonContentType(r *http.Request) error {
 }
 
 // expectedBody is what POST /v1/jobs reads, in words.
-const expectedBody = `one JSON object {"prompt": "...", "account": "...", "max_words": N} (only prompt is required)`
+const expectedBody = `one JSON object: the chat form {"model": "...", "messages": [{"role": "user", "content": "..."}]} or the short form {"prompt": "...", "account": "...", "max_words": N}`
 
 func decodeRequest(body []byte) (inkwell.Request, error) {
 	var req inkwell.Request
@@ -150,18 +258,18 @@ func jsonProblem(err error) string {
 // refused (403), whatever the token's role. Without (no token exists yet,
 // or --auth off, both on loopback only) it is the body's account
 // (validated below), default when absent.
-func decideAccount(r *http.Request, req inkwell.Request) (string, error) {
+func decideAccount(r *http.Request, account string) (string, error) {
 	if tok := principalOf(r.Context()); tok != nil {
-		if req.Account != "" && req.Account != tok.Account {
+		if account != "" && account != tok.Account {
 			return "", inkwell.Errorf(inkwell.EFORBIDDEN, "the body names account %q, but token %s acts for account %q: a token submits for its own account only (leave account out, or name %q)",
-				req.Account, tok.ID, tok.Account, tok.Account)
+				account, tok.ID, tok.Account, tok.Account)
 		}
 		return tok.Account, nil
 	}
-	if req.Account == "" {
+	if account == "" {
 		return inkwell.DefaultAccount, nil
 	}
-	return req.Account, nil
+	return account, nil
 }
 
 // goKindInWords is a Go type as a JSON reader knows it.
@@ -183,8 +291,8 @@ func validateRequest(req *inkwell.Request) error {
 		return inkwell.Errorf(inkwell.EINVALID, "prompt is %d bytes; at most %d", len(req.Prompt), inkwell.MaxPromptBytes)
 	case strings.ContainsRune(req.Prompt, 0):
 		return inkwell.Errorf(inkwell.EINVALID, "prompt must not contain NUL")
-	case len(req.Account) > inkwell.MaxAccountBytes || !accountRE.MatchString(req.Account):
-		return inkwell.Errorf(inkwell.EINVALID, "account must be 1-%d letters, digits, '.', '_', '@' or '-'", inkwell.MaxAccountBytes)
+	case inkwell.ValidateAccount(req.Account) != nil:
+		return inkwell.ValidateAccount(req.Account)
 	case req.MaxWords < 0 || req.MaxWords > inkwell.MaxMaxWords:
 		return inkwell.Errorf(inkwell.EINVALID, "max_words must be between 1 and %d (0 or absent means %d)", inkwell.MaxMaxWords, inkwell.DefaultMaxWords)
 	}

@@ -43,7 +43,7 @@ func budgetScenario(point string, n int, lim limits) scenario {
 // `--provider openai` priced per word (no --micros-per-token), which
 // provider.WorstCaseMicros bounds as it bounds any provider but sim and a
 // per-token openai.
-func worstCase(req inkwell.Request) int64 { return provider.WorstCaseMicros(nil, req) }
+func worstCase(req inkwell.Request) int64 { return provider.ShortWorstCaseMicros(req) }
 
 // expectOverBudget is the one path of a request its account's budget
 // cannot cover: refused, it writes nothing, and nothing ever runs for it.

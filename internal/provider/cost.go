@@ -6,30 +6,46 @@ import "github.com/inkwell/inkwell"
 // prompt's tokens (the role markers and the reply's start: a few tokens).
 const chatOverheadTokens = 16
 
-// WorstCaseMicros is the most a request can cost on provider p, in micros:
-// what accept reserves against the account's budget (docs/design.md §10). It is
-// an upper bound of what each provider's answer is priced at:
+// WorstCaseMicros is the most work w can cost on model m served by
+// provider p, in micros: what accept reserves against the account's budget
+// (docs/design.md §10, §12). It is an upper bound of what the answer is
+// charged:
 //
-//   - sim (and the simulator, which bills the same): exactly
-//     Words(max_words) words at MicrosPerWord;
-//   - openai priced per token (OpenAIConfig.MicrosPerToken): the prompt at
-//     one token per byte (no tokenizer makes a token of less than a byte)
-//     plus the chat format's overhead, plus max_tokens, at that price;
-//   - openai priced per word (no MicrosPerToken, or an answer without
-//     usage): at most max_tokens words (every word is at least one token)
-//     at MicrosPerWord. The simulator's own amount (Words(max_words) words)
-//     is below it.
+//   - a priced model (a config file's prices): every byte of the request's
+//     input a token, plus its output bound, at the model's prices
+//     (inkwell.Model.WorstCase); the charge is the answer's usage at them;
+//   - unpriced, sim (and the simulator, which bills the same): exactly the
+//     words it writes, at MicrosPerWord;
+//   - unpriced, openai priced per token (OpenAIConfig.MicrosPerToken): the
+//     input at one token per byte plus the chat format's overhead, plus the
+//     output bound, at that price;
+//   - unpriced otherwise: the output bound in words (every word is at
+//     least one token) at MicrosPerWord.
 //
-// Any other provider is bounded as openai per word. The reservation is a
-// bound, not the price: the completion charges what the answer cost.
-func WorstCaseMicros(p inkwell.Provider, req inkwell.Request) int64 {
+// The reservation is a bound, not the price: the completion charges what
+// the answer cost.
+func WorstCaseMicros(p inkwell.Provider, m inkwell.Model, w inkwell.Work) int64 {
+	if m.Priced() {
+		return m.WorstCase(w.Chat)
+	}
+	bound := m.OutputBound(w.Chat)
 	switch p := p.(type) {
 	case *Sim:
-		return int64(Words(req.MaxWords)) * MicrosPerWord
+		if w.Short != nil {
+			return int64(Words(w.Short.MaxWords)) * MicrosPerWord
+		}
+		return int64(WordsForMaxTokens(bound)) * MicrosPerWord
 	case *OpenAI:
 		if p.cfg.MicrosPerToken > 0 {
-			return int64(len(req.Prompt)+chatOverheadTokens+MaxTokens(req.MaxWords)) * p.cfg.MicrosPerToken
+			return int64(w.Chat.InputBytes()+chatOverheadTokens+bound) * p.cfg.MicrosPerToken
 		}
 	}
+	return int64(bound) * MicrosPerWord
+}
+
+// ShortWorstCaseMicros is WorstCaseMicros for a short-form request on an
+// unpriced model of a provider that is neither sim nor priced per token:
+// what the drill reserves for its requests.
+func ShortWorstCaseMicros(req inkwell.Request) int64 {
 	return int64(MaxTokens(req.MaxWords)) * MicrosPerWord
 }

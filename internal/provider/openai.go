@@ -138,23 +138,8 @@ func (p *OpenAI) Generate(ctx context.Context, req inkwell.ProviderRequest) (ink
 	return p.parse(res.StatusCode, body)
 }
 
-type chatRequest struct {
-	Model     string        `json:"model"`
-	Messages  []chatMessage `json:"messages"`
-	MaxTokens int           `json:"max_tokens"`
-}
-
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 func (p *OpenAI) newRequest(ctx context.Context, req inkwell.ProviderRequest) (*http.Request, error) {
-	body, err := json.Marshal(chatRequest{
-		Model:     p.cfg.Model,
-		Messages:  []chatMessage{{Role: "user", Content: req.Prompt}},
-		MaxTokens: MaxTokens(req.MaxWords),
-	})
+	body, err := json.Marshal(p.chatBody(req.ChatOf()))
 	if err != nil {
 		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
@@ -172,6 +157,29 @@ func (p *OpenAI) newRequest(ctx context.Context, req inkwell.ProviderRequest) (*
 		r.Header.Set("Idempotency-Key", req.IdempotencyKey)
 	}
 	return r, nil
+}
+
+// chatBody is what is sent: the request's fields as the client sent them
+// (fields Inkwell does not know included), the model under its upstream
+// name (the configured Model when the request has none), and when the
+// request names no output limit, max_completion_tokens at the bound in
+// force, so that what a call may cost is bounded (docs/providers.md).
+func (p *OpenAI) chatBody(c inkwell.ChatRequest) map[string]json.RawMessage {
+	body := make(map[string]json.RawMessage, len(c.Fields)+2)
+	for k, v := range c.Fields {
+		body[k] = v
+	}
+	model := c.Model
+	if model == "" {
+		model = p.cfg.Model
+	}
+	body["model"], _ = json.Marshal(model)
+	_, hasMax := body["max_tokens"]
+	_, hasMaxCompletion := body["max_completion_tokens"]
+	if !hasMax && !hasMaxCompletion && c.MaxOutputTokens > 0 {
+		body["max_completion_tokens"], _ = json.Marshal(c.MaxOutputTokens)
+	}
+	return body
 }
 
 // transportError classifies a failure to send the request or to read the
@@ -205,13 +213,34 @@ type chatResponse struct {
 	ID      string `json:"id"`
 	Choices []struct {
 		Message struct {
-			Content *string `json:"content"`
+			Content   *string         `json:"content"`
+			Refusal   *string         `json:"refusal"`
+			ToolCalls json.RawMessage `json:"tool_calls"`
 		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *struct {
-		TotalTokens int64 `json:"total_tokens"`
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+		TotalTokens      int64 `json:"total_tokens"`
 	} `json:"usage"`
 	InkwellAmountMicros *int64 `json:"inkwell_amount_micros"`
+}
+
+// answerText is the first choice's text: its content; for an answer that
+// only calls tools, "" (the calls are in the response); for a refusal,
+// the refusal. ok is false when it has none of these.
+func (cr chatResponse) answerText() (text string, ok bool) {
+	m := cr.Choices[0].Message
+	switch {
+	case m.Content != nil && strings.TrimSpace(*m.Content) != "":
+		return *m.Content, true
+	case len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" && string(m.ToolCalls) != "[]":
+		return "", true
+	case m.Refusal != nil && strings.TrimSpace(*m.Refusal) != "":
+		return *m.Refusal, true
+	}
+	return "", false
 }
 
 func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error) {
@@ -219,21 +248,36 @@ func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error
 	if err := json.Unmarshal(body, &cr); err != nil {
 		return inkwell.ProviderResponse{}, malformed(status, "answer is not chat-completion JSON: %s", p.scrub(err.Error()))
 	}
-	switch {
-	case len(cr.Choices) == 0:
+	if len(cr.Choices) == 0 {
 		return inkwell.ProviderResponse{}, malformed(status, "answer has no choices")
-	case cr.Choices[0].Message.Content == nil || strings.TrimSpace(*cr.Choices[0].Message.Content) == "":
+	}
+	text, ok := cr.answerText()
+	switch {
+	case !ok:
 		return inkwell.ProviderResponse{}, malformed(status, "answer has empty content")
 	case cr.ID == "":
 		// Without an id a charge could not name the request it paid for.
 		return inkwell.ProviderResponse{}, malformed(status, "answer has no id")
 	}
-	text := *cr.Choices[0].Message.Content
-	resp := inkwell.ProviderResponse{Text: text, RequestID: cr.ID, AmountMicros: p.amount(cr, text), TokensUsed: tokensUsed(cr)}
+	resp := inkwell.ProviderResponse{Text: text, RequestID: cr.ID, AmountMicros: p.amount(cr, text), TokensUsed: tokensUsed(cr),
+		FinishReason: cr.Choices[0].FinishReason, Response: compactJSON(body)}
+	if cr.Usage != nil {
+		resp.Usage, resp.PromptTokens, resp.CompletionTokens = true, cr.Usage.PromptTokens, cr.Usage.CompletionTokens
+	}
 	if err := storable(resp); err != nil {
 		return inkwell.ProviderResponse{}, malformed(status, "%s", err)
 	}
 	return resp, nil
+}
+
+// compactJSON is a JSON answer without its white space (as received
+// otherwise), to store.
+func compactJSON(b []byte) json.RawMessage {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return json.RawMessage(b)
+	}
+	return buf.Bytes()
 }
 
 // maxRequestIDBytes bounds the provider's request id we store on a charge.
@@ -256,6 +300,10 @@ func storable(r inkwell.ProviderResponse) error {
 		return fmt.Errorf("answer text is not valid UTF-8 or holds NUL")
 	case !utf8.ValidString(r.RequestID) || strings.ContainsRune(r.RequestID, 0) || len(r.RequestID) > maxRequestIDBytes:
 		return fmt.Errorf("answer id is not a short UTF-8 string")
+	case !utf8.Valid(r.Response) || len(r.FinishReason) > 64 || !utf8.ValidString(r.FinishReason):
+		return fmt.Errorf("answer is not valid UTF-8")
+	case r.Usage && (r.PromptTokens < 0 || r.CompletionTokens < 0):
+		return fmt.Errorf("answer reports a negative usage")
 	case r.AmountMicros < 0:
 		return fmt.Errorf("answer bills a negative amount (%d micros)", r.AmountMicros)
 	case r.AmountMicros > MaxAmountMicros:

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,7 @@ func TestOpenAI_SameKeyBillsOnce(t *testing.T) {
 	first := mustGenerate(t, p, req)
 	second := mustGenerate(t, p, req)
 
-	if second != first {
+	if !reflect.DeepEqual(second, first) {
 		t.Errorf("repeated key answered %+v, want the first answer %+v", second, first)
 	}
 	// MaxWords reached the simulator through max_tokens, and both providers
@@ -118,7 +119,7 @@ func TestOpenAI_ConcurrentSameKeyBillsOnce(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("call %d: %v", i, errs[i])
 		}
-		if answers[i] != answers[0] {
+		if !reflect.DeepEqual(answers[i], answers[0]) {
 			t.Errorf("call %d answered %+v, want %+v", i, answers[i], answers[0])
 		}
 	}

@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -31,12 +33,41 @@ func (s *Sim) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwel
 		return inkwell.ProviderResponse{}, err
 	}
 	text := Generate(req.Prompt, req.MaxWords)
+	u := UsageOf(req.Prompt, text)
+	id := simRequestID(req)
 	return inkwell.ProviderResponse{
 		Text:         text,
-		RequestID:    simRequestID(req),
+		RequestID:    id,
 		AmountMicros: Price(text),
-		TokensUsed:   UsageOf(req.Prompt, text).TotalTokens(),
+		TokensUsed:   u.TotalTokens(),
+		Usage:        true, PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens),
+		FinishReason: "stop",
+		Response:     Completion(id, cmp.Or(req.Chat.Model, "sim"), 0, text, u),
 	}, nil
+}
+
+// Completion is the chat.completion object of an answer: one choice, its
+// text as the assistant's message, finish_reason stop, and its usage. The
+// simulators answer with it, so a stored answer has the form a real one
+// has.
+func Completion(id, model string, created int64, text string, u Usage) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{
+		"id":      id,
+		"object":  "chat.completion",
+		"created": created,
+		"model":   model,
+		"choices": []map[string]any{{
+			"index":         0,
+			"message":       map[string]any{"role": "assistant", "content": text},
+			"finish_reason": "stop",
+		}},
+		"usage": map[string]int{
+			"prompt_tokens":     u.PromptTokens,
+			"completion_tokens": u.CompletionTokens,
+			"total_tokens":      u.TotalTokens(),
+		},
+	})
+	return b
 }
 
 // Usage is an answer's token count as the chat-completions API reports it

@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestSim_Generate(t *testing.T) {
 			t.Errorf("TokensUsed = %d, want %d", got.TokensUsed, (5+12)*provider.TokensPerWord)
 		}
 		again, _ := sim.Generate(ctx, req)
-		if again != got {
+		if !reflect.DeepEqual(again, got) {
 			t.Errorf("second call = %+v, want %+v", again, got)
 		}
 	})

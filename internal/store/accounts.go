@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -28,16 +27,9 @@ type Account struct {
 	WebhookSecret string
 }
 
-// accountRE is the account name rule the API applies to a body's account.
-var accountRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]*$`)
-
-// ValidateAccountName refuses a name the API would refuse in a body.
-func ValidateAccountName(name string) error {
-	if len(name) > inkwell.MaxAccountBytes || !accountRE.MatchString(name) {
-		return inkwell.Errorf(inkwell.EINVALID, "account name %q: 1-%d letters, digits, '.', '_', '@' or '-', starting with a letter or digit", name, inkwell.MaxAccountBytes)
-	}
-	return nil
-}
+// ValidateAccountName refuses a name the API would refuse in a body
+// (the one rule, inkwell.ValidateAccount).
+func ValidateAccountName(name string) error { return inkwell.ValidateAccount(name) }
 
 // CreateAccount stores a new account. A name already taken is ECONFLICT
 // and changes nothing; bad input is EINVALID and writes nothing.

@@ -149,27 +149,47 @@ func (s *Store) attempts(ctx context.Context, q queryer, jobID int64) ([]inkwell
 }
 
 func (s *Store) result(ctx context.Context, q queryer, jobID int64) (*inkwell.Result, error) {
-	const query = `SELECT job_id, attempt_id, text, created_at FROM results WHERE job_id = $1`
+	const query = `SELECT job_id, attempt_id, text, created_at, response, model, finish_reason, prompt_tokens, completion_tokens
+		FROM results WHERE job_id = $1`
 	var r inkwell.Result
 	var created nullTime
-	err := q.QueryRowContext(ctx, s.dialect.rebind(query), jobID).Scan(&r.JobID, &r.AttemptID, &r.Text, &created)
+	var response, model, finish sql.NullString
+	var in, out sql.NullInt64
+	err := q.QueryRowContext(ctx, s.dialect.rebind(query), jobID).Scan(&r.JobID, &r.AttemptID, &r.Text, &created, &response, &model, &finish, &in, &out)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	r.CreatedAt = created.Time
+	if response.Valid {
+		r.Response = json.RawMessage(response.String)
+	}
+	r.Model, r.FinishReason = model.String, finish.String
+	r.PromptTokens, r.CompletionTokens = int64Ptr(in), int64Ptr(out)
 	return &r, err
 }
 
 func (s *Store) charge(ctx context.Context, q queryer, jobID int64) (*inkwell.Charge, error) {
-	const query = `SELECT job_id, attempt_id, account, amount_micros, provider_request_id, created_at FROM charges WHERE job_id = $1`
+	const query = `SELECT job_id, attempt_id, account, amount_micros, provider_request_id, created_at, model, prompt_tokens, completion_tokens
+		FROM charges WHERE job_id = $1`
 	var c inkwell.Charge
 	var created nullTime
-	err := q.QueryRowContext(ctx, s.dialect.rebind(query), jobID).Scan(&c.JobID, &c.AttemptID, &c.Account, &c.AmountMicros, &c.ProviderRequestID, &created)
+	var model sql.NullString
+	var in, out sql.NullInt64
+	err := q.QueryRowContext(ctx, s.dialect.rebind(query), jobID).Scan(&c.JobID, &c.AttemptID, &c.Account, &c.AmountMicros, &c.ProviderRequestID, &created, &model, &in, &out)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	c.CreatedAt = created.Time
+	c.Model, c.PromptTokens, c.CompletionTokens = model.String, int64Ptr(in), int64Ptr(out)
 	return &c, err
+}
+
+// int64Ptr is a nullable integer column as a pointer (nil for NULL).
+func int64Ptr(n sql.NullInt64) *int64 {
+	if !n.Valid {
+		return nil
+	}
+	return &n.Int64
 }
 
 // notFound translates sql.ErrNoRows into ENOTFOUND naming what was looked for.

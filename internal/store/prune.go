@@ -22,9 +22,11 @@ import (
 // result, invariant 2 of §7) and its charge stay. A pruned job is never run
 // again: retry refuses it (RetryIfFailed), since its prompt is gone.
 //
-// What is left of the payload: the request without its "prompt" member,
-// e.g. {"account":"default","max_words":50}, so GET still says who paid and
-// how long an answer was asked for. A payload that is not a JSON object
+// What is left of the payload: the request without its "prompt" or
+// "messages" member, e.g. {"account":"default","max_words":50}, so GET
+// still says who paid, on which model and how long an answer was asked
+// for. The result's response (the whole answer, text included) goes with
+// the text. A payload that is not a JSON object
 // (an adopted legacy row gone wrong) becomes {}.
 //
 // Prune runs in small transactions, each at low priority behind every other
@@ -410,6 +412,7 @@ func prunedPayload(payload string) string {
 		return "{}"
 	}
 	delete(m, "prompt")
+	delete(m, "messages")
 	b, err := json.Marshal(m)
 	if err != nil {
 		return "{}"
@@ -441,7 +444,7 @@ func (s *Store) updatePruned(ctx context.Context, tx *sql.Tx, batch []pruneRow, 
 			return fmt.Errorf("prune job %d: %w", r.id, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE results SET text = '' WHERE job_id IN (`+idList(batch)+`)`); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE results SET text = '', response = NULL WHERE job_id IN (`+idList(batch)+`)`); err != nil {
 		return fmt.Errorf("prune: empty results: %w", err)
 	}
 	return nil
@@ -482,8 +485,12 @@ func (s *Store) rewritePruned(ctx context.Context, tx *sql.Tx, batch []pruneRow,
 		}
 		row[payloadAt], row[prunedAtAt] = payloads[id], prunedAt
 	}
+	responseAt := colIndex(resCols, "response")
 	for _, row := range resRows {
 		row[textAt] = ""
+		if responseAt >= 0 {
+			row[responseAt] = nil
+		}
 	}
 	stmts := []string{
 		`PRAGMA defer_foreign_keys = ON`, // this transaction only: SQLite clears it at COMMIT or ROLLBACK

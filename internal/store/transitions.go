@@ -439,6 +439,14 @@ type CompleteParams struct {
 	Account           string
 	AmountMicros      int64
 	ProviderRequestID string
+	// The answer beside its text (docs/design.md §12): the model it ran on,
+	// the chat.completion object, why it stopped, and its usage (Usage
+	// false: none reported, stored as NULL).
+	Model                          string
+	Response                       []byte
+	FinishReason                   string
+	PromptTokens, CompletionTokens int64
+	Usage                          bool
 }
 
 // ErrAlreadyDone is CompleteIfRunning's answer when p.AttemptID is already
@@ -489,9 +497,10 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 	const doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1, ` + settleOnDone + `
 		WHERE id = $2 AND status = 'running'
 		RETURNING ` + reservationColumns
-	const insertResult = `INSERT INTO results (job_id, attempt_id, text, created_at) VALUES ($1, $2, $3, $4)`
-	const insertCharge = `INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`
+	const insertResult = `INSERT INTO results (job_id, attempt_id, text, created_at, response, model, finish_reason, prompt_tokens, completion_tokens)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	const insertCharge = `INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at, model, prompt_tokens, completion_tokens)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	const attemptStatus = `SELECT status FROM job_attempts WHERE id = $1 AND job_id = $2`
 	if err := s.execOne(ctx, tx, doneAttempt, now, p.AttemptID, p.JobID); err != nil {
 		var st string
@@ -508,13 +517,25 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 	if err != nil {
 		return fmt.Errorf("complete job %d: %w", p.JobID, err)
 	}
-	if _, err := s.txExec(ctx, tx, insertResult, p.JobID, p.AttemptID, p.Text, now); err != nil {
+	response, model, finish, in, out := answerColumns(p)
+	if _, err := s.txExec(ctx, tx, insertResult, p.JobID, p.AttemptID, p.Text, now, response, model, finish, in, out); err != nil {
 		return fmt.Errorf("complete job %d: result: %w", p.JobID, s.uniqueAsConflict(err))
 	}
-	if _, err := s.txExec(ctx, tx, insertCharge, p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now); err != nil {
+	if _, err := s.txExec(ctx, tx, insertCharge, p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now, model, in, out); err != nil {
 		return fmt.Errorf("complete job %d: charge: %w", p.JobID, s.uniqueAsConflict(err))
 	}
 	return s.settleTx(ctx, tx, r, p.Account, p.AmountMicros)
+}
+
+// answerColumns is a completion's answer as the columns of results and
+// charges hold it: NULL where there is nothing (a legacy caller, no usage).
+func answerColumns(p CompleteParams) (response, model, finish sql.NullString, in, out sql.NullInt64) {
+	response = sql.NullString{String: string(p.Response), Valid: len(p.Response) > 0}
+	model = sql.NullString{String: p.Model, Valid: p.Model != ""}
+	finish = sql.NullString{String: p.FinishReason, Valid: p.FinishReason != ""}
+	in = sql.NullInt64{Int64: p.PromptTokens, Valid: p.Usage}
+	out = sql.NullInt64{Int64: p.CompletionTokens, Valid: p.Usage}
+	return
 }
 
 // FailParams names the attempt that failed, why, and what becomes of its

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,11 +56,17 @@ func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
 	var unregister func()
 	j.callCtx, unregister = l.calls.add(ctx, c.Attempt.ID)
 	defer unregister()
-	var req inkwell.Request
-	if err := json.Unmarshal(c.Job.Payload, &req); err != nil {
+	w, err := inkwell.ReadPayload(c.Job.Payload)
+	if err != nil {
 		return l.fail(ctx, j, failure{msg: fmt.Sprintf("payload unreadable: %v", err), class: inkwell.ClassRejected}, 0)
 	}
-	resp, elapsed, callErr := l.call(ctx, j, req)
+	rt, err := l.route(w.Chat.Model)
+	if err != nil { // the model left the config file after the job was accepted: nothing was sent
+		return l.fail(ctx, j, failure{msg: "not sent: " + inkwell.ErrorMessage(err), class: inkwell.ClassRejected}, 0)
+	}
+	j.route = &rt
+	preq := providerRequest(l.installation.ProviderKey(c.Job.ID, c.Job.IdempotencyKey), w, rt)
+	resp, elapsed, callErr := l.call(ctx, j, preq, estimate(w, preq))
 	if callErr != nil {
 		if j.abortCause() != nil {
 			return l.aborted(ctx, j, elapsed)
@@ -77,7 +82,7 @@ func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
 		return l.fail(ctx, j, f, elapsed)
 	}
 	crashpoint.Hit(crashpoint.ProviderAfterCall)
-	return l.complete(ctx, j, req, resp, elapsed)
+	return l.complete(ctx, j, w, resp, elapsed)
 }
 
 // claimedJob is one claimed job on its way to an outcome, with the logger
@@ -92,13 +97,16 @@ type claimedJob struct {
 	// callCtx is the context the provider call runs under; a cancel
 	// aborts it with errJobCancelled as its cause (cancel.go).
 	callCtx context.Context
+	// route is where the call goes (nil until the payload is read).
+	route *Route
+	req   inkwell.ProviderRequest
 }
 
 // call runs the provider outside any transaction. After ctx ends (a stop
 // was asked for) the call still gets the grace period to finish; a cancel
 // of its job aborts it at once (j.callCtx, see cancel.go).
-func (l *Lane) call(ctx context.Context, j *claimedJob, req inkwell.Request) (resp inkwell.ProviderResponse, secs float64, err error) {
-	c := j.Claimed
+func (l *Lane) call(ctx context.Context, j *claimedJob, preq inkwell.ProviderRequest, est int) (resp inkwell.ProviderResponse, secs float64, err error) {
+	j.req = preq
 	callCtx, cancel := context.WithCancel(j.callCtx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
@@ -106,14 +114,8 @@ func (l *Lane) call(ctx context.Context, j *claimedJob, req inkwell.Request) (re
 		context.AfterFunc(callCtx, func() { t.Stop() })
 	})
 	defer stop()
-	preq := inkwell.ProviderRequest{
-		IdempotencyKey: l.installation.ProviderKey(c.Job.ID, c.Job.IdempotencyKey),
-		Prompt:         req.Prompt,
-		MaxWords:       req.MaxWords,
-	}
 	start := time.Now()
-	if lim := l.cfg.Limiter; lim != nil {
-		est := EstimateTokens(preq)
+	if lim := j.route.Limiter; lim != nil {
 		// Nothing is sent before the limiter lets it: a call stopped while
 		// it waits reached no provider.
 		// A stop ends the wait at once (ctx, not callCtx): no new call
@@ -133,7 +135,7 @@ func (l *Lane) call(ctx context.Context, j *claimedJob, req inkwell.Request) (re
 			lim.Done(est, resp.TokensUsed, doneErr)
 		}()
 	}
-	resp, err = l.cfg.Provider.Generate(callCtx, preq)
+	resp, err = j.route.Provider.Generate(callCtx, preq)
 	if err != nil && callCtx.Err() != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w: %w", context.Canceled, err)
 	}
@@ -144,19 +146,22 @@ func (l *Lane) call(ctx context.Context, j *claimedJob, req inkwell.Request) (re
 // been paid for, so it is stored unless the attempt was fenced out: the
 // write waits out a busy, locked or full database for as long as the
 // process lives (after a stop signal, for the grace period).
-func (l *Lane) complete(ctx context.Context, j *claimedJob, req inkwell.Request, resp inkwell.ProviderResponse, secs float64) error {
+func (l *Lane) complete(ctx context.Context, j *claimedJob, w inkwell.Work, resp inkwell.ProviderResponse, secs float64) error {
 	// The API decides who pays (api.decideAccount) and stores it in the
 	// payload; only a legacy row, adopted from before accounts existed, has
 	// none, and it is charged to the default account as the API would.
-	account := req.Account
+	account := w.Account
 	if account == "" {
 		account = inkwell.DefaultAccount
 	}
+	resp.AmountMicros = chargeMicros(j.route, j.req, resp)
 	err := l.record(ctx, j, true, func(wctx context.Context) error {
 		var err error
 		j.next, err = l.store.CompleteAndClaim(wctx, store.CompleteParams{
 			JobID: j.Job.ID, AttemptID: j.Attempt.ID, Text: resp.Text,
 			Account: account, AmountMicros: resp.AmountMicros, ProviderRequestID: resp.RequestID,
+			Model: j.route.Model.Name, Response: resp.Response, FinishReason: resp.FinishReason,
+			PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, Usage: resp.Usage,
 		}, l.nextLock(ctx))
 		return err
 	})
@@ -201,6 +206,7 @@ type failure struct {
 // spend money twice (reschedule).
 func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64) error {
 	msg := storableError(f.msg)
+	pol := l.retryPolicy(j)
 	var d retryDecision
 	var retryAt *time.Time
 	err := l.record(ctx, j, false, func(wctx context.Context) error {
@@ -210,7 +216,7 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 		if err != nil {
 			return err
 		}
-		d, retryAt = l.cfg.Retry.decide(f.class, j.Attempt.AttemptNumber, t, f.retryAfter), nil
+		d, retryAt = pol.decide(f.class, j.Attempt.AttemptNumber, t, f.retryAfter), nil
 		if d.wait > 0 {
 			// The back-off is measured on the store's clock, the one the
 			// claim compares not_before with (on PostgreSQL the
@@ -219,7 +225,7 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 			retryAt = &at
 		}
 		j.next, err = l.store.FailAndClaim(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg, Class: f.class,
-			RetryAt: retryAt, ProviderHonoursKeys: l.cfg.Retry.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter}, l.nextLock(ctx))
+			RetryAt: retryAt, ProviderHonoursKeys: pol.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter}, l.nextLock(ctx))
 		return err
 	})
 	wctx := context.WithoutCancel(ctx)
@@ -234,9 +240,9 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 	}
 	switch {
 	case retryAt != nil:
-		limit, most := "max_attempts", l.cfg.Retry.MaxAttempts
+		limit, most := "max_attempts", pol.MaxAttempts
 		if f.class == inkwell.ClassRateLimited {
-			limit, most = "max_rate_limited", l.cfg.Retry.maxRateLimited()
+			limit, most = "max_rate_limited", pol.maxRateLimited()
 		}
 		j.log.WarnContext(wctx, "attempt failed; job queued again for an automatic retry", "error", msg, "error_class", f.class,
 			"not_before", retryAt.UTC().Format(time.RFC3339Nano), limit, most)
@@ -265,7 +271,7 @@ func (l *Lane) tally(ctx context.Context, j *claimedJob, c inkwell.ErrorClass) (
 		this = 1
 	}
 	switch {
-	case !l.cfg.Retry.mayRetry(c):
+	case !l.retryPolicy(j).mayRetry(c):
 		return tally{}, nil
 	case j.Attempt.AttemptNumber == 1:
 		return tally{known: true, since: 1, rateLimited: this}, nil

@@ -37,6 +37,9 @@ type Config struct {
 	// Limiter, if set, paces the lane's provider calls within the
 	// provider's limits (requests and tokens per minute, 429 pauses).
 	Limiter Limiter
+	// Router, if set, picks each job's model, provider and limiter by the
+	// model it names (route.go); Provider and Limiter are then unused.
+	Router Router
 	// Retry is automatic retry (retry.go); the zero value retries nothing.
 	Retry RetryPolicy
 	// CancelPoll is how often, while calls are in flight, the lane asks the
@@ -53,10 +56,8 @@ type Config struct {
 // beat is what the lane's heartbeat writes besides the time.
 func (l *Lane) beat() store.LaneBeat {
 	b := store.LaneBeat{AnswersWaiting: l.waiting.Load(), Slots: l.cfg.Concurrency, SlotsInUse: int(l.inFlight.Load())}
-	if lim := l.cfg.Limiter; lim != nil {
-		if until := lim.PausedUntil(); until.After(time.Now()) {
-			b.PausedUntil = until
-		}
+	if until := l.pausedUntil(); until.After(time.Now()) {
+		b.PausedUntil = until
 	}
 	return b
 }
@@ -144,8 +145,8 @@ type Lane struct {
 // New returns a lane over st. It panics on a missing provider: a
 // programmer's mistake at construction time.
 func New(st laneStore, cfg Config) *Lane {
-	if cfg.Provider == nil {
-		panic("worker.New: nil Provider")
+	if cfg.Provider == nil && cfg.Router == nil {
+		panic("worker.New: nil Provider and Router")
 	}
 	if cfg.Name == "" {
 		cfg.Name = "local"

@@ -1,0 +1,113 @@
+package worker
+
+import (
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Route is where a job's call goes: its model, the provider that serves
+// it, that provider's limiter (one per provider: its rpm, tpm and 429
+// pause), and whether the provider honours idempotency keys (which decides
+// what automatic retry may do, docs/design.md §9).
+type Route struct {
+	Model       inkwell.Model
+	Provider    inkwell.Provider
+	Limiter     Limiter // nil: no limits
+	HonoursKeys bool
+}
+
+// Router picks each job's route by the model it names ("" the default
+// model). serve builds one from its config file (docs/providers.md).
+type Router interface {
+	Route(model string) (Route, error)
+	// Limiters lists every provider's limiter, for the heartbeat's pause.
+	Limiters() []Limiter
+}
+
+// route is the job's route: Config.Router's, or without one the lane's
+// one provider and limiter.
+func (l *Lane) route(model string) (Route, error) {
+	if l.cfg.Router != nil {
+		return l.cfg.Router.Route(model)
+	}
+	return Route{Model: inkwell.Model{Name: model, Upstream: model}, Provider: l.cfg.Provider,
+		Limiter: l.cfg.Limiter, HonoursKeys: l.cfg.Retry.ProviderHonoursKeys}, nil
+}
+
+// limiters is every limiter the lane's calls wait on.
+func (l *Lane) limiters() []Limiter {
+	if l.cfg.Router != nil {
+		return l.cfg.Router.Limiters()
+	}
+	if l.cfg.Limiter != nil {
+		return []Limiter{l.cfg.Limiter}
+	}
+	return nil
+}
+
+// pausedUntil is the latest end of a 429 pause among the lane's
+// providers (zero when none is paused).
+func (l *Lane) pausedUntil() time.Time {
+	var until time.Time
+	for _, lim := range l.limiters() {
+		if u := lim.PausedUntil(); u.After(until) {
+			until = u
+		}
+	}
+	return until
+}
+
+// retryPolicy is the lane's retry policy for j: whether a second call can
+// spend money twice is the provider's to say.
+func (l *Lane) retryPolicy(j *claimedJob) RetryPolicy {
+	p := l.cfg.Retry
+	if j.route != nil {
+		p.ProviderHonoursKeys = j.route.HonoursKeys
+	}
+	return p
+}
+
+// providerRequest is the call for work w on route rt: the chat request
+// with the upstream model name and the output bound in force, and what the
+// simulators write from.
+func providerRequest(key string, w inkwell.Work, rt Route) inkwell.ProviderRequest {
+	chat := w.Chat
+	chat.Model = rt.Model.Upstream
+	chat.MaxOutputTokens = rt.Model.OutputBound(w.Chat)
+	req := inkwell.ProviderRequest{IdempotencyKey: key, Chat: chat}
+	if w.Short != nil {
+		req.Prompt, req.MaxWords = w.Short.Prompt, w.Short.MaxWords
+		return req
+	}
+	req.Prompt = chat.LastUserText()
+	if chat.MaxOutputTokens > 0 {
+		req.MaxWords = max(1, chat.MaxOutputTokens/inkwell.TokensPerWord)
+	}
+	return req
+}
+
+// estimate is a call's token cost as a limiter sees it before the call:
+// the short form as EstimateTokens has it; the chat form its input at
+// about four bytes a token plus its output bound. The answer's usage
+// corrects it afterwards (Limiter.Done).
+func estimate(w inkwell.Work, req inkwell.ProviderRequest) int {
+	if w.Short != nil || req.Chat.Fields == nil {
+		return EstimateTokens(req)
+	}
+	return (req.Chat.InputBytes()+3)/4 + req.Chat.MaxOutputTokens
+}
+
+// chargeMicros is what an answer is charged on its route's model: a priced
+// model charges its usage at the model's prices (an answer without usage
+// at its provable bound: every byte of the request and of the answer a
+// token); an unpriced one what the provider says it billed.
+func chargeMicros(rt *Route, req inkwell.ProviderRequest, resp inkwell.ProviderResponse) int64 {
+	if rt == nil || !rt.Model.Priced() {
+		return resp.AmountMicros
+	}
+	if resp.Usage {
+		return rt.Model.Cost(resp.PromptTokens, resp.CompletionTokens)
+	}
+	return rt.Model.Cost(int64(req.Chat.InputBytes()), int64(len(resp.Text)+len(resp.Response)))
+}
