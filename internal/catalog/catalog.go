@@ -124,6 +124,8 @@ func anthropicCarries(req inkwell.ChatRequest, m inkwell.Model) error {
 	switch {
 	case req.Seed != nil:
 		return inkwell.Errorf(inkwell.EINVALID, "field \"seed\" cannot be carried to model %q: Anthropic's Messages API has no seed", m.Name)
+	case req.Temperature != nil && *req.Temperature > 1:
+		return inkwell.Errorf(inkwell.EINVALID, "temperature %g cannot be carried to model %q: Anthropic's Messages API takes 0 to 1", *req.Temperature, m.Name)
 	case req.ResponseFormat == "json_object" || req.ResponseFormat == "json_schema":
 		return inkwell.Errorf(inkwell.EINVALID, "response_format %q cannot be carried to model %q: Anthropic's Messages API has no response format (ask for JSON in the prompt, or use a tool)", req.ResponseFormat, m.Name)
 	}
