@@ -155,7 +155,7 @@ func TestBatch_BadInputWritesNothing(t *testing.T) {
 		{"control in custom_id", "k", "application/jsonl", batchLine("a\nb", `{"prompt":"p"}`), 400, inkwell.EINVALID, []string{"line 1", "custom_id", "control"}},
 		{"duplicate custom_id", "k", "application/jsonl", good + "\n" + batchLine("b", `{"prompt":"q"}`) + "\n\n" + good, 400, inkwell.EINVALID, []string{"line 4", "repeats line 1"}},
 		{"method", "k", "application/jsonl", `{"custom_id":"a","method":"GET","url":"/v1/jobs","body":{"prompt":"p"}}`, 400, inkwell.EINVALID, []string{"line 1", "method"}},
-		{"url", "k", "application/jsonl", `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"prompt":"p"}}`, 400, inkwell.EINVALID, []string{"line 1", "url"}},
+		{"url", "k", "application/jsonl", `{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"prompt":"p"}}`, 400, inkwell.EINVALID, []string{"line 1", "url"}},
 		{"no body", "k", "application/jsonl", `{"custom_id":"a","method":"POST","url":"/v1/jobs"}`, 400, inkwell.EINVALID, []string{"line 1", "body"}},
 		{"blank prompt", "k", "application/jsonl", good + "\n" + batchLine("b", `{"prompt":" "}`), 400, inkwell.EINVALID, []string{"line 2", "body", "prompt"}},
 		{"max_words", "k", "application/jsonl", batchLine("b", `{"prompt":"p","max_words":-1}`), 400, inkwell.EINVALID, []string{"line 1", "max_words"}},

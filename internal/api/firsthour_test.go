@@ -51,7 +51,7 @@ func TestAccept_NotAnObjectSaysWhatWasExpected(t *testing.T) {
 		` true `:                 "a JSON boolean",
 	} {
 		got := assertError(t, e.post("k", body), http.StatusBadRequest, inkwell.EINVALID)
-		for _, want := range []string{"body is " + kind, `expected one JSON object {"prompt": "...", "account": "...", "max_words": N}`} {
+		for _, want := range []string{"body is " + kind, `expected one JSON object: the chat form`, `the short form {"prompt": "...", "account": "...", "max_words": N}`} {
 			if !strings.Contains(got.Message, want) {
 				t.Errorf("body %s: message %q lacks %q", body, got.Message, want)
 			}

@@ -9,10 +9,10 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// maxKeysChecked bounds the names refuseDuplicateKeys reads: a chat
-// request passes fields Inkwell does not know to its provider, so it may
-// have many, but no real one has more than this; a body with more is
-// refused, and the check's cost stays bounded whatever a body holds.
+// maxKeysChecked bounds the names refuseDuplicateKeys reads, so its cost
+// stays bounded whatever a body holds: a chat request (which passes fields
+// Inkwell does not know to its provider) with more is refused (readChat),
+// and the short form refuses any field it does not know.
 const maxKeysChecked = 256
 
 // refuseDuplicateKeys refuses an object that names one field twice. Go's
@@ -28,12 +28,9 @@ const maxKeysChecked = 256
 // a decode's cost; a name written with escapes (\u0070rompt is prompt)
 // is read by the decoder instead (keysByDecoder), as Go would read it.
 func refuseDuplicateKeys(body []byte) error {
-	keys, escaped := topLevelKeys(body, maxKeysChecked+1)
+	keys, escaped := topLevelKeys(body, maxKeysChecked)
 	if escaped {
-		keys = keysByDecoder(body, maxKeysChecked+1)
-	}
-	if len(keys) > maxKeysChecked {
-		return inkwell.Errorf(inkwell.EINVALID, "the object has more than %d fields: no request has that many", maxKeysChecked)
+		keys = keysByDecoder(body, maxKeysChecked)
 	}
 	seen := make(map[string][]byte, len(keys))
 	for _, key := range keys {

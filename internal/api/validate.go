@@ -80,10 +80,10 @@ func readJob(r *http.Request, body []byte) (inkwell.Work, []byte, error) {
 // readShort reads the short form, exactly as before the chat form existed,
 // so that a re-send of a job stored then hashes as it did.
 func readShort(r *http.Request, body []byte, fields map[string]json.RawMessage) (inkwell.Work, []byte, error) {
-	if fields != nil && fields["prompt"] == nil && len(fields) > 0 && !onlyShortFields(fields) {
-		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "body must have messages (the chat form: {\"model\", \"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}) or prompt (the short form: {\"prompt\": \"...\"})")
-	}
 	req, err := decodeRequest(body)
+	if err != nil && fields != nil && !hasName(fields, "prompt") {
+		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "body must have messages (the chat form: {\"model\", \"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}) or prompt (the short form: {\"prompt\": \"...\"}): %s", inkwell.ErrorMessage(err))
+	}
 	if err != nil {
 		return inkwell.Work{}, nil, err
 	}
@@ -97,22 +97,23 @@ func readShort(r *http.Request, body []byte, fields map[string]json.RawMessage) 
 	return inkwell.Work{Account: req.Account, Chat: req.Chat(), Short: &req}, payload, nil
 }
 
-// onlyShortFields says whether every field is one of the short form's,
-// so that its decoder, not the chat form's hint, says what is missing.
-func onlyShortFields(fields map[string]json.RawMessage) bool {
+// hasName says whether fields has name, matched as the decoder matches
+// names (without regard to case).
+func hasName(fields map[string]json.RawMessage, name string) bool {
 	for k := range fields {
-		switch k {
-		case "prompt", "account", "max_words", "model":
-		default:
-			return false
+		if strings.EqualFold(k, name) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // readChat reads the chat form: Inkwell's own account and metadata taken
 // out, the rest checked by inkwell.ParseChat and kept as sent.
 func readChat(r *http.Request, fields map[string]json.RawMessage) (inkwell.Work, []byte, error) {
+	if len(fields) > maxKeysChecked { // past it, a name repeated in another case would go unseen
+		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "the body has %d fields; a chat request has at most %d", len(fields), maxKeysChecked)
+	}
 	var account string
 	if raw, ok := fields["account"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &account); err != nil {
