@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
 )
 
 // handleAccept is POST /v1/jobs: 201 for a new job, 200 with the existing
@@ -17,31 +18,12 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	p.MaxQueued = s.cfg.MaxQueued
-	if p.ReserveMicros, err = s.reserve(work); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	// Keys are unique per account (migration 0008), and the account is
-	// the token's: a client's re-send or reused key only ever finds a job
-	// of its own account.
-	var job inkwell.Job
-	var created bool
-	err = s.underRPM(w, r, p.Account, func(refuse error) (bool, error) {
-		p.Refuse = refuse
-		job, created, err = s.cfg.Store.Accept(r.Context(), p)
-		return created, err
-	})
+	job, created, err := s.acceptJob(w, r, p, work)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.cfg.Metrics.acceptedJob(created)
 	if created {
-		s.log.InfoContext(r.Context(), "job accepted", "job_id", job.ID)
-		if s.cfg.OnAccepted != nil {
-			s.cfg.OnAccepted()
-		}
 		writeJSON(w, http.StatusCreated, inkwell.JobDetail{Job: job, Attempts: []inkwell.Attempt{}})
 		return
 	}
@@ -51,6 +33,36 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, d)
+}
+
+// acceptJob stores one parsed job request, as POST /v1/jobs and POST
+// /v1/chat/completions both do: the catalog's check and the budget's
+// reservation (reserve), the account's rpm and --max-queued, then the
+// accept transaction. created is false for a re-send of a stored job.
+func (s *Server) acceptJob(w http.ResponseWriter, r *http.Request, p store.AcceptParams, work inkwell.Work) (job inkwell.Job, created bool, err error) {
+	p.MaxQueued = s.cfg.MaxQueued
+	if p.ReserveMicros, err = s.reserve(work); err != nil {
+		return job, false, err
+	}
+	// Keys are unique per account (migration 0008), and the account is
+	// the token's: a client's re-send or reused key only ever finds a job
+	// of its own account.
+	err = s.underRPM(w, r, p.Account, func(refuse error) (bool, error) {
+		p.Refuse = refuse
+		job, created, err = s.cfg.Store.Accept(r.Context(), p)
+		return created, err
+	})
+	if err != nil {
+		return job, false, err
+	}
+	s.cfg.Metrics.acceptedJob(created)
+	if created {
+		s.log.InfoContext(r.Context(), "job accepted", "job_id", job.ID)
+		if s.cfg.OnAccepted != nil {
+			s.cfg.OnAccepted()
+		}
+	}
+	return job, created, nil
 }
 
 // handleShow is GET /v1/jobs/{id}; with ?wait=30s a long-poll (wait.go).

@@ -184,6 +184,13 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 		{"POST /v1/jobs", "queue full", full, "POST", "/v1/jobs", operator, key("spec-7"), job, 429},
 		{"POST /v1/jobs", "database busy", busy, "POST", "/v1/jobs", "", key("spec-8"), job, 503},
 
+		{"POST /v1/chat/completions", "re-send of a done job", main, "POST", "/v1/chat/completions", operator, key("done-1"), `{"prompt":"a haiku about ink, number 1","account":"default","max_words":50}`, 200},
+		{"POST /v1/chat/completions", "no messages", main, "POST", "/v1/chat/completions", operator, key("spec-chat-1"), `{"model":"m"}`, 400},
+		{"POST /v1/chat/completions", "stream", main, "POST", "/v1/chat/completions", operator, key("spec-chat-2"), `{"messages":[{"role":"user","content":"x"}],"stream":true}`, 400},
+		{"POST /v1/chat/completions", "no token", main, "POST", "/v1/chat/completions", "", key("spec-chat-3"), `{"messages":[{"role":"user","content":"x"}]}`, 401},
+		{"POST /v1/chat/completions", "key reused", main, "POST", "/v1/chat/completions", operator, key("spec-1"), `{"messages":[{"role":"user","content":"x"}]}`, 422},
+		{"POST /v1/chat/completions", "over the budget", budgeted, "POST", "/v1/chat/completions", thrifty, key("spec-chat-budget"), `{"prompt":"p","max_words":50}`, 402},
+
 		{"GET /v1/jobs/{id}", "done", main, "GET", fmt.Sprintf("/v1/jobs/%d", done), operator, nil, "", 200},
 		{"GET /v1/jobs/{id}", "closed by recovery", main, "GET", fmt.Sprintf("/v1/jobs/%d", restarted), operator, nil, "", 200},
 		{"GET /v1/jobs/{id}", "queued", main, "GET", fmt.Sprintf("/v1/jobs/%d", queued), operator, nil, "", 200},

@@ -5,6 +5,7 @@ package api
 func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/jobs", s.guard(client, s.handleAccept))
 	s.mux.HandleFunc("GET /v1/jobs/{id}", s.guard(client, s.handleShow))
+	s.mux.HandleFunc("POST /v1/chat/completions", s.guard(client, s.handleChatCompletions))
 	s.mux.HandleFunc("POST /v1/jobs/{id}/retry", s.guard(operator, s.handleRetry))
 	s.mux.HandleFunc("POST /v1/jobs/{id}/cancel", s.guard(operator, s.handleCancel))
 	s.mux.HandleFunc("POST /v1/batches", s.guard(client, s.handleBatchAccept))

@@ -77,6 +77,9 @@ type Config struct {
 	// it against the account's budget (docs/design.md §10, §12). nil
 	// reserves 0.
 	WorstCase func(inkwell.Work, inkwell.Model) int64
+	// SyncWait is how long POST /v1/chat/completions waits for its job
+	// before it answers 504 (serve --sync-wait; DefaultSyncWait when 0).
+	SyncWait time.Duration
 	// RPMRecheck is how long an account's rpm is trusted before it is read
 	// again (default 5s).
 	RPMRecheck time.Duration
