@@ -66,33 +66,44 @@ func (f providerFlags) checkOpenAI() error {
 // pauses every call of the lane even when no limit is set. Its metrics are
 // registered in f.metrics (none when nil).
 func (f providerFlags) limiter() (*limiter.Limiter, error) {
+	return newLimiter(*f.rpm, *f.tpm, f.log, f.metrics, nil)
+}
+
+// newLimiter is one provider's limiter (rpm, tpm, and the pause after a
+// 429), its metrics registered in reg (none when nil) under labels (a
+// config file's provider="name"; none for the flags' one provider).
+func newLimiter(rpm, tpm int, log *slog.Logger, reg prometheus.Registerer, labels prometheus.Labels) (*limiter.Limiter, error) {
 	wait := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "inkwell_provider_limiter_wait_seconds",
-		Help:    "Time each provider call waited for the lane's limits (--provider-rpm, --provider-tpm) and for a pause after a 429 before it was sent, or until the lane stopped.",
-		Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
+		Name:        "inkwell_provider_limiter_wait_seconds",
+		Help:        "Time each provider call waited for its provider's limits (rpm, tpm) and for a pause after a 429 before it was sent, or until the lane stopped.",
+		Buckets:     []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
+		ConstLabels: labels,
 	})
-	lim := limiter.New(limiter.Config{RPM: *f.rpm, TPM: *f.tpm, Logger: f.log,
+	lim := limiter.New(limiter.Config{RPM: rpm, TPM: tpm, Logger: log,
 		OnWait: func(d time.Duration) { wait.Observe(d.Seconds()) }})
-	if f.metrics == nil {
+	if reg == nil {
 		return lim, nil
 	}
 	collectors := []prometheus.Collector{
 		wait,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "inkwell_provider_calls_in_flight",
-			Help: "Provider calls of the lane sent and not answered yet.",
+			Name:        "inkwell_provider_calls_in_flight",
+			Help:        "Provider calls sent and not answered yet.",
+			ConstLabels: labels,
 		}, func() float64 { return float64(lim.InFlight()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "inkwell_provider_429_total",
-			Help: "Provider calls answered 429 (rate limited); each pauses every call of the lane.",
+			Name:        "inkwell_provider_429_total",
+			Help:        "Provider calls answered 429 (rate limited); each pauses every call to that provider.",
+			ConstLabels: labels,
 		}, func() float64 { return float64(lim.RateLimited()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "inkwell_provider_paused_until_seconds",
-			Help: "Unix time until which the lane sends no provider call after a 429 (its Retry-After, or a back-off); 0 when not paused.",
+			Name:        "inkwell_provider_paused_until_seconds",
+			Help:        "Unix time until which no call is sent to the provider after a 429 (its Retry-After, or a back-off); 0 when not paused.",
+			ConstLabels: labels,
 		}, func() float64 { return unixSeconds(lim.PausedUntil()) }),
 	}
 	for _, c := range collectors {
-		if err := f.metrics.Register(c); err != nil {
+		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register limiter metrics: %w", err)
 		}
 	}

@@ -3,17 +3,20 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
+	"github.com/inkwell/inkwell/internal/catalog"
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/jobwait"
 	"github.com/inkwell/inkwell/internal/store"
@@ -46,6 +49,8 @@ openai provider's API key), INKWELL_CRASH_AT (arm a crash point; drills only).`
 
 type serveConfig struct {
 	db, addr, lane, synchronous *string
+	config                      *string
+	syncWait                    *time.Duration
 	grace, heartbeat, poll      *time.Duration
 	concurrency                 *int
 	rescue                      *time.Duration
@@ -68,6 +73,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		rescue:      fs.Duration("rescue-interval", 2*time.Second, "PostgreSQL: how often the lane looks for other lanes proven dead (their lock is free) and closes their orphans"),
 		poll:        fs.Duration("poll", time.Second, "how often an idle lane looks for jobs queued by other processes"),
 		concurrency: fs.Int("concurrency", 16, "how many provider calls the lane runs at once (each its own claim, attempt and fenced completion; 1: one at a time)"),
+		config:      fs.String("config", os.Getenv("INKWELL_CONFIG"), "the config file (TOML) defining providers and models, docs/providers.md (env INKWELL_CONFIG); without one, --provider and its flags define one provider that answers any model name"),
+		syncWait:    fs.Duration("sync-wait", api.DefaultSyncWait, "how long POST /v1/chat/completions waits for its job before it answers 504 (the same request with the same Idempotency-Key waits again)"),
 		provider:    addProviderFlags(fs),
 		log:         addLogFlags(fs),
 		life:        addJobLifeFlags(fs),
@@ -94,6 +101,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	if err := cfg.checkDurations(); err != nil {
+		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
+		return 2
+	}
+	if err := cfg.checkConfigFlags(fs); err != nil {
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
 	}
@@ -145,23 +156,67 @@ func (c serveConfig) checkDurations() error {
 	return nil
 }
 
-// serve builds the provider from the flags and runs one Main until ctx
-// ends or the lane stops.
+// checkConfigFlags refuses --sync-wait of zero or less, and --config
+// beside a flag that defines the one provider a config file replaces.
+func (c serveConfig) checkConfigFlags(fs *flag.FlagSet) error {
+	if *c.syncWait <= 0 {
+		return fmt.Errorf("--sync-wait must be positive, not %s", *c.syncWait)
+	}
+	if *c.config == "" {
+		return nil
+	}
+	var clash []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "provider", "provider-url", "model", "provider-timeout", "provider-rpm", "provider-tpm", "provider-micros-per-token", "sim-latency", "provider-honours-keys":
+			clash = append(clash, "--"+f.Name)
+		}
+	})
+	if len(clash) > 0 {
+		return fmt.Errorf("--config %s defines the providers and models; %s would be ignored: set it in the file's [[provider]] instead", *c.config, strings.Join(clash, ", "))
+	}
+	return nil
+}
+
+// routes is serve's models and providers: from --config when set, else the
+// one provider of the flags.
+func (c serveConfig) routes(reg prometheus.Registerer, log *slog.Logger) (*Routes, inkwell.Provider, worker.Limiter, error) {
+	if *c.config != "" {
+		cat, err := catalog.Load(*c.config)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		r, err := configRoutes(cat, log, reg)
+		return r, nil, nil, err
+	}
+	c.provider.metrics, c.provider.log = reg, log
+	prov, err := c.provider.build()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lim, err := c.provider.limiter()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return nil, prov, lim, nil
+}
+
+// serve builds the providers from --config or the flags and runs one Main
+// until ctx ends or the lane stops.
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	reg := newRegistry()
-	cfg.provider.metrics, cfg.provider.log = reg, log
-	prov, err := cfg.provider.build()
+	routes, prov, lim, err := cfg.routes(reg, log)
 	if err != nil {
 		return err
 	}
-	lim, err := cfg.provider.limiter()
-	if err != nil {
-		return err
+	name := *cfg.provider.kind
+	if routes != nil {
+		name = "config " + *cfg.config
 	}
 	m, err := OpenMain(ctx, MainConfig{
 		DB: *cfg.db, Addr: *cfg.addr, Lane: *cfg.lane, Synchronous: *cfg.synchronous,
 		Grace: *cfg.grace, Heartbeat: *cfg.heartbeat, Poll: *cfg.poll, Rescue: *cfg.rescue, Concurrency: *cfg.concurrency,
-		Provider: prov, ProviderName: *cfg.provider.kind, Limiter: lim, Registry: reg, Logger: log,
+		Provider: prov, ProviderName: name, Limiter: lim, Routes: routes, SyncWait: *cfg.syncWait, Registry: reg, Logger: log,
 		Retry: cfg.life.policy(*cfg.provider.kind), Retention: *cfg.life.retention, MaxQueued: *cfg.life.maxQueued,
 		Auth: *cfg.auth, Webhooks: cfg.webhooks.config(),
 	})
@@ -184,6 +239,7 @@ type MainConfig struct {
 	// (routes.go); Provider and Limiter are then unused. nil: the one
 	// Provider serves any model.
 	Routes    *Routes
+	SyncWait  time.Duration        // POST /v1/chat/completions' wait (0: api.DefaultSyncWait)
 	Limiter   worker.Limiter       // the provider's limits and 429 pauses (nil: none)
 	Registry  *prometheus.Registry // nil: a new one
 	Logger    *slog.Logger         // nil discards
@@ -255,7 +311,7 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 	}, func() float64 { return float64(m.waits.Waiters()) }))
 	m.srv = api.New(api.Config{Store: m.st, Logger: m.log, OnAccepted: m.lane.Wake, OnCancelled: m.lane.CancelAttempt, Metrics: m.metrics, Gatherer: cfg.Registry,
 		LoopbackOnly: listensOnLoopback(cfg.Addr), MaxQueued: cfg.MaxQueued, Auth: auth, Waits: m.waits,
-		Catalog: cfg.Routes.Catalog, WorstCase: cfg.Routes.WorstCase})
+		Catalog: cfg.Routes.Catalog, WorstCase: cfg.Routes.WorstCase, SyncWait: cfg.SyncWait})
 	if err := m.lane.Lock(ctx); err != nil {
 		m.Close()
 		return nil, err

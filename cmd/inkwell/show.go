@@ -114,6 +114,9 @@ func printDetail(w io.Writer, d inkwell.JobDetail) {
 	j := d.Job
 	fmt.Fprintf(w, "job %d  %s\n", j.ID, j.Status)
 	fmt.Fprintf(w, "  key       %s\n", j.IdempotencyKey)
+	if model := modelOf(d); model != "" {
+		fmt.Fprintf(w, "  model     %s\n", model)
+	}
 	fmt.Fprintf(w, "  request   %s\n", string(j.Payload))
 	fmt.Fprintf(w, "  accepted  %s\n", fmtTime(&j.CreatedAt))
 	if j.StartedAt != nil {
@@ -150,9 +153,51 @@ func printDetail(w io.Writer, d inkwell.JobDetail) {
 		c := d.Charge
 		fmt.Fprintf(w, "\ncharge  %s  account %s  provider request %s  (attempt %s)\n", formatMoney(c.AmountMicros), c.Account, c.ProviderRequestID, attemptNumberOf(d, c.AttemptID))
 	}
-	if d.Result != nil {
-		fmt.Fprintf(w, "\nresult\n%s\n", d.Result.Text)
+	if r := d.Result; r != nil {
+		if r.PromptTokens != nil && r.CompletionTokens != nil {
+			fmt.Fprintf(w, "tokens  %d prompt + %d completion = %d\n", *r.PromptTokens, *r.CompletionTokens, *r.PromptTokens+*r.CompletionTokens)
+		}
+		if r.FinishReason != "" {
+			fmt.Fprintf(w, "finish  %s\n", r.FinishReason)
+		}
+		fmt.Fprintf(w, "\nresult\n%s\n", r.Text)
+		if calls := toolCalls(r.Response); calls != "" {
+			fmt.Fprintf(w, "\ntool calls\n%s\n", calls)
+		}
 	}
+}
+
+// modelOf is the model a job ran on (its result's), or the one it asks
+// for (its payload's; "" for the default model).
+func modelOf(d inkwell.JobDetail) string {
+	if d.Result != nil && d.Result.Model != "" {
+		return d.Result.Model
+	}
+	var p struct {
+		Model string `json:"model"`
+	}
+	if json.Unmarshal(d.Job.Payload, &p) == nil && p.Model != "" {
+		return p.Model + " (asked for)"
+	}
+	return ""
+}
+
+// toolCalls is the answer's tool calls as JSON, "" when it made none.
+func toolCalls(response json.RawMessage) string {
+	var c struct {
+		Choices []struct {
+			Message struct {
+				ToolCalls json.RawMessage `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(response, &c) != nil || len(c.Choices) == 0 {
+		return ""
+	}
+	if tc := c.Choices[0].Message.ToolCalls; len(tc) > 0 && string(tc) != "null" && string(tc) != "[]" {
+		return string(tc)
+	}
+	return ""
 }
 
 // attemptNumberOf names the attempt with row id id by its number, as the
