@@ -203,14 +203,14 @@ func TestCheck_BrokenWorlds(t *testing.T) {
 				`DROP TABLE charges`, // views that read it are resolved lazily: no rename needed
 				`CREATE TABLE charges AS SELECT * FROM charges_copy`,
 				`DROP TABLE charges_copy`,
-				`INSERT INTO charges SELECT id + 100, job_id, attempt_id, account, amount_micros, provider_request_id, created_at FROM charges WHERE job_id = 1`)
+				`INSERT INTO charges (id, job_id, attempt_id, account, amount_micros, provider_request_id, created_at) SELECT id + 100, job_id, attempt_id, account, amount_micros, provider_request_id, created_at FROM charges WHERE job_id = 1`)
 		}, 1, InvOneCharge},
 		{"DuplicatedResult", func(w *world) {
 			w.mustExec(`CREATE TABLE results_copy AS SELECT * FROM results`,
 				`DROP TABLE results`, // views that read it are resolved lazily: no rename needed
 				`CREATE TABLE results AS SELECT * FROM results_copy`,
 				`DROP TABLE results_copy`,
-				`INSERT INTO results SELECT id + 100, job_id, attempt_id, 'another text', created_at FROM results WHERE job_id = 1`)
+				`INSERT INTO results (id, job_id, attempt_id, text, created_at) SELECT id + 100, job_id, attempt_id, 'another text', created_at FROM results WHERE job_id = 1`)
 		}, 1, InvOneResult},
 		{"AttemptNumberGap", func(w *world) {
 			w.mustExec(`INSERT INTO job_attempts (job_id, attempt_number, status, error, lane, started_at, finished_at)

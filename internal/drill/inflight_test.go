@@ -289,7 +289,7 @@ func TestCheckInFlight_BrokenDatabases(t *testing.T) {
 				`DROP TABLE results`,
 				`CREATE TABLE results AS SELECT * FROM results_copy`,
 				`DROP TABLE results_copy`,
-				`INSERT INTO results SELECT id + 100, job_id, attempt_id, text, created_at FROM results WHERE job_id = 2`)
+				`INSERT INTO results (id, job_id, attempt_id, text, created_at) SELECT id + 100, job_id, attempt_id, text, created_at FROM results WHERE job_id = 2`)
 		}}, []want{{2, InvOneResult}, {2, InvPointState}}},
 		{"FewerCallsInFlight", crashpoint.ClaimAfterCommit, familyBreaks{claims: 7}, []want{{0, InvInFlight}, {8, InvPointState}}},
 		{"TriggerClaimedWithNoSlotFree", crashpoint.AcceptAfterCommit, familyBreaks{beforeCrash: func(w *world) {
