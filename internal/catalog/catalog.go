@@ -101,7 +101,9 @@ func (c *Catalog) Check(req inkwell.ChatRequest) (inkwell.Model, error) {
 	if err != nil {
 		return m, err
 	}
-	if m.MaxOutputTokens > 0 && req.MaxOutputTokens > m.MaxOutputTokens {
+	// Without a config file no model's bound is known: the flags' bound is
+	// the default sent, not a limit on what a request may ask.
+	if !c.AnyModel && m.MaxOutputTokens > 0 && req.MaxOutputTokens > m.MaxOutputTokens {
 		return m, inkwell.Errorf(inkwell.EINVALID, "max_completion_tokens/max_tokens %d is more than model %q writes (max_output_tokens %d)", req.MaxOutputTokens, m.Name, m.MaxOutputTokens)
 	}
 	if !p.PassesUnknownFields() {
