@@ -53,7 +53,7 @@ const waitLimit = 60 * time.Second
 func childEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "INKWELL_DB=") || strings.HasPrefix(kv, "INKWELL_CRASH_AT=") {
+		if strings.HasPrefix(kv, "INKWELL_DB=") || strings.HasPrefix(kv, "INKWELL_CRASH_AT=") || strings.HasPrefix(kv, "INKWELL_CONFIG=") {
 			continue
 		}
 		env = append(env, kv)

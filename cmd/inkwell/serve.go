@@ -50,6 +50,7 @@ openai provider's API key), INKWELL_CRASH_AT (arm a crash point; drills only).`
 type serveConfig struct {
 	db, addr, lane, synchronous *string
 	config                      *string
+	catalog                     *catalog.Catalog // read from --config before anything is made
 	syncWait                    *time.Duration
 	grace, heartbeat, poll      *time.Duration
 	concurrency                 *int
@@ -107,6 +108,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := cfg.checkConfigFlags(fs); err != nil {
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
+	}
+	if *cfg.config != "" { // a bad file is a usage error, refused before the database is made
+		var err error
+		if cfg.catalog, err = catalog.Load(*cfg.config); err != nil {
+			fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
+			return 2
+		}
 	}
 	if err := errors.Join(cfg.provider.checkLimits(), cfg.provider.checkOpenAI()); err != nil {
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
@@ -181,12 +189,8 @@ func (c serveConfig) checkConfigFlags(fs *flag.FlagSet) error {
 // routes is serve's models and providers: from --config when set, else the
 // one provider of the flags.
 func (c serveConfig) routes(reg prometheus.Registerer, log *slog.Logger) (*Routes, inkwell.Provider, worker.Limiter, error) {
-	if *c.config != "" {
-		cat, err := catalog.Load(*c.config)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		r, err := configRoutes(cat, log, reg)
+	if c.catalog != nil {
+		r, err := configRoutes(c.catalog, log, reg)
 		return r, nil, nil, err
 	}
 	c.provider.metrics, c.provider.log = reg, log

@@ -166,7 +166,7 @@ func childEnv(crashAt string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		switch name, _, _ := strings.Cut(kv, "="); name {
-		case "INKWELL_CRASH_AT", "INKWELL_DB", "INKWELL_PROVIDER_KEY":
+		case "INKWELL_CRASH_AT", "INKWELL_DB", "INKWELL_PROVIDER_KEY", "INKWELL_CONFIG":
 			continue
 		}
 		env = append(env, kv)
