@@ -144,3 +144,26 @@ func oneLine(s string) string {
 	}
 	return s
 }
+
+// reachedError is transportError with what the call's trace saw: after a
+// connection was obtained, the provider may have received the request and
+// billed it, and the message says that the outcome is unknown; before, the
+// request was not sent.
+func reachedError(ctx context.Context, err error, trace *callTrace, scrub func(string) string) *CallError {
+	e := transportError(ctx, err, scrub)
+	e.Reached = trace.connected()
+	if e.Class == ClassNetwork && e.Reached {
+		e.Msg = "outcome unknown, the request may have reached the provider and been billed: " + e.Msg
+	}
+	return e
+}
+
+// redirectError is the error for a 3xx answer: never followed, because a
+// paid call is sent once, to the configured URL only.
+func redirectError(status int, location string) *CallError {
+	where := oneLine(location)
+	if where == "" {
+		where = "(no Location)"
+	}
+	return malformed(status, "the provider redirected the call to %s; a paid call is sent once, to the configured URL, and never follows a redirect: configure the URL it redirects to", where)
+}

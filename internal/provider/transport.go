@@ -71,12 +71,26 @@ func (c *callTrace) connected() bool {
 	return c.conns > 0
 }
 
-// trace returns ctx with hooks that count the connections of one call and
-// report each one after the first: a warning with the job's provider key
-// (never the API key), and OnResend. The count is conservative: an HTTP/2
-// retry on a connection found unusable before anything was written counts
-// too, and its warning says written_before=false.
+// resendSink is where a provider reports a resend of one of its calls:
+// its logger, its OnResend, and its scrub (the API key never reaches a log).
+type resendSink struct {
+	logger   *slog.Logger
+	onResend func()
+	scrub    func(string) string
+}
+
+// trace is traceCall with the OpenAI provider's sink.
 func (p *OpenAI) trace(ctx context.Context, providerKey string) (context.Context, *callTrace) {
+	return traceCall(ctx, providerKey, resendSink{logger: p.cfg.Logger, onResend: p.cfg.OnResend, scrub: p.scrub})
+}
+
+// traceCall returns ctx with hooks that count the connections of one call
+// and report each one after the first to sink: a warning with the job's
+// provider key (never the API key), and OnResend. The count is
+// conservative: an HTTP/2 retry on a connection found unusable before
+// anything was written counts too, and its warning says
+// written_before=false.
+func traceCall(ctx context.Context, providerKey string, sink resendSink) (context.Context, *callTrace) {
 	ct := &callTrace{}
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
@@ -85,7 +99,7 @@ func (p *OpenAI) trace(ctx context.Context, providerKey string) (context.Context
 			n, wrote, writeErr := ct.conns, ct.wrote, ct.writeErr
 			ct.mu.Unlock()
 			if n > 1 {
-				p.resent(ctx, providerKey, n, info, wrote, writeErr)
+				sink.resent(ctx, providerKey, n, info, wrote, writeErr)
 			}
 		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -97,7 +111,7 @@ func (p *OpenAI) trace(ctx context.Context, providerKey string) (context.Context
 }
 
 // resent reports the n-th connection of one call.
-func (p *OpenAI) resent(ctx context.Context, providerKey string, n int, info httptrace.GotConnInfo, wrote bool, writeErr error) {
+func (s resendSink) resent(ctx context.Context, providerKey string, n int, info httptrace.GotConnInfo, wrote bool, writeErr error) {
 	attrs := []slog.Attr{
 		slog.String("provider_key", providerKey),
 		slog.Int("connection", n),
@@ -105,14 +119,14 @@ func (p *OpenAI) resent(ctx context.Context, providerKey string, n int, info htt
 		slog.Bool("written_before", wrote),
 	}
 	if writeErr != nil {
-		attrs = append(attrs, slog.String("write_err", oneLine(p.scrub(writeErr.Error()))))
+		attrs = append(attrs, slog.String("write_err", oneLine(s.scrub(writeErr.Error()))))
 	}
 	if info.Conn != nil {
 		attrs = append(attrs, slog.String("remote_addr", info.Conn.RemoteAddr().String()))
 	}
-	p.cfg.Logger.LogAttrs(ctx, slog.LevelWarn,
+	s.logger.LogAttrs(ctx, slog.LevelWarn,
 		"provider call sent again by the HTTP transport: a provider that ignores the idempotency key bills it twice", attrs...)
-	if p.cfg.OnResend != nil {
-		p.cfg.OnResend()
+	if s.onResend != nil {
+		s.onResend()
 	}
 }

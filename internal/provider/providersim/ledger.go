@@ -22,10 +22,18 @@ type Ledger struct {
 	TotalAmountMicros int64         `json:"total_amount_micros"` // sum of amount_micros * bills
 }
 
-// LedgerEntry is one completion. Key is empty for a call sent without an
-// Idempotency-Key; such calls get one entry each.
+// KindMessages is the Kind of an entry billed by POST /v1/messages, which
+// honours no idempotency key; a chat completion's Kind is "".
+const KindMessages = "messages"
+
+// LedgerEntry is one billed answer. Key is the honoured idempotency key:
+// empty for a chat completion sent without one, and for every message, so
+// such calls get one entry each. SentKey is the Idempotency-Key header a
+// message was sent with, not honoured ("" for a chat completion).
 type LedgerEntry struct {
 	Key          string `json:"key"`
+	SentKey      string `json:"sent_key,omitempty"`
+	Kind         string `json:"kind,omitempty"` // "" or KindMessages
 	RequestID    string `json:"request_id"`
 	Calls        int64  `json:"calls"` // answered calls for this entry, repeats included
 	Bills        int64  `json:"bills"` // times billed: 1, unless something is badly wrong
@@ -41,6 +49,29 @@ func (l Ledger) Entry(key string) (LedgerEntry, bool) {
 		}
 	}
 	return LedgerEntry{}, false
+}
+
+// Sent returns the entries of the calls sent under an Idempotency-Key,
+// honoured or not, in the order they were billed.
+func (l Ledger) Sent(key string) []LedgerEntry {
+	var out []LedgerEntry
+	for _, e := range l.Entries {
+		if key != "" && (e.Key == key || e.SentKey == key) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Billed is how many times calls sent under an Idempotency-Key were
+// billed: 1 for a job whose provider honours keys, however often it was
+// sent; once per answered call for one that does not.
+func (l Ledger) Billed(key string) int64 {
+	var n int64
+	for _, e := range l.Sent(key) {
+		n += e.Bills
+	}
+	return n
 }
 
 // Request returns the entry for a provider request id, as a charge names it.
@@ -109,8 +140,17 @@ const schema = `CREATE TABLE IF NOT EXISTS ledger (
 	calls         INTEGER NOT NULL,
 	bills         INTEGER NOT NULL,
 	created_at    INTEGER NOT NULL,     -- unix seconds, the answer's "created"
-	last_call_at  INTEGER NOT NULL
+	last_call_at  INTEGER NOT NULL,
+	kind          TEXT,                 -- NULL: a chat completion; 'messages': POST /v1/messages
+	sent_key      TEXT                  -- the Idempotency-Key header of a message, not honoured
 )`
+
+// addedColumns are the columns added since the first ledger files: a file
+// that lacks them is migrated in place when a server opens it.
+var addedColumns = []struct{ name, ddl string }{
+	{"kind", `ALTER TABLE ledger ADD COLUMN kind TEXT`},
+	{"sent_key", `ALTER TABLE ledger ADD COLUMN sent_key TEXT`},
+}
 
 func openLedger(path string) (*sql.DB, error) {
 	db, err := sql.Open("sqlite", dsn(path))
@@ -123,7 +163,47 @@ func openLedger(path string) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("create ledger in %s: %w", path, err)
 	}
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate ledger in %s: %w", path, err)
+	}
 	return db, nil
+}
+
+// migrate adds the columns an older ledger file lacks; its rows, all chat
+// completions, read as before (kind and sent_key NULL).
+func migrate(ctx context.Context, db *sql.DB) error {
+	cols, err := columns(ctx, db)
+	if err != nil {
+		return err
+	}
+	for _, c := range addedColumns {
+		if cols[c.name] {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, c.ddl); err != nil {
+			return fmt.Errorf("add column %s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+// columns names the ledger table's columns.
+func columns(ctx context.Context, db *sql.DB) (map[string]bool, error) {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('ledger')`)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger columns: %w", err)
+	}
+	defer rows.Close()
+	cols := make(map[string]bool)
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("read ledger columns: %w", err)
+		}
+		cols[name] = true
+	}
+	return cols, rows.Err()
 }
 
 // entry is one ledger row as the server uses it.
@@ -136,6 +216,7 @@ type entry struct {
 	Amount      int64
 	Calls       int64
 	Created     int64
+	SentKey     sql.NullString // a messages call's Idempotency-Key, not honoured
 }
 
 // errKeyReused: the key was billed for a different prompt. The simulator
@@ -198,8 +279,33 @@ func repeatCall(ctx context.Context, tx *sql.Tx, e entry, now time.Time) (entry,
 	return s, nil
 }
 
+// billEach records one answered messages call as its own billed entry:
+// the Messages API honours no idempotency key, so a repeated key is billed
+// again. The key the call sent is kept, to count a job's bills.
+func billEach(ctx context.Context, db *sql.DB, e entry, now time.Time) (entry, error) {
+	_, err := db.ExecContext(ctx, `INSERT INTO ledger
+		(idem_key, request_id, request_hash, model, text, amount_micros, calls, bills, created_at, last_call_at, kind, sent_key)
+		VALUES (NULL, ?, ?, ?, ?, ?, 1, 1, ?, ?, ?, ?)`,
+		e.RequestID, e.RequestHash, e.Model, e.Text, e.Amount, now.Unix(), now.Unix(), KindMessages, e.SentKey)
+	if err != nil {
+		return entry{}, fmt.Errorf("bill: insert: %w", err)
+	}
+	e.Calls, e.Created = 1, now.Unix()
+	return e, nil
+}
+
+// readLedger reads every entry. A file no server has migrated yet (ReadLedger
+// on an old file) reads as chat completions, without being written to.
 func readLedger(ctx context.Context, db *sql.DB) (Ledger, error) {
-	rows, err := db.QueryContext(ctx, `SELECT COALESCE(idem_key, ''), request_id, calls, bills, amount_micros, text
+	cols, err := columns(ctx, db)
+	if err != nil {
+		return Ledger{}, fmt.Errorf("read ledger: %w", err)
+	}
+	kind, sentKey := "COALESCE(kind, '')", "COALESCE(sent_key, '')"
+	if !cols["kind"] || !cols["sent_key"] {
+		kind, sentKey = "''", "''"
+	}
+	rows, err := db.QueryContext(ctx, `SELECT COALESCE(idem_key, ''), `+sentKey+`, `+kind+`, request_id, calls, bills, amount_micros, text
 		FROM ledger ORDER BY seq`)
 	if err != nil {
 		return Ledger{}, fmt.Errorf("read ledger: %w", err)
@@ -208,7 +314,7 @@ func readLedger(ctx context.Context, db *sql.DB) (Ledger, error) {
 	l := Ledger{Entries: []LedgerEntry{}}
 	for rows.Next() {
 		var e LedgerEntry
-		if err := rows.Scan(&e.Key, &e.RequestID, &e.Calls, &e.Bills, &e.AmountMicros, &e.Text); err != nil {
+		if err := rows.Scan(&e.Key, &e.SentKey, &e.Kind, &e.RequestID, &e.Calls, &e.Bills, &e.AmountMicros, &e.Text); err != nil {
 			return Ledger{}, fmt.Errorf("read ledger: %w", err)
 		}
 		l.Entries = append(l.Entries, e)

@@ -19,9 +19,11 @@ type Config struct {
 	Addr string
 	// LedgerPath is the SQLite ledger file, created when missing. Required.
 	LedgerPath string
-	// Latency is added to every chat completion before it is billed.
+	// Latency is added to every answer (chat completion or message) before
+	// it is billed.
 	Latency time.Duration
-	// FailRate is the chance, 0 to 1, that a call is answered 500, unbilled.
+	// FailRate is the chance, 0 to 1, that a call is answered 500 (529
+	// overloaded on /v1/messages), unbilled.
 	FailRate float64
 	// HangRate is the chance, 0 to 1, that a call is never answered, unbilled,
 	// until the client goes away or the server stops.
@@ -95,6 +97,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.completions)
+	mux.HandleFunc("POST /v1/messages", s.messages)
 	mux.HandleFunc("GET /ledger", s.ledger)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

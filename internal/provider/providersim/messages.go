@@ -1,0 +1,169 @@
+package providersim
+
+// POST /v1/messages: Anthropic's Messages API, with the simulator's text,
+// limits and failures in Anthropic's shapes. It honours no idempotency key,
+// as Anthropic does not: every answered call is billed as its own entry.
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/inkwell/inkwell/internal/provider"
+)
+
+// messagesRequest is the part of a Messages API request the simulator reads.
+type messagesRequest struct {
+	Model     string        `json:"model"`
+	MaxTokens *int          `json:"max_tokens"`
+	Messages  []chatMessage `json:"messages"`
+
+	prompt string // the last user message's text
+}
+
+// messages answers POST /v1/messages in the order completions does:
+// validate, enforce the rate limits, inject failures, wait, then bill and
+// answer. A refused, rate-limited, failed or hung call writes nothing.
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	req, status, err := decodeMessages(w, r)
+	if err != nil {
+		writeAnthropicError(w, status, "invalid_request_error", err.Error())
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxKeyBytes {
+		writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", "Idempotency-Key longer than 1024 bytes")
+		return
+	}
+	words := provider.WordsForMaxTokens(*req.MaxTokens)
+	text := provider.Generate(req.prompt, words)
+	if no, ok := s.limits.admit(s.cfg.NowFunc(), provider.UsageOf(req.prompt, text).TotalTokens()); !ok {
+		s.log.InfoContext(r.Context(), "rate limited", "key", key, "limit", no.limit, "retry_after", no.retryAfterHeader())
+		no.writeAnthropic(w)
+		return
+	}
+	switch s.decide() {
+	case fail:
+		s.log.InfoContext(r.Context(), "injected failure", "key", key)
+		writeAnthropicError(w, 529, "overloaded_error", "Overloaded (injected failure: nothing was billed)")
+		return
+	case hang:
+		s.log.InfoContext(r.Context(), "injected hang", "key", key)
+		s.hold(r, 0)
+		return
+	}
+	if s.cfg.Latency > 0 && !s.hold(r, s.cfg.Latency) {
+		return // the client left while we were "generating": not billed
+	}
+	s.answerMessage(w, r, key, req, words, text)
+}
+
+// answerMessage bills the call as a new entry, whatever its key, then
+// answers it.
+func (s *Server) answerMessage(w http.ResponseWriter, r *http.Request, key string, req messagesRequest, words int, text string) {
+	e := entry{
+		RequestID:   newMessageID(),
+		RequestHash: requestHash(req.prompt, words),
+		Model:       req.Model,
+		Text:        text,
+		Amount:      provider.Price(text),
+		SentKey:     sql.NullString{String: key, Valid: key != ""},
+	}
+	// Billed once the simulator decided to answer, as completions is.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	stored, err := billEach(ctx, s.db, e, s.cfg.NowFunc())
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "bill", "key", key, "err", err)
+		writeAnthropicError(w, http.StatusInternalServerError, "api_error", "ledger unavailable: nothing was billed")
+		return
+	}
+	s.log.InfoContext(r.Context(), "message", "key", key, "request_id", stored.RequestID, "amount_micros", stored.Amount)
+	writeJSON(w, http.StatusOK, message(stored, req.prompt))
+}
+
+// decodeMessages reads and checks a request as the Messages API does:
+// anthropic-version, model, max_tokens (at least 1) and messages (at least
+// one, user or assistant) are required.
+func decodeMessages(w http.ResponseWriter, r *http.Request) (messagesRequest, int, error) {
+	var req messagesRequest
+	if r.Header.Get("anthropic-version") == "" {
+		return req, http.StatusBadRequest, errors.New("anthropic-version: header is required")
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes)).Decode(&req); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return req, http.StatusRequestEntityTooLarge, errors.New("request body larger than 1 MiB")
+		}
+		return req, http.StatusBadRequest, errors.New("request body is not Messages API JSON")
+	}
+	switch {
+	case req.Model == "":
+		return req, http.StatusBadRequest, errors.New("model: Field required")
+	case req.MaxTokens == nil:
+		return req, http.StatusBadRequest, errors.New("max_tokens: Field required")
+	case *req.MaxTokens < 1:
+		return req, http.StatusBadRequest, errors.New("max_tokens: must be at least 1")
+	case len(req.Messages) == 0:
+		return req, http.StatusBadRequest, errors.New("messages: at least one message is required")
+	}
+	for i, m := range req.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return req, http.StatusBadRequest, fmt.Errorf("messages.%d.role: Input should be 'user' or 'assistant'", i)
+		}
+	}
+	for i := len(req.Messages) - 1; i >= 0 && req.prompt == ""; i-- {
+		if req.Messages[i].Role == "user" {
+			req.prompt = contentText(req.Messages[i].Content)
+		}
+	}
+	return req, 0, nil
+}
+
+// newMessageID names a message. It is random: no key is honoured, so every
+// call is its own billed request.
+func newMessageID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return "msg_sim" + hex.EncodeToString(b)
+}
+
+// message is the Messages API answer: one text block, end_turn, and the
+// usage the simulator counts.
+func message(e entry, prompt string) map[string]any {
+	u := provider.UsageOf(prompt, e.Text)
+	return map[string]any{
+		"id":            e.RequestID,
+		"type":          "message",
+		"role":          "assistant",
+		"model":         e.Model,
+		"content":       []map[string]string{{"type": "text", "text": e.Text}},
+		"stop_reason":   "end_turn",
+		"stop_sequence": nil,
+		"usage": map[string]int{
+			"input_tokens":                u.PromptTokens,
+			"output_tokens":               u.CompletionTokens,
+			"cache_creation_input_tokens": 0,
+			"cache_read_input_tokens":     0,
+		},
+	}
+}
+
+// writeAnthropic answers a refused call as Anthropic does: 429, retry-after,
+// and a rate_limit_error.
+func (r refusal) writeAnthropic(w http.ResponseWriter) {
+	w.Header().Set("retry-after", r.retryAfterHeader())
+	writeAnthropicError(w, http.StatusTooManyRequests, "rate_limit_error",
+		fmt.Sprintf("Rate limit reached for %s per minute (limit %d): try again in %s; nothing was billed",
+			r.limit, r.perMinute, r.retryAfter.Round(time.Millisecond)))
+}
+
+// writeAnthropicError answers in Anthropic's error shape, which its SDKs parse.
+func writeAnthropicError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+}
