@@ -53,6 +53,12 @@ func providerClient(p catalog.Provider, log *slog.Logger, reg prometheus.Registe
 			return nil, err
 		}
 		return provider.NewOpenAI(provider.OpenAIConfig{URL: p.URL, APIKey: key, Timeout: p.Timeout, Logger: log.With("provider", p.Name), OnResend: resends.Inc})
+	case catalog.KindAnthropic:
+		resends, err := resendCounter(reg, labels)
+		if err != nil {
+			return nil, err
+		}
+		return provider.NewAnthropic(provider.AnthropicConfig{URL: p.URL, APIKey: key, Timeout: p.Timeout, Logger: log.With("provider", p.Name), OnResend: resends.Inc})
 	}
 	return nil, fmt.Errorf("kind %q is not one of %v", p.Kind, catalog.Kinds)
 }

@@ -19,8 +19,9 @@ const chatOverheadTokens = 16
 //   - unpriced, openai priced per token (OpenAIConfig.MicrosPerToken): the
 //     input at one token per byte plus the chat format's overhead, plus the
 //     output bound, at that price;
-//   - unpriced otherwise: the output bound in words (every word is at
-//     least one token) at MicrosPerWord.
+//   - unpriced otherwise (openai by the word, anthropic): the output bound
+//     in words (every word is at least one token) at MicrosPerWord, an
+//     upper bound of Price(text), which they charge.
 //
 // The reservation is a bound, not the price: the completion charges what
 // the answer cost.

@@ -1,7 +1,10 @@
 // Package providersim is the standalone provider simulator behind
 // `inkwell provider-sim`: an HTTP server speaking the OpenAI-compatible
-// POST /v1/chat/completions that plays the paid outside world in drills and
-// tests (docs/design.md §5).
+// POST /v1/chat/completions and Anthropic's POST /v1/messages (messages.go)
+// that plays the paid outside world in drills and tests (docs/design.md
+// §5, §12). Anthropic honours no idempotency key, and neither does its
+// route here: every message answered is billed, under the key it was sent
+// with (LedgerEntry.SentKey).
 //
 // It owns its own ledger, a SQLite file, which is the provider's truth
 // about money: each new Idempotency-Key is billed once, a repeated key gets
