@@ -183,28 +183,14 @@ func (p *OpenAI) chatBody(c inkwell.ChatRequest) map[string]json.RawMessage {
 }
 
 // transportError classifies a failure to send the request or to read the
-// answer (callerror.go). A network error after the transport had obtained a
-// connection says that the outcome is unknown: the provider may have
-// received the request and billed it (a reset after the request was
-// written, an answer cut short). One before that (DNS, dial) says nothing
-// more: the request was not sent.
+// answer: outcome unknown once a connection was obtained (reachedError).
 func (p *OpenAI) transportError(ctx context.Context, err error, trace *callTrace) *CallError {
-	e := transportError(ctx, err, p.scrub)
-	e.Reached = trace.connected()
-	if e.Class == ClassNetwork && e.Reached {
-		e.Msg = "outcome unknown, the request may have reached the provider and been billed: " + e.Msg
-	}
-	return e
+	return reachedError(ctx, err, trace, p.scrub)
 }
 
-// redirected is the error for a 3xx answer: never followed, because a paid
-// call is sent once, to the configured URL only.
+// redirected is the error for a 3xx answer, which is never followed.
 func (p *OpenAI) redirected(res *http.Response) *CallError {
-	where := oneLine(p.scrub(res.Header.Get("Location")))
-	if where == "" {
-		where = "(no Location)"
-	}
-	return malformed(res.StatusCode, "the provider redirected the call to %s; a paid call is sent once, to the configured URL, and never follows a redirect: configure the URL it redirects to", where)
+	return redirectError(res.StatusCode, p.scrub(res.Header.Get("Location")))
 }
 
 // chatResponse is the part of an answer we read. InkwellAmountMicros is the
