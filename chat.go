@@ -49,6 +49,7 @@ const TokensPerWord = 2
 const (
 	MaxChatBodyBytes = 1 << 20 // one request, as POST /v1/jobs or a batch line carries it
 	MaxMessages      = 4096
+	MaxOutputLimit   = 1 << 24 // the most max_tokens may ask for: far above any model's, and a bound every price can be multiplied by
 )
 
 // ChatRoles are the message roles a chat request may use.
@@ -142,8 +143,8 @@ func (c *ChatRequest) parseLimits(fields map[string]json.RawMessage) error {
 			continue
 		}
 		var n int
-		if err := json.Unmarshal(raw, &n); err != nil || n < 1 {
-			return Errorf(EINVALID, "%s must be a whole number of at least 1", name)
+		if err := json.Unmarshal(raw, &n); err != nil || n < 1 || n > MaxOutputLimit {
+			return Errorf(EINVALID, "%s must be a whole number from 1 to %d", name, MaxOutputLimit)
 		}
 		if name == "max_completion_tokens" || c.MaxOutputTokens == 0 {
 			c.MaxOutputTokens = n

@@ -390,7 +390,7 @@ func TestModel_Cost(t *testing.T) {
 		{"ExactMicro", mini, 20, 0, 3},    // 3.0: no rounding
 		{"JustOver", inkwell.Model{InputMicrosPerMTok: 1_000_000, OutputMicrosPerMTok: 1}, 5, 1, 6},
 		{"MaxTokensAtMaxPrice", inkwell.Model{InputMicrosPerMTok: inkwell.MaxPriceMicrosPerMTok}, 1 << 32, 0, 8_589_934_592_000},
-		{"BothAtMaxPriceOverflow", maxPrice, 1 << 32, 1 << 32, math.MaxInt64},
+		{"BothAtMaxPriceSumPastInt64", maxPrice, 1 << 32, 1 << 32, 17_179_869_184_000}, // each product near 2^63, their sum past it: divided first, exact
 		{"TooManyIn", mini, 1<<32 + 1, 0, math.MaxInt64},
 		{"TooManyOut", mini, 0, 1<<32 + 1, math.MaxInt64},
 		{"NegativeIn", mini, -1, 5, math.MaxInt64},

@@ -20,21 +20,25 @@ func (m Model) Priced() bool { return m.InputMicrosPerMTok > 0 || m.OutputMicros
 
 // Cost is what inTokens prompt tokens and outTokens completion tokens cost
 // at the model's prices, in micros, rounded up to the next micro. It never
-// overflows: an impossible count costs math.MaxInt64, which no answer may
-// be charged (the provider refuses it as malformed).
+// overflows: an impossible count or price costs math.MaxInt64, more than
+// any answer may be charged.
 func (m Model) Cost(inTokens, outTokens int64) int64 {
 	const mtok = 1_000_000
-	if inTokens < 0 || outTokens < 0 || inTokens > 1<<32 || outTokens > 1<<32 {
+	bad := func(n int64, limit int64) bool { return n < 0 || n > limit }
+	if bad(inTokens, 1<<32) || bad(outTokens, 1<<32) || bad(m.InputMicrosPerMTok, MaxPriceMicrosPerMTok) || bad(m.OutputMicrosPerMTok, MaxPriceMicrosPerMTok) {
 		return math.MaxInt64
 	}
-	// Each product fits: 2^32 tokens times a price of at most
-	// MaxPriceMicrosPerMTok (under 2^31) stays under 2^63.
+	// Each product is under 2^32 × 2^31 = 2^63; divided before they are
+	// added, the sum and its rounding cannot overflow.
 	in, out := inTokens*m.InputMicrosPerMTok, outTokens*m.OutputMicrosPerMTok
-	if in < 0 || out < 0 || in > math.MaxInt64-out {
-		return math.MaxInt64
-	}
-	return (in + out + mtok - 1) / mtok
+	return in/mtok + out/mtok + (in%mtok+out%mtok+mtok-1)/mtok
 }
+
+// MaxChargeMicros bounds what one job may cost, reserved or charged: a
+// million currency units. No writing request costs that; an answer said to
+// cost more is malformed, a request whose worst case is more is refused,
+// and an account's sums stay far inside int64.
+const MaxChargeMicros = 1_000_000 * 1_000_000
 
 // MaxPriceMicrosPerMTok bounds a model's price: 2,000 units of the
 // currency a million tokens, far above any model's, and low enough that
@@ -52,7 +56,17 @@ func (m Model) OutputBound(c ChatRequest) int {
 
 // WorstCase is the provable most a request can cost on a priced model
 // (docs/design.md §12): every byte of its input a token, plus its output
-// bound, at the model's prices.
+// bound, at the model's prices. A request with tools counts
+// ToolPromptTokens more: a provider adds its own instructions for them.
 func (m Model) WorstCase(c ChatRequest) int64 {
-	return m.Cost(int64(c.InputBytes()), int64(m.OutputBound(c)))
+	in := int64(c.InputBytes())
+	if len(c.Tools) > 0 {
+		in += ToolPromptTokens
+	}
+	return m.Cost(in, int64(m.OutputBound(c)))
 }
+
+// ToolPromptTokens bounds the tokens a provider adds to a request that has
+// tools, which the request's bytes do not show (Anthropic's tool-use
+// system prompt is a few hundred).
+const ToolPromptTokens = 1024

@@ -54,8 +54,8 @@ func (f providerFlags) checkLimits() error {
 // provider call with no time to run, before anything is created.
 func (f providerFlags) checkOpenAI() error {
 	switch {
-	case *f.microsPerToken < 0:
-		return fmt.Errorf("--provider-micros-per-token must be 0 (Inkwell's price by the word) or more, not %d", *f.microsPerToken)
+	case *f.microsPerToken < 0 || *f.microsPerToken > 1_000_000:
+		return fmt.Errorf("--provider-micros-per-token must be 0 (Inkwell's price by the word) to 1000000 (one currency unit a token), not %d", *f.microsPerToken)
 	case *f.kind == "openai" && *f.timeout <= 0:
 		return fmt.Errorf("--provider-timeout must be positive, not %s: it bounds each provider call", *f.timeout)
 	}

@@ -133,5 +133,9 @@ func (s *Server) reserve(w inkwell.Work) (int64, error) {
 	if s.cfg.WorstCase == nil {
 		return 0, nil
 	}
-	return s.cfg.WorstCase(w, m), nil
+	r := s.cfg.WorstCase(w, m)
+	if r < 0 || r > inkwell.MaxChargeMicros {
+		return 0, inkwell.Errorf(inkwell.EINVALID, "this request could cost more than one job may (%d micros at most): ask for fewer output tokens (max_completion_tokens)", int64(inkwell.MaxChargeMicros))
+	}
+	return r, nil
 }

@@ -274,7 +274,7 @@ const maxRequestIDBytes = 255
 // (spent_micros) stay far inside int64 however many are stored: an amount
 // near the int64 limit made SQLite turn the sum into a float, which broke
 // every read of the accounts, and PostgreSQL refuse the settle.
-const MaxAmountMicros = 1_000_000 * 1_000_000
+const MaxAmountMicros = inkwell.MaxChargeMicros
 
 // storable refuses an answer the database could not store, so that it
 // becomes a failed attempt with a clear error instead of a completion that

@@ -155,6 +155,12 @@ func (l *Lane) complete(ctx context.Context, j *claimedJob, w inkwell.Work, resp
 		account = inkwell.DefaultAccount
 	}
 	resp.AmountMicros = chargeMicros(j.route, j.req, resp)
+	if resp.AmountMicros < 0 || resp.AmountMicros > inkwell.MaxChargeMicros {
+		// Usage no call could have had (a provider's bug): an answer whose
+		// cost cannot be told is not stored, as any malformed answer.
+		return l.fail(ctx, j, failure{msg: fmt.Sprintf("answer reports an impossible usage (%d prompt + %d completion tokens, more than %d micros at %q's prices): not stored",
+			resp.PromptTokens, resp.CompletionTokens, int64(inkwell.MaxChargeMicros), j.route.Model.Name), class: inkwell.ClassMalformed}, secs)
+	}
 	err := l.record(ctx, j, true, func(wctx context.Context) error {
 		var err error
 		j.next, err = l.store.CompleteAndClaim(wctx, store.CompleteParams{

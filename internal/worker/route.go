@@ -99,9 +99,11 @@ func estimate(w inkwell.Work, req inkwell.ProviderRequest) int {
 }
 
 // chargeMicros is what an answer is charged on its route's model: a priced
-// model charges its usage at the model's prices (an answer without usage
-// at its provable bound: every byte of the request and of the answer a
-// token); an unpriced one what the provider says it billed.
+// model charges its usage at the model's prices; an answer without usage
+// its provable bound (every byte of the request a prompt token, and the
+// answer's bytes, at most the output bound it was sent with, as completion
+// tokens), which never passes what accept reserved. An unpriced model
+// charges what the provider says it billed.
 func chargeMicros(rt *Route, req inkwell.ProviderRequest, resp inkwell.ProviderResponse) int64 {
 	if rt == nil || !rt.Model.Priced() {
 		return resp.AmountMicros
@@ -109,5 +111,9 @@ func chargeMicros(rt *Route, req inkwell.ProviderRequest, resp inkwell.ProviderR
 	if resp.Usage {
 		return rt.Model.Cost(resp.PromptTokens, resp.CompletionTokens)
 	}
-	return rt.Model.Cost(int64(req.Chat.InputBytes()), int64(len(resp.Text)+len(resp.Response)))
+	out := int64(len(resp.Text) + len(resp.Response))
+	if bound := int64(req.Chat.MaxOutputTokens); bound > 0 {
+		out = min(out, bound)
+	}
+	return rt.Model.Cost(int64(req.Chat.InputBytes()), out)
 }
