@@ -63,6 +63,20 @@ type dialect struct {
 	// notify: a job's end is announced with pg_notify in its transaction
 	// (ended.go); without it, WatchEnded reads data_version (SQLite).
 	notify bool
+	// files: the database is files on this host (the database, its -wal
+	// and -shm): their deletion is watched (CheckFiles), and the process
+	// holding the write lock can be named from /proc/locks.
+	files bool
+	// pruneRewrites: a row a prune shrinks is rewritten, not updated, and
+	// the file vacuumed (prune.go): SQLite never frees a page an UPDATE
+	// shrinks.
+	pruneRewrites bool
+	// tableRebuilds: ALTER cannot change a table's UNIQUE constraint, so a
+	// migration that does rebuilds the table (migrate_hooks.go).
+	tableRebuilds bool
+	// checkWritable refuses a database this process may read but not
+	// write (Open's writable check).
+	checkWritable func(s *Store, ctx context.Context) error
 }
 
 // laneLockKind names a kind of lane lock.
@@ -92,6 +106,11 @@ var sqliteDialect = dialect{
 	stmtCache:  true,
 	legacy:     true,
 	integrity:  sqliteIntegrity,
+
+	files:         true,
+	pruneRewrites: true,
+	tableRebuilds: true,
+	checkWritable: (*Store).checkWritableSQLite,
 }
 
 // classify passes err through the dialect's classification, keeping

@@ -20,7 +20,7 @@ import (
 
 // runMigration applies m inside tx with its hook, if it has one.
 func (s *Store) runMigration(ctx context.Context, tx *sql.Tx, m migration) error {
-	if s.dialect.name != "sqlite" || m.version != 8 {
+	if !s.dialect.tableRebuilds || m.version != 8 {
 		_, err := tx.ExecContext(ctx, m.sql)
 		return err
 	}

@@ -44,6 +44,7 @@ var postgresDialect = dialect{
 
 	// One round trip per claim: see claimUpToStatement.
 	claimStatement: true,
+	checkWritable:  (*Store).checkWritablePostgres,
 }
 
 // migrateLockKey serializes migrations of one database: lanes started at the

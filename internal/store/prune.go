@@ -131,7 +131,7 @@ const (
 
 // pruneRewritesRows: the database is a SQLite file, whose pages a shrinking
 // UPDATE never frees (see the comment at the top).
-func (s *Store) pruneRewritesRows() bool { return s.path != "" }
+func (s *Store) pruneRewritesRows() bool { return s.dialect.pruneRewrites }
 
 // pruneMatch selects the jobs Prune takes. It repeats the partial index
 // jobs_unpruned's own condition word for word, so both dialects read that
@@ -367,7 +367,7 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by stri
 		}
 		if s.pruneRewritesRows() {
 			for i := 0; i < len(batch); i += pruneChunk {
-				if i > 0 && s.gate != nil && s.gate.othersWaiting() {
+				if i > 0 && s.dialect.oneWriter && s.gate.othersWaiting() {
 					batch, yielded = batch[:i], true
 					break
 				}
@@ -682,7 +682,7 @@ func (s *Store) checkpointInTurn(ctx context.Context) time.Duration {
 // withWriter runs fn on the write connection outside any transaction
 // (VACUUM, checkpoints), after the write gate at priority p.
 func (s *Store) withWriter(ctx context.Context, p writePriority, fn func(conn *sql.Conn) error) error {
-	if s.gate != nil {
+	if s.dialect.oneWriter {
 		if err := s.gate.acquire(ctx, p); err != nil {
 			return fmt.Errorf("wait for the writer: %w", err)
 		}

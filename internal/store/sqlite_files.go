@@ -64,7 +64,7 @@ var sqliteFileSuffixes = []string{"", "-wal", "-shm"}
 // another reason (permissions, I/O) is no evidence, and is looked at again
 // at the next call.
 func (s *Store) CheckFiles(ctx context.Context) error {
-	if s.dialect.name != "sqlite" {
+	if !s.dialect.files {
 		return nil
 	}
 	f := &s.files

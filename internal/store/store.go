@@ -115,17 +115,22 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 // it may not write read-only, and BEGIN IMMEDIATE is then refused); on
 // PostgreSQL, whether new transactions are read-only (a hot standby, or
 // default_transaction_read_only). Nothing is written.
-func (s *Store) checkWritable(ctx context.Context) error {
-	if s.dialect.name == "postgres" {
-		var ro string
-		if err := s.db.QueryRowContext(ctx, `SHOW transaction_read_only`).Scan(&ro); err != nil {
-			return s.classify(fmt.Errorf("is the database writable: %w", err))
-		}
-		if ro == "on" {
-			return inkwell.Errorf(inkwell.EINVALID, "database %s is read-only (transaction_read_only is on: a standby, or default_transaction_read_only): point --db at the primary, or let this user write", RedactDSN(s.dsn))
-		}
-		return nil
+func (s *Store) checkWritable(ctx context.Context) error { return s.dialect.checkWritable(s, ctx) }
+
+// checkWritablePostgres asks whether new transactions are read-only.
+func (s *Store) checkWritablePostgres(ctx context.Context) error {
+	var ro string
+	if err := s.db.QueryRowContext(ctx, `SHOW transaction_read_only`).Scan(&ro); err != nil {
+		return s.classify(fmt.Errorf("is the database writable: %w", err))
 	}
+	if ro == "on" {
+		return inkwell.Errorf(inkwell.EINVALID, "database %s is read-only (transaction_read_only is on: a standby, or default_transaction_read_only): point --db at the primary, or let this user write", RedactDSN(s.dsn))
+	}
+	return nil
+}
+
+// checkWritableSQLite begins a write transaction and rolls it back.
+func (s *Store) checkWritableSQLite(ctx context.Context) error {
 	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock=immediate): takes the write lock, writes nothing
 	if err == nil {
 		return tx.Rollback()
@@ -234,7 +239,7 @@ func (s *Store) inTxAt(ctx context.Context, p writePriority, fn func(tx *sql.Tx)
 }
 
 func (s *Store) writeTx(ctx context.Context, p writePriority, fn func(tx *sql.Tx) error, beforeCommit, afterCommit string) error {
-	if s.gate != nil {
+	if s.dialect.oneWriter {
 		if err := s.gate.acquire(ctx, p); err != nil {
 			return fmt.Errorf("wait for the writer: %w", err)
 		}
@@ -340,3 +345,11 @@ func (s *Store) Now() time.Time { return s.now() }
 // large or deliberately broken states with raw SQL. Production code never
 // calls it: every write goes through a transition.
 func (s *Store) WriteDB() *sql.DB { return s.db }
+
+// Rebind and TimeArg let such raw SQL be written once for both dialects:
+// Rebind turns PostgreSQL placeholders ($1) into this dialect's, TimeArg a
+// time into the value a time column takes here.
+func (s *Store) Rebind(query string) string { return s.dialect.rebind(query) }
+
+// TimeArg: see Rebind.
+func (s *Store) TimeArg(t time.Time) any { return s.ts(t) }

@@ -239,7 +239,7 @@ type preparedRead struct {
 // statements, where a pooler in transaction mode allows them.
 func (s *Store) verifyTokenRow(ctx context.Context, id string) *sql.Row {
 	args := []any{id, s.ts(standInTime), dummySecretSHA256}
-	if s.dialect.name == "sqlite" {
+	if s.dialect.stmtCache {
 		p := &s.tokenVerify
 		p.once.Do(func() {
 			p.stmt, p.err = s.rdb.PrepareContext(context.WithoutCancel(ctx), s.dialect.rebind(verifyTokenSQL))

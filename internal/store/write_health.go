@@ -59,7 +59,7 @@ func (s *Store) noteWrite(err error) {
 // writeLockHolder names the process holding SQLite's write lock, when
 // this host can tell ("" on PostgreSQL).
 func (s *Store) writeLockHolder() string {
-	if s.dialect.name != "sqlite" {
+	if !s.dialect.files {
 		return ""
 	}
 	return SQLiteWriteLockHolder(s.path)

@@ -16,25 +16,19 @@ import (
 // triggers run as for any insert.
 func MustQueue(t testing.TB, st *store.Store, account, prefix string, n int) {
 	t.Helper()
-	// The statement runs on the writer: SQLite's read pool is read-only.
-	const sqlite = `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?1),
-		base(t) AS (SELECT MAX(
-			COALESCE((SELECT served FROM claim_clock), 0),
-			COALESCE((SELECT MAX(claim_turn) + 1 FROM jobs WHERE account = ?3), 0)))
+	// The statements run on the writer: SQLite's read pool is read-only.
+	// One text serves both dialects (Rebind, TimeArg).
+	const next = `SELECT COALESCE((SELECT served FROM claim_clock), 0), COALESCE((SELECT MAX(claim_turn) + 1 FROM jobs WHERE account = $1), 0)`
+	const insert = `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < CAST($1 AS INTEGER))
 		INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at, account, claim_turn)
-		SELECT ?2 || '-' || i, 'h', '{"account":"' || ?3 || '","max_words":5,"prompt":"job ' || i || '"}', 'queued', ?4, ?3, base.t + i - 1
-		FROM c, base ORDER BY i`
-	const postgres = `INSERT INTO jobs (idempotency_key, request_hash, payload, status, created_at, account, claim_turn)
-		SELECT $2::text || '-' || i, 'h', '{"account":"' || $3::text || '","max_words":5,"prompt":"job ' || i || '"}', 'queued', $4, $3::text, base.t + i - 1
-		FROM generate_series(1, $1::int) i, (SELECT GREATEST(
-			COALESCE((SELECT served FROM claim_clock), 0),
-			COALESCE((SELECT MAX(claim_turn) + 1 FROM jobs WHERE account = $3::text), 0)) AS t) base
-		ORDER BY i`
-	q, now := sqlite, any(st.Now().UTC().Format(store.TimeLayout))
-	if st.Dialect() == "postgres" {
-		q, now = postgres, st.Now()
+		SELECT CAST($2 AS TEXT) || '-' || i, 'h', '{"account":"' || CAST($3 AS TEXT) || '","max_words":5,"prompt":"job ' || i || '"}', 'queued', $4, CAST($3 AS TEXT), CAST($5 AS BIGINT) + i - 1
+		FROM c ORDER BY i`
+	var served, turn int64
+	if err := st.WriteDB().QueryRowContext(context.Background(), st.Rebind(next), account).Scan(&served, &turn); err != nil {
+		t.Fatalf("queue %d jobs for account %s: read the turns: %v", n, account, err)
 	}
-	if _, err := st.WriteDB().ExecContext(context.Background(), q, n, prefix, account, now); err != nil {
+	q, now, base := st.Rebind(insert), st.TimeArg(st.Now()), max(served, turn)
+	if _, err := st.WriteDB().ExecContext(context.Background(), q, n, prefix, account, now, base); err != nil {
 		t.Fatalf("queue %d jobs for account %s: %v", n, account, err)
 	}
 }
