@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -85,15 +84,8 @@ type laneHold interface {
 	provesDeathAlone() bool
 }
 
-var laneNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-
-// ValidateLane checks a lane name: 1–63 letters, digits, '.', '_' or '-'.
-func ValidateLane(lane string) error {
-	if !laneNameRE.MatchString(lane) {
-		return inkwell.Errorf(inkwell.EINVALID, "lane %q: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", lane)
-	}
-	return nil
-}
+// ValidateLane is the one rule for a lane's name (inkwell.ValidateLane).
+func ValidateLane(lane string) error { return inkwell.ValidateLane(lane) }
 
 // LockLane takes the lane's lock without waiting. When another live
 // process holds it, it returns an ELANEHELD error naming that holder.

@@ -21,10 +21,10 @@ import (
 // only the id and the SHA-256 of the secret. VerifyToken reads the row
 // on every call, so a revocation works at the next request.
 
-// Token roles.
+// Token roles: the root package's (inkwell.RoleClient, RoleOperator).
 const (
-	RoleClient   = "client"   // submits and reads its own account's jobs
-	RoleOperator = "operator" // also retries, cancels and reads everything
+	RoleClient   = inkwell.RoleClient
+	RoleOperator = inkwell.RoleOperator
 )
 
 const (
@@ -46,8 +46,8 @@ type Token struct {
 	RevokedAt  *time.Time
 }
 
-// ValidRole reports whether role is one a token may have.
-func ValidRole(role string) bool { return role == RoleClient || role == RoleOperator }
+// ValidRole reports whether role is one a token may have (inkwell.ValidRole).
+func ValidRole(role string) bool { return inkwell.ValidRole(role) }
 
 // CreateToken stores a new token for an existing account and returns it
 // with its full text ink_<id>_<secret>, which is never available again.

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +27,7 @@ import (
 const WebhookSecretPrefix = "whsec_"
 
 // MaxWebhookURLBytes bounds a webhook URL.
-const MaxWebhookURLBytes = 2048
+const MaxWebhookURLBytes = inkwell.MaxWebhookURLBytes
 
 // WebhookDelivery is one row of webhook_deliveries, with the job's
 // idempotency key (which clients know their jobs by).
@@ -81,32 +80,8 @@ type WebhookSend struct {
 	Secret string // whsec_…
 }
 
-// ValidateWebhookURL refuses a URL the sender could not post to: an
-// absolute http or https URL with a host, no user info, no fragment.
-func ValidateWebhookURL(raw string) error {
-	bad := func(why string) error {
-		return inkwell.Errorf(inkwell.EINVALID, "webhook URL %q: %s (want an absolute http:// or https:// URL)", raw, why)
-	}
-	if len(raw) > MaxWebhookURLBytes {
-		return bad(fmt.Sprintf("longer than %d bytes", MaxWebhookURLBytes))
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return bad("not a URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return bad("the scheme must be http or https")
-	case u.Host == "" || u.Hostname() == "":
-		return bad("no host")
-	case u.User != nil:
-		return bad("user info in a URL ends up in logs; use a secret path or the signature instead")
-	case u.Fragment != "" || strings.Contains(raw, "#"):
-		return bad("a fragment is never sent")
-	case strings.ContainsAny(raw, " \t\r\n"):
-		return bad("white space")
-	}
-	return nil
-}
+// ValidateWebhookURL is the one rule for a webhook URL (inkwell.ValidateWebhookURL).
+func ValidateWebhookURL(raw string) error { return inkwell.ValidateWebhookURL(raw) }
 
 // NewWebhookSecret makes a signing secret: whsec_ and the base64 of 32
 // random bytes (Standard Webhooks asks for 24 to 64).
