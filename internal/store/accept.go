@@ -3,22 +3,16 @@ package store
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/crashpoint"
 )
 
-// acceptBatcher is group commit for Accept: requests that arrive while a
-// commit is in flight wait and then share the next transaction, so a burst
-// of accepts costs one fsync instead of one each. A lone request is
-// committed at once, so it adds no latency when the server is quiet.
+// acceptBatcher is group commit for Accept (groupcommit.go).
 type acceptBatcher struct {
-	s    *Store
-	reqs chan *acceptReq
-	quit chan struct{}
-	wg   sync.WaitGroup
+	s *Store
+	g *groupCommit[*acceptReq]
 }
 
 type acceptReq struct {
@@ -42,57 +36,20 @@ const maxAcceptBatch = 256
 const acceptCommitTimeout = 30 * time.Second
 
 func newAcceptBatcher(s *Store) *acceptBatcher {
-	b := &acceptBatcher{s: s, reqs: make(chan *acceptReq), quit: make(chan struct{})}
-	b.wg.Add(1)
-	go b.run()
+	b := &acceptBatcher{s: s}
+	b.g = newGroupCommit(maxAcceptBatch, b.commit)
 	return b
 }
 
-func (b *acceptBatcher) close() {
-	close(b.quit)
-	b.wg.Wait()
-}
+func (b *acceptBatcher) close() { b.g.close() }
 
 func (b *acceptBatcher) accept(ctx context.Context, p AcceptParams) (inkwell.Job, bool, error) {
 	r := &acceptReq{ctx: ctx, p: p, done: make(chan acceptRes, 1)}
-	select {
-	case b.reqs <- r:
-	case <-ctx.Done():
-		return inkwell.Job{}, false, ctx.Err()
-	case <-b.quit:
-		return inkwell.Job{}, false, inkwell.Errorf(inkwell.EUNAVAILABLE, "store is closing")
+	if err := b.g.hand(ctx, r); err != nil {
+		return inkwell.Job{}, false, err
 	}
-	// Once handed over, wait for the commit's verdict even if ctx ends:
-	// the caller must not report "not stored" for a row that was stored.
 	res := <-r.done
 	return res.job, res.created, res.err
-}
-
-func (b *acceptBatcher) run() {
-	defer b.wg.Done()
-	for {
-		select {
-		case r := <-b.reqs:
-			batch := b.gather(r)
-			b.commit(batch)
-		case <-b.quit:
-			return
-		}
-	}
-}
-
-// gather takes r and every request already waiting, up to maxAcceptBatch.
-func (b *acceptBatcher) gather(first *acceptReq) []*acceptReq {
-	batch := []*acceptReq{first}
-	for len(batch) < maxAcceptBatch {
-		select {
-		case r := <-b.reqs:
-			batch = append(batch, r)
-		default:
-			return batch
-		}
-	}
-	return batch
 }
 
 func (b *acceptBatcher) commit(batch []*acceptReq) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,10 +33,8 @@ import (
 // (about 16 pages of rows and indexes) spills to a temporary file; that was
 // a tenth of a busy lane's CPU, paid for a refusal that almost never comes.
 type outcomeBatcher struct {
-	s    *Store
-	reqs chan *outcomeReq
-	quit chan struct{}
-	wg   sync.WaitGroup
+	s *Store
+	g *groupCommit[*outcomeReq]
 	// isolated counts the groups that had to run again with a savepoint
 	// per member (tests).
 	isolated atomic.Int64
@@ -65,56 +62,23 @@ const maxOutcomeBatch = 128
 const outcomeCommitTimeout = 10 * time.Second
 
 func newOutcomeBatcher(s *Store) *outcomeBatcher {
-	b := &outcomeBatcher{s: s, reqs: make(chan *outcomeReq), quit: make(chan struct{})}
-	b.wg.Add(1)
-	go b.run()
+	b := &outcomeBatcher{s: s}
+	b.g = newGroupCommit(maxOutcomeBatch, b.commit)
 	return b
 }
 
-func (b *outcomeBatcher) close() {
-	close(b.quit)
-	b.wg.Wait()
-}
+func (b *outcomeBatcher) close() { b.g.close() }
 
-// submit hands r to the next group and waits for its verdict. Once handed
-// over it waits even if ctx ends: the caller must not think an outcome
-// unwritten that was written.
+// submit hands r to the next group and waits for its verdict.
 func (b *outcomeBatcher) submit(ctx context.Context, r *outcomeReq) error {
 	r.done = make(chan error, 1)
-	select {
-	case b.reqs <- r:
-	case <-ctx.Done():
-		return fmt.Errorf("wait for the writer: %w", ctx.Err())
-	case <-b.quit:
-		return inkwell.Errorf(inkwell.EUNAVAILABLE, "store is closing")
+	if err := b.g.hand(ctx, r); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("wait for the writer: %w", err)
+		}
+		return err
 	}
 	return <-r.done
-}
-
-func (b *outcomeBatcher) run() {
-	defer b.wg.Done()
-	for {
-		select {
-		case r := <-b.reqs:
-			b.commit(b.gather(r))
-		case <-b.quit:
-			return
-		}
-	}
-}
-
-// gather takes first and every outcome already waiting, up to the bound.
-func (b *outcomeBatcher) gather(first *outcomeReq) []*outcomeReq {
-	batch := []*outcomeReq{first}
-	for len(batch) < maxOutcomeBatch {
-		select {
-		case r := <-b.reqs:
-			batch = append(batch, r)
-		default:
-			return batch
-		}
-	}
-	return batch
 }
 
 func (b *outcomeBatcher) commit(batch []*outcomeReq) {
