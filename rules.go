@@ -72,3 +72,19 @@ func ValidateWebhookURL(raw string) error {
 	}
 	return nil
 }
+
+// Payer decides who pays for a request (docs/design.md §4, §10): with a
+// token in force (tokenAccount not ""), the token's account, and a body
+// naming another account is refused (ok false); without one, the body's
+// account, DefaultAccount when it names none. The decision is stored in
+// jobs.account, which every later reader (the charge, the budget, the
+// webhook row) takes from there.
+func Payer(tokenAccount, bodyAccount string) (account string, ok bool) {
+	switch {
+	case tokenAccount != "":
+		return tokenAccount, bodyAccount == "" || bodyAccount == tokenAccount
+	case bodyAccount == "":
+		return DefaultAccount, true
+	}
+	return bodyAccount, true
+}

@@ -260,17 +260,17 @@ func jsonProblem(err error) string {
 // or --auth off, both on loopback only) it is the body's account
 // (validated below), default when absent.
 func decideAccount(r *http.Request, account string) (string, error) {
-	if tok := principalOf(r.Context()); tok != nil {
-		if account != "" && account != tok.Account {
-			return "", inkwell.Errorf(inkwell.EFORBIDDEN, "the body names account %q, but token %s acts for account %q: a token submits for its own account only (leave account out, or name %q)",
-				account, tok.ID, tok.Account, tok.Account)
-		}
-		return tok.Account, nil
+	tok := principalOf(r.Context())
+	if tok == nil {
+		payer, _ := inkwell.Payer("", account)
+		return payer, nil
 	}
-	if account == "" {
-		return inkwell.DefaultAccount, nil
+	payer, ok := inkwell.Payer(tok.Account, account)
+	if !ok {
+		return "", inkwell.Errorf(inkwell.EFORBIDDEN, "the body names account %q, but token %s acts for account %q: a token submits for its own account only (leave account out, or name %q)",
+			account, tok.ID, tok.Account, tok.Account)
 	}
-	return account, nil
+	return payer, nil
 }
 
 // goKindInWords is a Go type as a JSON reader knows it.

@@ -82,7 +82,7 @@ func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
 		return l.fail(ctx, j, f, elapsed)
 	}
 	crashpoint.Hit(crashpoint.ProviderAfterCall)
-	return l.complete(ctx, j, w, resp, elapsed)
+	return l.complete(ctx, j, resp, elapsed)
 }
 
 // claimedJob is one claimed job on its way to an outcome, with the logger
@@ -146,16 +146,16 @@ func (l *Lane) call(ctx context.Context, j *claimedJob, preq inkwell.ProviderReq
 // been paid for, so it is stored unless the attempt was fenced out: the
 // write waits out a busy, locked or full database for as long as the
 // process lives (after a stop signal, for the grace period).
-func (l *Lane) complete(ctx context.Context, j *claimedJob, w inkwell.Work, resp inkwell.ProviderResponse, secs float64) error {
-	// The API decides who pays (api.decideAccount) and stores it in the
-	// payload; only a legacy row, adopted from before accounts existed, has
-	// none, and it is charged to the default account as the API would.
-	account := w.Account
+func (l *Lane) complete(ctx context.Context, j *claimedJob, resp inkwell.ProviderResponse, secs float64) error {
+	// Who pays was decided at accept (inkwell.Payer) and stored in
+	// jobs.account (the default account for rows adopted from before
+	// accounts existed).
+	account := j.Job.Account
 	if account == "" {
 		account = inkwell.DefaultAccount
 	}
 	resp.AmountMicros = chargeMicros(j.route, j.req, resp)
-	if resp.AmountMicros < 0 || resp.AmountMicros > inkwell.MaxChargeMicros {
+	if j.route.Model.Priced() && resp.AmountMicros > inkwell.MaxChargeMicros {
 		// Usage no call could have had (a provider's bug): an answer whose
 		// cost cannot be told is not stored, as any malformed answer.
 		return l.fail(ctx, j, failure{msg: fmt.Sprintf("answer reports an impossible usage (%d prompt + %d completion tokens, more than %d micros at %q's prices): not stored",

@@ -84,7 +84,7 @@ func (r *running) wait(t *testing.T) error {
 func accept(t *testing.T, st *store.Store, key, prompt string, maxWords int) inkwell.Job {
 	t.Helper()
 	payload, _ := json.Marshal(inkwell.Request{Prompt: prompt, Account: "acme", MaxWords: maxWords})
-	job, _, err := st.Accept(t.Context(), store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload})
+	job, _, err := st.Accept(t.Context(), store.AcceptParams{Account: "acme", IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload})
 	if err != nil {
 		t.Fatalf("Accept %s: %v", key, err)
 	}
