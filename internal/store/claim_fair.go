@@ -1,60 +1,9 @@
 package store
 
-// Fair claims (docs/design.md §10, docs/scaling.md#fair-claims-across-accounts):
-// lanes take queued jobs round robin across the accounts that have queued
-// work, so that one account's flood does not starve another's single job.
-//
-// The round robin is written into the queue, not walked at claim time.
-// Every job has a turn (jobs.claim_turn, migration 0013), given as it
-// enters the queue (accept, batch, retry, reschedule: turnFor):
-//
-//	turn = max(served, the last turn its account was given + 1)
-//
-// where served is the turn the claims have reached (claim_clock.served,
-// migration 0015: the highest turn claimed so far, 0 before any claim),
-// and an account's last turn is the highest turn of any of its jobs,
-// queued or not. A claim takes the lowest turns, the oldest id first
-// within a turn (claimPick): one ordered read of the jobs_queued_turn
-// index, as the oldest-first claim read its queued index, where a walk
-// across accounts cost one index probe per account served.
-//
-// So an account's jobs take one turn each, in the order they entered the
-// queue, and every account with work has one job in each turn from where
-// the claims are: an account that arrives with one job is served in the
-// current turn, within one turn of claims (at most as many claims as there
-// are accounts with queued work), however long another account's queue;
-// an account that sends its next job as soon as its last one is claimed
-// gets the turn after it, never the same one again, so it cannot keep
-// another account's next turn from coming. A rescheduled or retried job
-// enters again behind its account's last turn, as a new one would. This
-// is start-time fair queueing with equal weights, served its virtual
-// clock: it never goes back, so an account idle for a while, or a queue
-// that empties, does not hand a newcomer the turns already served.
-//
-// The clock is written by the claim, in the claim's own transaction
-// (advanceClock, claimClockCTE), and by nothing else. It used to be read
-// as the highest turn of any job not queued, from an index that every
-// claimed job added an entry to, and that counted a job cancelled while
-// queued as served: cancelling a flood put every newcomer behind the
-// whole of it. A job cancelled while queued now gives its turn back
-// (claim_turn 0, in the cancel's UPDATE): it was never served, so it
-// neither moves the clock nor counts as its account's last turn.
-//
-// A job waiting out a back-off keeps its turn; the claims pass it over
-// until its wait ends, and then, its turn behind the others', it is
-// claimed first. An account whose several jobs end their back-off at once
-// is served that many times in a row: they are the turns it had while it
-// waited.
-//
-// Turns are computed by the writer that enqueues, from committed rows.
-// On PostgreSQL two transactions enqueueing for one account at the same
-// moment may read the same last turn and share it: that account gets two
-// jobs in one turn, once per such collision. And two lanes claiming at the
-// same moment do not wait for each other to move the clock: the one that
-// finds it locked leaves it (claimClockCTE), so the clock may stay up to
-// that claim's turns behind until the next claim, and a job entering
-// meanwhile may get a turn that early. Fairness decides when a job runs,
-// never whether.
+// Fair claims: lanes take queued jobs round robin across accounts, by a
+// turn each job is given as it enters the queue (turnFor) and a clock only
+// claims move (advanceClock). How and why: docs/scaling.md, "How the turns
+// are given".
 
 // turnFor is the turn (SQL) a job of account acct enters the queue with;
 // acct is an SQL expression of the statement it is part of. One row of

@@ -13,44 +13,12 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Prune is the prune transition of docs/design.md §2 (retention, §9): a job
-// finished (done or failed) before a cut-off loses its prompt and its text,
-// and gets pruned_at. Its status does not change, and nothing else about it
-// does: the row, its key and request hash (so a re-send of the key is still
-// answered with this job and never runs it again), its attempts, its result
-// row (the text emptied, never the row removed: a done job keeps exactly one
-// result, invariant 2 of §7) and its charge stay. A pruned job is never run
-// again: retry refuses it (RetryIfFailed), since its prompt is gone.
-//
-// What is left of the payload: the request without its "prompt" or
-// "messages" member, e.g. {"account":"default","max_words":50}, so GET
-// still says who paid, on which model and how long an answer was asked
-// for. The result's response (the whole answer, text included) goes with
-// the text. A payload that is not a JSON object
-// (an adopted legacy row gone wrong) becomes {}.
-//
-// Prune runs in small transactions, each at low priority behind every other
-// writer of this process (writeLow at the SQLite write gate), and rests
-// between them, so an accept never waits long behind one (see
-// docs/retention.md for the figures). The size of a batch adapts to
-// PruneOptions.BatchTime, measured on each batch.
-//
-// On SQLite an UPDATE that shrinks a row frees space inside its page but
-// never frees the page (the b-tree rebalances only when a page overflows or
-// a row is deleted), and new jobs, whose ids only grow, never land in old
-// pages: the file would keep growing as if nothing had been pruned. So on
-// SQLite a pruned row is rewritten, not updated: in the batch's one
-// transaction the job and result rows are deleted and inserted again with
-// the same ids and every column as it was but the prompt, the text and
-// pruned_at (foreign keys are checked at the commit, when every row is
-// back). No transaction ever sees a job without its row or a done job
-// without its result. The delete lets SQLite merge the now nearly empty
-// pages and put the rest on its free list, which new jobs reuse; on a file
-// with incremental auto-vacuum (every file Inkwell created since it sets
-// it, see sqliteDSN) Prune then hands the free pages back to the file
-// system with PRAGMA incremental_vacuum, in small steps. A file created
-// without it shrinks only after VACUUM (Store.Vacuum). PostgreSQL updates
-// in place: its own VACUUM (autovacuum) makes the space reusable.
+// Prune is the prune transition (docs/design.md §2, §9): a job finished
+// before a cut-off loses its prompt or messages, its text and its answer,
+// and gets pruned_at; its row, key, hash, attempts, result row and charge
+// stay, so a re-send is still answered and nothing runs twice. It runs in
+// small low-priority transactions, and on SQLite rewrites the rows it
+// shrinks so the file can shrink too: docs/retention.md says how and why.
 
 // PruneOptions tune Prune. The zero value is the production default.
 type PruneOptions struct {
