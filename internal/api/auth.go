@@ -13,35 +13,10 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Authentication and authorization (docs/design.md §10, docs/security.md).
-//
-// Who may do what, with tokens in force:
-//
-//	route                          anonymous  client              operator
-//	GET  /healthz, /readyz         yes        yes                 yes
-//	GET  /openapi.json             yes        yes                 yes   (the API's description, no data)
-//	GET  /static/...               yes        yes                 yes   (the binary's own files, no data)
-//	POST /v1/jobs                  401        own account         own account
-//	GET  /v1/jobs/{id}             401        own account's jobs  every job
-//	POST /v1/jobs/{id}/retry       401        403                 yes
-//	POST /v1/jobs/{id}/cancel      401        403                 yes
-//	POST /v1/batches               401        own account         own account
-//	GET  /v1/batches/{id}[/output] 401        own account's       every batch
-//	GET  /v1/overview, /metrics    401        403                 yes
-//	GET  /, /jobs/{id} (dashboard) 401 (1)    403                 yes
-//	GET, POST /signin              yes        refused at sign-in  yes (starts a session)
-//	POST /signout                  401        403                 yes
-//
-// (1) A browser asking for a page (Accept: text/html) is sent to /signin
-// instead. An operator signed in there goes by a session cookie and a
-// CSRF token on every POST, verified again on every request (session.go).
-//
-// A client asking for another account's job gets 404, as for a job that
-// does not exist. A body account other than the token's is 403: the
-// token's account pays (decideAccount). Without tokens in force
-// (--auth off, or auto before any token exists) every request is
-// anonymous and allowed, as before tokens existed: serve then listens on
-// loopback only.
+// Authentication and authorization (docs/design.md §10): each route
+// declares who may call it (routes.go: public, client, operator); a client
+// token sees its own account's rows only, another's being 404. The table
+// of who may do what is docs/security.md's.
 
 // AuthMode is serve --auth.
 type AuthMode string
