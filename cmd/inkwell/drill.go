@@ -29,6 +29,14 @@ serve kills itself at the point; the drill reads the database, restarts
 serve, reads it again after recovery, retries failed jobs, waits for done,
 reads it a last time, and checks the invariants of docs/design.md §7.
 
+Each serve runs with --config, a file the drill writes in its work dir:
+the simulator as an openai provider that honours keys, serving the
+unpriced model drill (the short-form requests), and as an anthropic
+provider, which honours none, serving the priced model drill-claude (the
+chat-form requests: the one job at every other point, every third job
+otherwise). A job on drill-claude may be billed again only for an answer
+lost when serve died or gave up; the drill counts those second bills.
+
 Modes: the named points, once each with one job, then each again with 8
 provider calls in flight (serve --concurrency 8), the in-flight family
 (default; --in-flight runs that family alone); --sweep, each point at its

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/catalog"
 )
 
 // Invariants of docs/design.md §7, as a violation names them.
@@ -23,8 +24,11 @@ const (
 	InvFinishedImmutable = "4 a finished attempt never changes"
 	InvFinishedFields    = "5 failed and done rows have finished_at; failed rows have an error"
 	InvBilledOnce        = "6 the provider billed each job at most once"
+	InvUnkeyedBills      = "6 a provider that honours no idempotency key billed a job more than once only for calls whose answer was lost (an attempt ended worker_restarted, shutdown, timeout or cancelled)"
 	InvChargeKnown       = "6 each charge names a provider request the provider knows"
 	InvBilledText        = "6 the stored text is the text the provider billed for"
+	InvPricedCharge      = "§12 a priced model's charge is its answer's usage at the model's prices, the usage the provider counted for the billed text"
+	InvReservedWorst     = "§12 accept reserves a job's provable worst case on its model"
 	InvRecoveryRun       = "7 each recovery run wrote one row whose counts equal the rows it changed"
 	InvIntegrity         = "8 the database passes its own integrity checks"
 	InvAllDone           = "9 every job is done in the end, but one its client cancelled"
@@ -60,9 +64,14 @@ type Evidence struct {
 	Texts map[string]string
 	// DeadPIDs are the serve processes the drill saw die.
 	DeadPIDs []int
-	// HonoursKeys says serve ran with --provider-honours-keys on, which
-	// makes timeout and shutdown retry-safe (docs/design.md §9). The drill runs
-	// `--provider openai`, off by default.
+	// Catalog is the models and providers serve ran with (the config file
+	// the drill writes, models.go): each job is judged by its model's
+	// provider (does it honour idempotency keys; does it key its bills)
+	// and prices. Nil: every job ran on one openai provider whose keys the
+	// simulator honours, unpriced, and HonoursKeys says whether serve
+	// trusted it to (which makes timeout and shutdown retry-safe,
+	// docs/design.md §9).
+	Catalog     *catalog.Catalog
 	HonoursKeys bool
 	// WebhookIDs are the webhook-ids the drill's receiver got, with their
 	// counts (nil: not known; check_webhooks.go).
@@ -83,7 +92,7 @@ func Check(e Evidence) []Violation {
 		}
 	}
 	for i, s := range e.Snapshots {
-		c := checker{snap: s, keys: e.Keys, honoursKeys: e.HonoursKeys, retried: retried}
+		c := checker{snap: s, keys: e.Keys, cat: e.Catalog, honoursKeys: e.HonoursKeys, retried: retried}
 		c.static()
 		c.webhooks() // check_webhooks.go
 		if i > 0 {
@@ -105,8 +114,9 @@ func Check(e Evidence) []Violation {
 type checker struct {
 	snap        Snapshot
 	keys        []string
-	honoursKeys bool           // Evidence.HonoursKeys
-	retried     map[int64]bool // jobs a client retried (the request may have taken effect)
+	cat         *catalog.Catalog // Evidence.Catalog
+	honoursKeys bool             // Evidence.HonoursKeys
+	retried     map[int64]bool   // jobs a client retried (the request may have taken effect)
 	out         []Violation
 }
 
@@ -138,7 +148,8 @@ func (c *checker) static() {
 	}
 	c.recoveryRuns()
 	c.ledger()
-	c.budgets() // check_budget.go
+	c.budgets()      // check_budget.go
+	c.reservations() // check_models.go
 	for _, p := range s.Integrity {
 		c.add(0, InvIntegrity, "%s", p)
 	}

@@ -62,7 +62,7 @@ func (c *checker) joblife(j JobRow, atts []AttemptRow) {
 			c.add(j.ID, InvNotBefore, "job is %s with not_before %s; only a queued job waits for a back-off", j.Status, j.NotBefore.String)
 		case last == nil || last.Status != inkwell.StatusFailed:
 			c.add(j.ID, InvNotBefore, "job is queued with not_before %s, but its last attempt is %s", j.NotBefore.String, describeLast(last))
-		case last.ErrorClass.String != j.ErrorClass.String || !c.retrySafe(inkwell.ErrorClass(last.ErrorClass.String)):
+		case last.ErrorClass.String != j.ErrorClass.String || !c.retrySafe(j, inkwell.ErrorClass(last.ErrorClass.String)):
 			c.add(j.ID, InvNotBefore, "job is queued with not_before %s and class %q after attempt #%d failed %q; want that attempt's class, and a retry-safe one",
 				j.NotBefore.String, j.ErrorClass.String, last.Number, last.ErrorClass.String)
 		}
@@ -73,7 +73,7 @@ func (c *checker) joblife(j JobRow, atts []AttemptRow) {
 			c.add(j.ID, InvGaveUp, "job is %s with gave_up_after %d", j.Status, j.GaveUpAfter.Int64)
 		case j.GaveUpAfter.Int64 != int64(len(atts)):
 			c.add(j.ID, InvGaveUp, "gave_up_after is %d, but the job has %d attempt(s)", j.GaveUpAfter.Int64, len(atts))
-		case last == nil || last.Status != inkwell.StatusFailed || !c.retrySafe(inkwell.ErrorClass(last.ErrorClass.String)):
+		case last == nil || last.Status != inkwell.StatusFailed || !c.retrySafe(j, inkwell.ErrorClass(last.ErrorClass.String)):
 			c.add(j.ID, InvGaveUp, "gave_up_after is %d, but its last attempt is %s: automatic retry gives up only on a retry-safe failure", j.GaveUpAfter.Int64, describeLast(last))
 		}
 	}
@@ -103,11 +103,11 @@ func describeLast(a *AttemptRow) string {
 	return s
 }
 
-// retrySafe is the class's policy under the drill's serve flags: the drill
-// runs `--provider openai`, whose provider is not trusted to honour keys
-// unless the evidence says it was started with --provider-honours-keys on.
-func (c *checker) retrySafe(class inkwell.ErrorClass) bool {
-	return class.RetrySafe(c.honoursKeys)
+// retrySafe is the class's policy for job j: a timeout or shutdown is
+// retry-safe only on a provider serve trusts to honour keys (the drill's
+// sim-openai; never its anthropic provider), as its route says.
+func (c *checker) retrySafe(j JobRow, class inkwell.ErrorClass) bool {
+	return class.RetrySafe(c.route(j).honoursKeys)
 }
 
 // joblifeSince checks what §9 says may change between two snapshots: a
@@ -192,7 +192,7 @@ func (c *checker) joblifeEvidence(e Evidence) {
 		atts := c.snap.attemptsOf(j.ID)
 		var unsafe []string
 		for _, a := range atts[:max(len(atts)-1, 0)] {
-			if a.Status == inkwell.StatusFailed && !c.retrySafe(inkwell.ErrorClass(a.ErrorClass.String)) {
+			if a.Status == inkwell.StatusFailed && !c.retrySafe(j, inkwell.ErrorClass(a.ErrorClass.String)) {
 				unsafe = append(unsafe, fmt.Sprintf("#%d (%s)", a.Number, a.ErrorClass.String))
 			}
 		}

@@ -109,8 +109,11 @@ func (t *target) get() string {
 
 // item is one request a client wants done, and what it learned of it.
 type item struct {
-	key   string
-	req   inkwell.Request
+	key string
+	req inkwell.Request
+	// model is the model the job names: "" for the short form on the
+	// default model (drill), modelClaude for the chat form (models.go).
+	model string
 	pause time.Duration // think time before it is first sent
 	// gate, when not nil, holds the first send until it is closed: the
 	// scenario opens it when a later serve is ready (see runSpec.openGate).
@@ -277,7 +280,7 @@ func (c *client) submit(ctx context.Context, i int) error {
 	c.mu.Lock()
 	it := c.items[i]
 	c.mu.Unlock()
-	body, _ := json.Marshal(it.req)
+	body := it.body()
 	b := backoff{}
 	for {
 		if base := c.srv.get(); base != "" {

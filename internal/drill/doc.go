@@ -21,13 +21,20 @@
 // every snapshot (check_budget.go); the budget-full scenario
 // (inflight_budget.go) plays the in-flight one at provider.after-call with
 // a budget its calls fill, so that a request after them is refused 402.
+// Every serve runs with --config, a file the drill writes (models.go): the
+// simulator as an openai provider that honours keys (model drill, the
+// short form) and as an anthropic one that honours none (model
+// drill-claude, priced, the chat form); invariant 6 and the money are
+// judged per model (check_models.go), and the second bills the anthropic
+// provider draws for answers lost are counted in the report.
 // Its report is docs/crash-timeline.md.
 //
 // Besides internal/store it is the one package that runs SQL, and only to
 // read (plus CREATE and DROP DATABASE for a PostgreSQL --db); the prune
 // is the real `inkwell prune`, a child like serve. It imports
 // the root package, internal/store (to open a database for inspection),
-// internal/crashpoint (the names), providersim (to read the ledger) and
-// provider (to price a budget as serve reserves it). It
+// internal/crashpoint (the names), providersim (to read the ledger),
+// provider (to price a budget as serve reserves it, and count tokens as
+// the simulator does) and catalog (to read its config as serve does). It
 // never imports worker or api: it speaks to serve over HTTP, as a client.
 package drill

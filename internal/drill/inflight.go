@@ -44,6 +44,11 @@ import (
 // inFlightCalls is how many calls the family holds in flight.
 const inFlightCalls = 8
 
+// inFlightChatEvery: of the calls in flight, every third (jobs 3 and 6) is
+// the chat form on drill-claude, whose provider honours no key; the
+// trigger job is the short form.
+const inFlightChatEvery = 3
+
 // InvInFlight: what a crash with calls in flight must leave, and what the
 // restart's recovery must do with it (docs/design.md §8).
 const InvInFlight = "§8 with calls in flight, the crash leaves each attempt running and the restart's one recovery run closes every one"
@@ -80,7 +85,7 @@ func inFlightHit(point string, n int) int {
 func inFlightScenario(point string, n int, lim limits) scenario {
 	hit := inFlightHit(point, n)
 	spec := fmt.Sprintf("%s:%d", point, hit)
-	sc := scenario{name: "in flight: " + spec, point: point, hit: hit, jobs: n, inFlight: n}
+	sc := scenario{name: "in flight: " + spec, point: point, hit: hit, jobs: n, inFlight: n, chatEvery: inFlightChatEvery}
 	latency := map[string]time.Duration{"held": lim.heldLatency, "slow": lim.slowLatency, "fast": lim.latency}
 	armed := func(crashAt, sim string) runSpec {
 		return runSpec{crashAt: crashAt, target: true, retry: true, latency: latency[sim]}
@@ -128,6 +133,7 @@ func (sc scenario) inFlightItems(gate <-chan struct{}) []item {
 	var calls []item
 	for i := range sc.inFlight {
 		calls = append(calls, mk(fmt.Sprint(i+1), 8+i))
+		calls[i].model = modelOf(i, sc.chatEvery)
 	}
 	trig := mk(strings.TrimPrefix(triggerSuffix, "-"), 8+sc.inFlight)
 	switch sc.trigger {
@@ -154,7 +160,8 @@ func aboutInFlight(point string, n int) string {
 	fill := fmt.Sprintf("Serve runs with `--concurrency %d`; the client sends %d jobs one after another, each once the one before it is claimed, so each accept and each claim is one job's. ", n, n)
 	held := fmt.Sprintf("The simulator holds every call until serve dies: %d calls in flight. ", n)
 	slow := "The simulator answers each call after the same latency, long enough for every slot to be filled first. "
-	const end = "The restart's one recovery run must close exactly the attempts running at the crash, each linked to it; the client retries those jobs, and the simulator, restarted on the same ledger without the latency, answers them (a key it billed before from its record, without a second bill)."
+	const end = "The restart's one recovery run must close exactly the attempts running at the crash, each linked to it; the client retries those jobs, and the simulator, restarted on the same ledger without the latency, answers them (a key it billed before from its record, without a second bill). " +
+		"Every third of the calls (jobs 3 and 6) is a chat request on `drill-claude`, whose `anthropic` provider honours no idempotency key: one of those answered before the kill is billed again by its retry (the window of design.md §7), the user still charged once."
 	var what string
 	switch point {
 	case crashpoint.AcceptBeforeCommit:
@@ -261,7 +268,8 @@ func whyVariesInFlight(point string) string {
 	case crashpoint.ProviderAfterCall, crashpoint.CompleteBeforeCommit, crashpoint.CompleteAfterCommit, crashpoint.WebhookAfterSend:
 		s := "The calls went out one after another, and the simulator answers each after the same latency, so the first answer fires the point while the others are still in flight; " +
 			"those are cut off by the kill before the simulator answers and are never billed (0 / 0). " +
-			"But the calls went out milliseconds apart, so the next answers may be billed in the instant before the kill (while the first one's commit runs): each leaves an orphan with a bill, whose retry is answered from the record (2 calls, 1 bill); " +
+			"But the calls went out milliseconds apart, so the next answers may be billed in the instant before the kill (while the first one's commit runs): each leaves an orphan with a bill, whose retry is answered from the record (2 calls, 1 bill), " +
+			"or on `drill-claude`, whose provider honours no key, billed again (2 calls, 2 bills: a second bill, counted in the report); " +
 			"and as the ledger is read just after the database, that bill may show only in a later read. "
 		if point == crashpoint.WebhookAfterSend {
 			s += "The webhook is sent at the sender's next poll (every second) after the first completion, so more answers may have come back and been stored by then: those jobs are done at the crash. "
@@ -269,7 +277,7 @@ func whyVariesInFlight(point string) string {
 		if point == crashpoint.CompleteAfterCommit {
 			s += "The first group commit may also carry more than one answer, when they came back together: those jobs are done at the crash, and recovery closes the others. "
 		}
-		return s + "Never possible here: a running attempt the restart's recovery run does not close, two recovery runs for one restart, a job billed twice, a second result or charge."
+		return s + "Never possible here: a running attempt the restart's recovery run does not close, two recovery runs for one restart, a job on `drill` billed twice, a second result or charge."
 	case crashpoint.AcceptAfterCommit, crashpoint.RetryAfterCommit:
 		return "The job the point's commit queued stays queued at the crash, since every slot holds a call; but the restarted lane claims it as soon as serve is ready, " +
 			"so the after-recovery read races that claim (queued, running or done), and the ledger, read just after the database, may already hold its bill. " +
@@ -289,22 +297,55 @@ func (t *Timeline) expectInFlight() (calls, trigger []path) {
 	return calls, trigger
 }
 
-// inFlightSets lists the family's paths by role: the calls in flight,
-// then the trigger job when there is one.
+// expectFor is the paths the job under key may take: its role's, with
+// every answered call billed when it is on drill-claude.
+func (t *Timeline) expectFor(key string) []path {
+	calls, trig := t.expectInFlight()
+	paths := calls
+	if key == t.Trigger {
+		paths = trig
+	}
+	if slices.Contains(t.Claude, key) {
+		return unkeyed(paths)
+	}
+	return paths
+}
+
+// inFlightSets lists the family's paths by role: the calls in flight
+// (those on drill-claude apart, where their paths differ), then the
+// trigger job when there is one.
 func (t *Timeline) inFlightSets() (sets [][]path, roles []string) {
 	calls, trig := t.expectInFlight()
-	sets, roles = [][]path{calls}, []string{fmt.Sprintf("each of the %d jobs whose calls were in flight", t.InFlight)}
+	n := t.InFlight
+	if t.Point == crashpoint.CancelAfterCommit {
+		n--
+	}
+	var claude int
+	for _, k := range t.Claude {
+		if k != t.Trigger && slices.Contains(t.Keys, k) {
+			claude++
+		}
+	}
+	other := ""
+	if t.Point == crashpoint.CancelAfterCommit {
+		other = " other"
+	}
+	sets, roles = [][]path{calls}, []string{fmt.Sprintf("each of the %d%s jobs whose calls were in flight", n, other)}
+	if u := unkeyed(calls); claude > 0 && !slices.Equal(u, calls) {
+		roles[0] = fmt.Sprintf("each of the %d%s jobs on `drill` whose calls were in flight", n-claude, other)
+		sets, roles = append(sets, u), append(roles, fmt.Sprintf("each of the %d jobs on `drill-claude` whose calls were in flight (every answered call billed)", claude))
+	}
 	if t.Trigger != "" && trig != nil {
-		sets, roles = append(sets, trig), append(roles, "the job sent after them (key `"+t.Trigger+"`)")
+		role := "the job sent after them (key `" + t.Trigger + "`)"
 		switch {
 		case t.Budget > 0:
-			roles[1] = "the request sent after them, past the account's budget (key `" + t.Trigger + "`)"
+			role = "the request sent after them, past the account's budget (key `" + t.Trigger + "`)"
 		case t.Point == crashpoint.RetryAfterCommit:
-			roles[1] = "the job failed first and retried once they were in flight (key `" + t.Trigger + "`)"
+			role = "the job failed first and retried once they were in flight (key `" + t.Trigger + "`)"
 		case t.Point == crashpoint.CancelAfterCommit:
-			roles[0] = fmt.Sprintf("each of the %d other jobs whose calls were in flight", t.InFlight-1)
-			roles[1] = "the job whose call was in flight first, cancelled once they all were (key `" + t.Trigger + "`)"
+			role = "the job whose call was in flight first, cancelled once they all were (key `" + t.Trigger + "`)"
 		}
+		sets, roles = append(sets, trig), append(roles, role)
 	}
 	return sets, roles
 }
@@ -317,7 +358,7 @@ func (t *Timeline) readJob(s Snapshot, key string) state {
 	c := checker{snap: s, keys: t.Keys}
 	var calls, bills int64
 	for _, e := range s.Ledger {
-		if _, k, ok := c.owner(e.Key); ok && k == key {
+		if _, k, ok := c.owner(ledgerKey(e)); ok && k == key {
 			calls += e.Calls
 			bills += e.Bills
 		}
@@ -394,13 +435,9 @@ func (t *Timeline) checkInFlight() []Violation {
 	if t.InFlight == 0 || slices.ContainsFunc(idx[:], func(i int) bool { return i < 0 || i >= len(t.Snaps) }) {
 		return nil
 	}
-	calls, trig := t.expectInFlight()
 	var out []Violation
 	for _, key := range t.Keys {
-		paths := calls
-		if key == t.Trigger {
-			paths = trig
-		}
+		paths := t.expectFor(key)
 		var got path
 		for m, i := range idx {
 			got[m] = t.readJob(t.Snaps[i], key)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/inkwell/inkwell"
-	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
 )
 
@@ -30,20 +29,15 @@ func budgetScenario(point string, n int, lim limits) scenario {
 	sc := inFlightScenario(point, n, lim)
 	sc.name = fmt.Sprintf("in flight, budget full: %s:%d", point, sc.hit)
 	sc.trigger = triggerOverBudget
+	cat := drillCatalog()
 	for _, it := range sc.inFlightItems(nil) {
 		if !it.overBudget {
-			sc.budget += worstCase(it.req)
+			sc.budget += worstCase(cat, it) // per model: drill-claude's is Model.WorstCase
 		}
 	}
 	sc.about = aboutBudget(point, n, sc.budget)
 	return sc
 }
-
-// worstCase is what serve's accept reserves for req: the drill runs
-// `--provider openai` priced per word (no --micros-per-token), which
-// provider.WorstCaseMicros bounds as it bounds any provider but sim and a
-// per-token openai.
-func worstCase(req inkwell.Request) int64 { return provider.ShortWorstCaseMicros(req) }
 
 // expectOverBudget is the one path of a request its account's budget
 // cannot cover: refused, it writes nothing, and nothing ever runs for it.

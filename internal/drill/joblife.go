@@ -56,6 +56,12 @@ func rescheduleScenario(point string, hit int, how failure, fails int) scenario 
 	spec := fmt.Sprintf("%s:%d", point, hit)
 	sc := scenario{name: fmt.Sprintf("reschedule (%s): %s", how, spec), point: point, hit: hit, jobs: 1,
 		family: familyReschedule, front: how, frontFails: fails, maxAttempts: joblifeMaxAttempts, prune: joblifePrune}
+	if how == failCut {
+		// A timeout is retry-safe on the drill's openai provider, which
+		// honours keys; its scenario is the one on drill-claude, whose
+		// anthropic provider honours none.
+		sc.chatEvery = 1
+	}
 	first := "#1 " + failedAs(how)
 	pre := []string{first}
 	switch point {
@@ -127,7 +133,8 @@ func aboutReschedule(point string, hit int, how failure, fails int) string {
 	case failRefused:
 		first = "A refused connection is not_sent, retry-safe: nothing reached the provider; in the transaction that fails attempt #1 the job goes back to queued with `not_before`; the lane claims attempt #2 then. "
 	case failCut:
-		first = "A cut connection is a timeout: the request may have reached the provider, which `--provider openai` is not trusted to answer from its record, so the job is NOT rescheduled: it fails, and the client retries it by hand (attempt #2). "
+		first = "The job is a chat request on `drill-claude`, whose provider is `anthropic`. A cut connection is a timeout: the request may have reached the provider, which honours no idempotency key (`honours_keys` is refused for anthropic), so a second call could bill again, and the job is NOT rescheduled: it fails, and the client retries it by hand (attempt #2). " +
+			"(On `drill`, whose openai provider honours keys, a timeout is rescheduled like a 500.) "
 	case fail429:
 		first = "The 429 is retry-safe: in the transaction that fails attempt #1 the job goes back to queued, not before its `Retry-After` (which wins over the back-off); the lane claims attempt #2 then. "
 	default:

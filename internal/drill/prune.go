@@ -2,7 +2,6 @@ package drill
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -79,7 +78,7 @@ func (p *play) pruneAndResend(ctx context.Context) error {
 // resendPruned re-sends the item's request under its key until an answer
 // comes, and logs it as a re-send after the prune.
 func (p *play) resendPruned(ctx context.Context, base string, it item) error {
-	body, _ := json.Marshal(it.req)
+	body := it.body()
 	c := &client{name: "resend", http: newHTTPClient(), srv: &p.srv, log: &p.log}
 	b := backoff{}
 	for range 50 {

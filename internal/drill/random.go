@@ -43,6 +43,11 @@ type plan struct {
 	Cancels []int
 }
 
+// randomChatEvery: every third request of each client is the chat form
+// on drill-claude, whose provider honours no idempotency key (models.go).
+// It is no draw, so that a seed's schedule is what it was before.
+const randomChatEvery = 3
+
 // randomCancelPercent is the chance that a random run's client cancels a
 // request once its job is running.
 const randomCancelPercent = 10
@@ -133,9 +138,11 @@ func (p plan) lines() []string {
 		fmt.Sprintf("the provider answers after %s, fails %.0f%% of calls with 500 and hangs %.0f%% (serve gives up after %s)",
 			p.Latency, randomFailRate*100, randomHangRate*100, randomCallLimit),
 	}
+	out = append(out, fmt.Sprintf("every %s request of each client is a chat request on `%s` (provider `%s`, kind anthropic: no idempotency key, every answered call billed); the others the short form on `%s` (provider `%s`, kind openai, honours_keys = true)",
+		ordinal(randomChatEvery), modelClaude, providerAnthropic, modelDrill, providerOpenAI))
 	if p.MaxAttempts > 1 {
-		out = append(out, fmt.Sprintf("automatic retry: serve runs with --max-attempts %d --retry-base %s --retry-cap %s, so a 500 puts its job back to queued; a hang (a timeout) does not",
-			p.MaxAttempts, joblifeRetryBase, joblifeRetryCap))
+		out = append(out, fmt.Sprintf("automatic retry: serve runs with --max-attempts %d --retry-base %s --retry-cap %s, so a 500 puts its job back to queued; so does a hang (a timeout) on `%s`, whose provider honours keys, but not on `%s`",
+			p.MaxAttempts, joblifeRetryBase, joblifeRetryCap, modelDrill, modelClaude))
 	} else {
 		out = append(out, "no automatic retry: serve runs with --max-attempts 1, and the clients retry every failed job by hand")
 	}
@@ -165,6 +172,7 @@ func (p plan) workloads(slug string) [][]item {
 					MaxWords: p.MaxWords[c*p.Jobs+j],
 				},
 				pause: p.Pauses[c*p.Jobs+j],
+				model: modelOf(j, randomChatEvery),
 			})
 			if slices.Contains(p.Cancels, c*p.Jobs+j) {
 				items[len(items)-1].cancel = cancelRunning

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/provider/providersim"
 )
 
 // Report is a whole drill: one timeline per scenario.
@@ -60,6 +61,7 @@ func (r *Report) WriteSummary(w io.Writer) {
 	}
 	fmt.Fprintf(w, "%s: %d scenario(s), %d failed, %d violation(s), %s on %s in %s\n",
 		verdict, len(r.Timelines), failed, r.Violations(), r.Mode, r.DB, r.Took.Round(100*time.Millisecond))
+	r.writeSecondBills(w)
 	if r.Mode == ModeRandom {
 		var kills, several, most int
 		for _, t := range r.Timelines {
@@ -73,6 +75,32 @@ func (r *Report) WriteSummary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "seed %d; %d of %d kills landed with several attempts running (calls in flight), %d at most\n", r.Seed, several, kills, most)
 	}
+}
+
+// writeSecondBills prints the measured window of the provider that honours
+// no idempotency key: its jobs, their second bills, and where.
+func (r *Report) writeSecondBills(w io.Writer) {
+	var jobs, second int64
+	var where []string
+	for _, t := range r.Timelines {
+		if t.Final < 0 || t.Final >= len(t.Snaps) {
+			continue
+		}
+		j, s := t.secondBills(t.Snaps[t.Final])
+		jobs, second = jobs+j, second+s
+		if s > 0 {
+			where = append(where, fmt.Sprintf("%s: %d", t.Name, s))
+		}
+	}
+	if jobs == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s (anthropic, no idempotency key): %d job(s) called, %d second bill(s), each for an answer lost",
+		modelClaude, jobs, second)
+	if len(where) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(where, "; "))
+	}
+	fmt.Fprintln(w)
 }
 
 func joinInts(ns []int) string {
@@ -248,10 +276,12 @@ func runsCell(s Snapshot) string {
 	return fmt.Sprintf("%d, which closed %d attempt(s) and failed %d job(s) in all", len(s.Runs), closed, failed)
 }
 
-// jobBills is one job's calls and bills at the provider.
+// jobBills is one job's calls and bills at the provider; unkeyed says
+// they were messages, billed whatever their key (models.go).
 type jobBills struct {
 	job          int64
 	calls, bills int64
+	unkeyed      bool
 }
 
 // billsOf sums the ledger over this timeline's keys, in total and per job.
@@ -259,7 +289,7 @@ func (t *Timeline) billsOf(s Snapshot) (calls, bills int64, perJob []jobBills) {
 	c := checker{snap: s, keys: t.Keys}
 	byJob := map[int64]jobBills{}
 	for _, e := range s.Ledger {
-		id, _, ok := c.owner(e.Key)
+		id, _, ok := c.owner(ledgerKey(e))
 		if !ok {
 			continue
 		}
@@ -267,6 +297,7 @@ func (t *Timeline) billsOf(s Snapshot) (calls, bills int64, perJob []jobBills) {
 		bills += e.Bills
 		b := byJob[id]
 		b.job, b.calls, b.bills = id, b.calls+e.Calls, b.bills+e.Bills
+		b.unkeyed = b.unkeyed || e.Kind == providersim.KindMessages
 		byJob[id] = b
 	}
 	for _, b := range byJob {
@@ -281,24 +312,59 @@ func (t *Timeline) billsNote() string {
 	if t.Final < 0 {
 		return ""
 	}
-	calls, bills, perJob := t.billsOf(t.Snaps[t.Final])
+	calls, _, perJob := t.billsOf(t.Snaps[t.Final])
 	if len(perJob) == 0 {
 		return "The provider was never called."
 	}
-	var most int64
+	var most, keyedCalls, keyedBills int64
 	var parts []string
 	for _, j := range perJob {
 		most = max(most, j.bills)
-		parts = append(parts, fmt.Sprintf("job %d: %d call(s), %d bill(s)", j.job, j.calls, j.bills))
+		p := fmt.Sprintf("job %d: %d call(s), %d bill(s)", j.job, j.calls, j.bills)
+		if j.unkeyed {
+			p += " on " + modelClaude
+		} else {
+			keyedCalls, keyedBills = keyedCalls+j.calls, keyedBills+j.bills
+		}
+		parts = append(parts, p)
 	}
 	note := "Bills per job: " + strings.Join(parts, "; ") + "."
 	if len(perJob) > 5 {
 		note = fmt.Sprintf("%d jobs called the provider %d time(s); the most any job was billed is %d.", len(perJob), calls, most)
 	}
-	if calls > bills {
-		note += fmt.Sprintf(" Of %d calls, %d were billed: every repeated call carried its job's key and was answered from the simulator's record, with no second bill.", calls, bills)
+	if keyedCalls > keyedBills {
+		note += fmt.Sprintf(" Of %d calls under keys the provider honours, %d were billed: every repeated call carried its job's key and was answered from the simulator's record, with no second bill.", keyedCalls, keyedBills)
 	}
-	return note
+	return note + t.secondBillsNote()
+}
+
+// secondBillsNote is the measured window of a provider that honours no
+// idempotency key (docs/design.md §7): how many of the scenario's jobs ran
+// on drill-claude, and how many bills beyond the first they drew, each
+// for an answer lost; "" when none ran there.
+func (t *Timeline) secondBillsNote() string {
+	jobs, second := t.secondBills(t.Snaps[t.Final])
+	if jobs == 0 {
+		return ""
+	}
+	what := "none was billed twice"
+	if second > 0 {
+		what = fmt.Sprintf("**%d second bill(s)**, each for a call answered and lost when serve died (or gave up) before storing it, then retried: the window a provider without idempotency keys leaves (design.md §7); the user was still charged once", second)
+	}
+	return fmt.Sprintf(" The provider of `%s` honours no idempotency key; of its %d job(s) called, %s.", modelClaude, jobs, what)
+}
+
+// secondBillsCell is the report's count of second bills on drill-claude
+// at the end of a scenario: "-" when no job ran there.
+func (t *Timeline) secondBillsCell() string {
+	if t.Final < 0 || t.Final >= len(t.Snaps) {
+		return "-"
+	}
+	jobs, second := t.secondBills(t.Snaps[t.Final])
+	if jobs == 0 {
+		return "-"
+	}
+	return fmt.Sprint(second)
 }
 
 func shortError(e string) string {
@@ -332,8 +398,8 @@ func (t *Timeline) verdict() string {
 func (t *Timeline) writeText(w io.Writer, compact bool) {
 	if compact {
 		calls, bills, _ := t.billsOf(t.lastSnap())
-		fmt.Fprintf(w, "%-28s %-16s final: %s; attempts %s; provider calls/bills %d/%d (%s)\n",
-			t.Name, t.verdict(), jobsCell(t.lastSnap()), attemptsCell(t.lastSnap()), calls, bills, t.Took.Round(10*time.Millisecond))
+		fmt.Fprintf(w, "%-28s %-16s final: %s; attempts %s; provider calls/bills %d/%d; second bills on %s %s (%s)\n",
+			t.Name, t.verdict(), jobsCell(t.lastSnap()), attemptsCell(t.lastSnap()), calls, bills, modelClaude, t.secondBillsCell(), t.Took.Round(10*time.Millisecond))
 		t.writeProblems(w)
 		return
 	}

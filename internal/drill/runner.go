@@ -48,6 +48,9 @@ type Timeline struct {
 	// past it, each to be refused 402.
 	Budget     int64
 	OverBudget []string
+	// Claude are the keys whose request was the chat form on drill-claude,
+	// whose provider honours no idempotency key (models.go).
+	Claude []string
 	// Running is, in the in-flight family and random mode, the attempts
 	// running at each crash read: the calls in flight when serve died,
 	// and claims whose call had not started.
@@ -308,6 +311,9 @@ func (p *play) startClients(ctx context.Context, workloads [][]item) {
 			if it.overBudget {
 				p.tl.OverBudget = append(p.tl.OverBudget, it.key)
 			}
+			if it.model == modelClaude {
+				p.tl.Claude = append(p.tl.Claude, it.key)
+			}
 		}
 		wg.Go(func() {
 			if err := c.run(ctx); err != nil {
@@ -355,9 +361,14 @@ func (p *play) startServe(ctx context.Context, crashAt string, failing bool) (*c
 	default:
 		provURL = p.good.url
 	}
+	// The providers and models come from a file written for this start:
+	// its provider URL may differ from the last one's (models.go).
+	config := filepath.Join(p.d.work, fmt.Sprintf("%s.serve-%d.toml", p.slug, p.starts))
+	if err := writeServeConfig(config, provURL, p.providerTimeout); err != nil {
+		return nil, err
+	}
 	args := []string{"serve", "--db", p.dsn, "--addr", "127.0.0.1:0", "--lane", "drill",
-		"--provider", "openai", "--provider-url", provURL, "--model", "drill",
-		"--provider-timeout", p.providerTimeout.String(), "--grace", "5s",
+		"--config", config, "--grace", "5s",
 		"--heartbeat", "500ms", "--poll", "100ms", "--log-format", "json", "--webhook-timeout", webhookTimeout,
 		// The crash-point scenarios retry by hand (POST .../retry), so that
 		// each point's reads follow the paths it allows; automatic retry
@@ -714,7 +725,7 @@ func (p *play) finish(start time.Time) {
 		}
 	}
 	tl.Violations = Check(Evidence{Snapshots: tl.Snaps, Keys: tl.Keys, Requests: tl.Requests, Texts: tl.Texts, DeadPIDs: tl.DeadPIDs,
-		WebhookIDs: p.d.hooks.received(), OverBudget: tl.OverBudget})
+		WebhookIDs: p.d.hooks.received(), OverBudget: tl.OverBudget, Catalog: drillCatalog()})
 	tl.Violations = append(tl.Violations, tl.checkPaths()...)
 	tl.Violations = append(tl.Violations, tl.checkInFlight()...)
 	if tl.Err == nil && tl.Final < 0 {

@@ -31,6 +31,10 @@ type scenario struct {
 	// budget, when not 0, is the account's budget in micros in place of
 	// DrillBudgetMicros: one that binds (inflight_budget.go).
 	budget int64
+	// chatEvery: every chatEvery-th job of the workload is the chat form
+	// on drill-claude, whose provider honours no idempotency key (1: every
+	// job; 0: none; models.go).
+	chatEvery int
 
 	// The job-life families (joblife.go). family is "" for the points,
 	// the sweep and the in-flight family.
@@ -123,6 +127,15 @@ func pointScenario(point string, hit, jobs int) scenario {
 		sc.runs = append(sc.runs, runSpec{crashAt: spec, target: true, retry: true})
 	}
 	sc.runs = append(sc.runs, clean)
+	// Every third job of a sweep's workload, and the one job at every
+	// other point, is on drill-claude.
+	sc.chatEvery = 3
+	if jobs == 1 {
+		sc.chatEvery = 0
+		if onClaude(point) {
+			sc.chatEvery, sc.about = 1, aboutClaude(point)
+		}
+	}
 	return sc
 }
 
@@ -155,6 +168,7 @@ func (sc scenario) items() []item {
 				Account:  "drill",
 				MaxWords: 8 + i,
 			},
+			model: modelOf(i, sc.chatEvery),
 		}
 	}
 	return out
@@ -338,14 +352,23 @@ func whyVaries(point string) string {
 
 // paths returns what expect allows for t, when t is a points-mode scenario
 // (one job, the point's first hit); sweeps and random runs have no list.
+// A job on drill-claude has the same paths with every answered call
+// billed (unkeyed).
 func (t *Timeline) paths() ([]path, bool) {
-	if t.Expect != nil {
-		return t.Expect, len(t.Keys) == 1
-	}
-	if t.Point == "" || t.Hit != 1 || len(t.Keys) != 1 || t.InFlight > 0 {
+	ps := t.Expect
+	switch {
+	case ps != nil:
+		if len(t.Keys) != 1 {
+			return ps, false
+		}
+	case t.Point == "" || t.Hit != 1 || len(t.Keys) != 1 || t.InFlight > 0:
 		return nil, false
+	default:
+		ps = expect(t.Point)
 	}
-	ps := expect(t.Point)
+	if slices.Contains(t.Claude, t.Keys[0]) {
+		ps = unkeyed(ps)
+	}
 	return ps, len(ps) > 0
 }
 

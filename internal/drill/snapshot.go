@@ -4,9 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/inkwell/inkwell"
 	"log/slog"
 
+	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/provider/providersim"
 	"github.com/inkwell/inkwell/internal/store"
 )
@@ -82,12 +82,15 @@ type ResultRow struct {
 	Text             string
 }
 
-// ChargeRow is one row of charges.
+// ChargeRow is one row of charges. Model and the token counts are the
+// answer's (migration 0016): NULL for an answer without usage.
 type ChargeRow struct {
-	JobID, AttemptID  int64
-	Account           string
-	AmountMicros      int64
-	ProviderRequestID string
+	JobID, AttemptID               int64
+	Account                        string
+	AmountMicros                   int64
+	ProviderRequestID              string
+	Model                          sql.NullString
+	PromptTokens, CompletionTokens sql.NullInt64
 }
 
 // RecoveryRunRow is one row of recovery_runs.
@@ -147,8 +150,9 @@ const (
 	qAttempts = `SELECT id, job_id, attempt_number, status, error, lane, started_at, finished_at, recovery_run_id, error_class
 		FROM job_attempts ORDER BY job_id, attempt_number, id`
 	qResults = `SELECT job_id, attempt_id, text FROM results ORDER BY job_id`
-	qCharges = `SELECT job_id, attempt_id, account, amount_micros, provider_request_id FROM charges ORDER BY job_id`
-	qRuns    = `SELECT id, lane, incarnation, lock_method, evidence, prev_pid, attempts_closed, attempts_backfilled, jobs_failed, anomalies
+	qCharges = `SELECT job_id, attempt_id, account, amount_micros, provider_request_id, model, prompt_tokens, completion_tokens
+		FROM charges ORDER BY job_id`
+	qRuns = `SELECT id, lane, incarnation, lock_method, evidence, prev_pid, attempts_closed, attempts_backfilled, jobs_failed, anomalies
 		FROM recovery_runs ORDER BY id`
 	qLanes = `SELECT name, incarnation, pid, stopped_at, stop_reason FROM lanes ORDER BY name`
 )
@@ -184,7 +188,7 @@ func readResults(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
 func readCharges(ctx context.Context, tx *sql.Tx, s *Snapshot) error {
 	return each(ctx, tx, qCharges, func(rows *sql.Rows) error {
 		var c ChargeRow
-		err := rows.Scan(&c.JobID, &c.AttemptID, &c.Account, &c.AmountMicros, &c.ProviderRequestID)
+		err := rows.Scan(&c.JobID, &c.AttemptID, &c.Account, &c.AmountMicros, &c.ProviderRequestID, &c.Model, &c.PromptTokens, &c.CompletionTokens)
 		s.Charges = append(s.Charges, c)
 		return err
 	})
