@@ -11,32 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// The claim's own connections on PostgreSQL.
-//
-// The claim (claimStatementSQL) is meant to read the queue through one
-// ordered index scan of jobs_queued_turn that stops at its n-th ready
-// job, and to find the rows it updates by primary key. On the shared pool
-// two things went wrong for the walk across accounts that the claim by
-// turns replaced, and either would as well for an ordered scan under a
-// LIMIT; EXPLAIN ANALYZE (auto_explain over BenchmarkClaim) showed both:
-//
-//   - planning: PostgreSQL kept a custom plan for the prepared statement
-//     and re-planned it on every claim, 1.4–2.6 ms each, more than the
-//     claim's execution;
-//   - bitmap scans: with row estimates stale after a burst of accepts
-//     (as they are until autovacuum analyzes), the planner read a queue
-//     index through a bitmap scan of every entry its condition matched,
-//     then sorted.
-//
-// So the claim runs on connections of its own, set for this one
-// statement: a generic plan, built once per connection and kept
-// (plan_cache_mode = force_generic_plan); no bitmap scan, no sequential
-// scan where an index serves (enable_bitmapscan, enable_seqscan = off: an
-// ordered read of the right index is always the plan wanted here,
-// whatever the statistics say). Nothing else runs on these connections,
-// so no other statement's plan is touched.
-// TestStore_ClaimFair/PlanReadsTheIndexAt100k checks the generic plan
-// these settings give. Figures: docs/benchmarks.md.
+// claimSessionSettings are the claim's own connections' settings on
+// PostgreSQL: a generic plan built once and kept, no bitmap or sequential
+// scan, so the claim is always the ordered read of jobs_queued_turn and
+// is not planned again on every claim (docs/scaling.md, "Fair claims").
+// TestStore_ClaimFair/PlanReadsTheIndexAt100k checks the plan they give.
 const claimSessionSettings = `SET plan_cache_mode = force_generic_plan; SET enable_bitmapscan = off; SET enable_seqscan = off`
 
 // claimPoolSize bounds the claim's connections: one per lane claiming at
