@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -43,9 +44,8 @@ type batchInputLine struct {
 	Body     json.RawMessage `json:"body"`
 }
 
-// parseBatch reads and checks every line of POST /v1/batches before
-// anything is written: the first bad line refuses the whole batch, named
-// by its line number (counted from 1, blank lines included) and field.
+// parseBatch reads and checks every line of POST /v1/batches in the JSONL
+// form before anything is written (parseBatchLines).
 func parseBatch(w http.ResponseWriter, r *http.Request) (store.BatchParams, []batchWork, error) {
 	key, err := idempotencyKey(r)
 	if err != nil {
@@ -57,11 +57,22 @@ func parseBatch(w http.ResponseWriter, r *http.Request) (store.BatchParams, []ba
 	if r.ContentLength > MaxBatchBytes {
 		return store.BatchParams{}, nil, batchTooLarge()
 	}
-	p := store.BatchParams{IdempotencyKey: key}
+	p, works, err := parseBatchLines(r, http.MaxBytesReader(w, r.Body, MaxBatchBytes), "")
+	p.IdempotencyKey = key
+	return p, works, err
+}
+
+// parseBatchLines reads and checks every line of in, the batch input
+// form: the first bad line refuses the whole batch, named by its line
+// number (counted from 1, blank lines included) and field. url, when
+// set, is the one url every line must name; else each line names either
+// (batchChatURL, batchJobsURL), and Endpoint is set when all agree.
+func parseBatchLines(r *http.Request, in io.Reader, url string) (store.BatchParams, []batchWork, error) {
+	var p store.BatchParams
 	var works []batchWork
 	seen := map[string]int{} // custom_id -> line
 	first := 0               // the line that set p.Account
-	sc := bufio.NewScanner(http.MaxBytesReader(w, r.Body, MaxBatchBytes))
+	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 16<<10), MaxBatchLineBytes) // grows up to the limit, never past it
 	n := 0
 	for sc.Scan() {
@@ -73,7 +84,7 @@ func parseBatch(w http.ResponseWriter, r *http.Request) (store.BatchParams, []ba
 		if len(p.Lines) == MaxBatchLines {
 			return store.BatchParams{}, nil, inkwell.Errorf(inkwell.ETOOLARGE, "line %d: a batch holds at most %d lines: send the rest in another batch", n, MaxBatchLines)
 		}
-		l, work, err := parseBatchLine(r, raw)
+		l, work, target, err := parseBatchLine(r, raw, url)
 		account := work.Account
 		if err != nil {
 			return store.BatchParams{}, nil, lineError(n, err)
@@ -83,9 +94,12 @@ func parseBatch(w http.ResponseWriter, r *http.Request) (store.BatchParams, []ba
 		}
 		seen[l.CustomID] = n
 		if first == 0 {
-			p.Account, first = account, n
+			p.Account, p.Endpoint, first = account, target, n
 		} else if account != p.Account {
 			return store.BatchParams{}, nil, inkwell.Errorf(inkwell.EINVALID, "line %d: body.account %q is not line %d's %q: a batch's jobs belong to one account", n, account, first, p.Account)
+		}
+		if target != p.Endpoint {
+			p.Endpoint = "" // the lines name both urls
 		}
 		p.Lines = append(p.Lines, l)
 		works = append(works, batchWork{line: n, work: work})
@@ -108,36 +122,37 @@ type batchWork struct {
 }
 
 // parseBatchLine checks one line as POST /v1/jobs checks its body
-// (decodeRequest, decideAccount, validateRequest) and returns it
-// normalized, with the account that pays for it.
-func parseBatchLine(r *http.Request, raw []byte) (store.BatchLine, inkwell.Work, error) {
+// (readJob) and returns it normalized, with the account that pays for it
+// and the url it names (which must be url when that is set).
+func parseBatchLine(r *http.Request, raw []byte, url string) (store.BatchLine, inkwell.Work, string, error) {
 	if !utf8.Valid(raw) {
-		return store.BatchLine{}, inkwell.Work{}, inkwell.Errorf(inkwell.EINVALID, "not valid UTF-8")
+		return store.BatchLine{}, inkwell.Work{}, "", inkwell.Errorf(inkwell.EINVALID, "not valid UTF-8")
 	}
 	if err := refuseDuplicateKeys(raw); err != nil {
-		return store.BatchLine{}, inkwell.Work{}, err
+		return store.BatchLine{}, inkwell.Work{}, "", err
 	}
 	var in batchInputLine
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return store.BatchLine{}, inkwell.Work{}, inkwell.Errorf(inkwell.EINVALID, "must be one JSON object {\"custom_id\", \"method\", \"url\", \"body\"}: %s", jsonProblem(err))
+		return store.BatchLine{}, inkwell.Work{}, "", inkwell.Errorf(inkwell.EINVALID, "must be one JSON object {\"custom_id\", \"method\", \"url\", \"body\"}: %s", jsonProblem(err))
 	}
 	if dec.InputOffset() != int64(len(raw)) {
-		return store.BatchLine{}, inkwell.Work{}, inkwell.Errorf(inkwell.EINVALID, "must hold exactly one JSON object")
+		return store.BatchLine{}, inkwell.Work{}, "", inkwell.Errorf(inkwell.EINVALID, "must hold exactly one JSON object")
 	}
-	if err := checkBatchTarget(in); err != nil {
-		return store.BatchLine{}, inkwell.Work{}, err
+	if err := checkBatchTarget(in, url); err != nil {
+		return store.BatchLine{}, inkwell.Work{}, "", err
 	}
 	work, payload, err := readJob(r, in.Body)
 	if err != nil {
-		return store.BatchLine{}, inkwell.Work{}, inkwell.Errorf(inkwell.ErrorCode(err), "body: %s", inkwell.ErrorMessage(err))
+		return store.BatchLine{}, inkwell.Work{}, "", inkwell.Errorf(inkwell.ErrorCode(err), "body: %s", inkwell.ErrorMessage(err))
 	}
-	return store.BatchLine{CustomID: *in.CustomID, RequestHash: inkwell.RequestHash(payload), Payload: payload}, work, nil
+	return store.BatchLine{CustomID: *in.CustomID, RequestHash: inkwell.RequestHash(payload), Payload: payload}, work, in.URL, nil
 }
 
-// checkBatchTarget checks a line's custom_id, method and url.
-func checkBatchTarget(in batchInputLine) error {
+// checkBatchTarget checks a line's custom_id, method and url (url when
+// set: the batch's endpoint).
+func checkBatchTarget(in batchInputLine, url string) error {
 	switch {
 	case in.CustomID == nil || *in.CustomID == "":
 		return inkwell.Errorf(inkwell.EINVALID, "custom_id is required: a string naming the line, unique in the batch")
@@ -147,6 +162,8 @@ func checkBatchTarget(in batchInputLine) error {
 		return inkwell.Errorf(inkwell.EINVALID, "custom_id must not contain control characters (it becomes part of the job's key)")
 	case in.Method != http.MethodPost:
 		return inkwell.Errorf(inkwell.EINVALID, "method must be \"POST\", not %q", in.Method)
+	case url != "" && in.URL != url:
+		return inkwell.Errorf(inkwell.EINVALID, "url must be %q, the batch's endpoint, not %q", url, in.URL)
 	case in.URL != batchChatURL && in.URL != batchJobsURL:
 		return inkwell.Errorf(inkwell.EINVALID, "url must be %q (each line a chat request) or %q (each line a job request), not %q", batchChatURL, batchJobsURL, in.URL)
 	case len(in.Body) == 0:

@@ -117,15 +117,29 @@ func TestBatch_AcceptResendShowOutput(t *testing.T) {
 		}
 
 		out := outputLines(t, e.do(http.MethodGet, b.OutputURL, nil, ""))
-		if len(out) != 2 {
-			t.Fatalf("output has %d lines, want 2 (the done and the failed job)", len(out))
+		if len(out) != 1 {
+			t.Fatalf("output has %d lines, want 1 (the done job; the failed one is in /errors)", len(out))
 		}
-		done, failed := out[0], out[1]
-		if done.CustomID != "line-1" || done.ID != fmt.Sprintf("job_%d", c.Job.ID) || done.Error != nil || done.Response == nil ||
+		done := out[0]
+		var answer struct {
+			Object  string `json:"object"`
+			Choices []struct {
+				Message struct{ Content string } `json:"message"`
+			} `json:"choices"`
+		}
+		if done.Response != nil {
+			_ = json.Unmarshal(done.Response.Body, &answer)
+		}
+		if done.CustomID != "line-1" || done.ID != fmt.Sprintf("batch_req_%d", c.Job.ID) || done.Error != nil || done.Response == nil ||
 			done.Response.StatusCode != 200 || done.Response.RequestID != fmt.Sprintf("req-%d", c.Job.ID) ||
-			done.Response.Body.Result == nil || done.Response.Body.Result.Text != "the text" || done.Response.Body.Job.Status != inkwell.StatusDone {
-			t.Errorf("done line = %+v, want line-1 with response 200, its provider request id and its text", done)
+			answer.Object != "chat.completion" || len(answer.Choices) != 1 || answer.Choices[0].Message.Content != "the text" {
+			t.Errorf("done line = %+v (body %s), want line-1 with response 200, its provider request id and a chat.completion of its text", done, done.Response.Body)
 		}
+		errs := outputLines(t, e.do(http.MethodGet, fmt.Sprintf("/v1/batches/%d/errors", b.ID), nil, ""))
+		if len(errs) != 1 {
+			t.Fatalf("errors has %d lines, want 1 (the failed job)", len(errs))
+		}
+		failed := errs[0]
 		if failed.CustomID != "line-2" || failed.Response != nil || failed.Error == nil || failed.Error.Code != string(inkwell.ClassCancelled) || failed.Error.Message == "" {
 			t.Errorf("failed line = %+v, want line-2 with error code cancelled and no response", failed)
 		}

@@ -41,24 +41,40 @@ import (
 // tokens are in force. A route missing here fails the battery: a new
 // route must say who may call it.
 var routeAccess = map[string]string{
-	"POST /v1/jobs":               "client",
-	"GET /v1/jobs/{id}":           "client",
-	"POST /v1/jobs/{id}/retry":    "operator",
-	"POST /v1/jobs/{id}/cancel":   "operator",
-	"POST /v1/batches":            "client",
-	"GET /v1/batches/{id}":        "client",
-	"GET /v1/batches/{id}/output": "client",
-	"GET /healthz":                "public",
-	"GET /readyz":                 "public",
-	"GET /v1/overview":            "operator",
-	"GET /metrics":                "operator",
-	"GET /{$}":                    "operator",
-	"GET /jobs/{id}":              "operator",
-	"GET /static/":                "public",
-	"GET /signin":                 "public",
-	"POST /signin":                "signin", // its own refusals: TestSecurity_SignIn
-	"POST /signout":               "operator",
-	"GET /openapi.json":           "public",
+	"POST /v1/jobs":                "client",
+	"GET /v1/jobs/{id}":            "client",
+	"POST /v1/jobs/{id}/retry":     "operator",
+	"POST /v1/jobs/{id}/cancel":    "operator",
+	"POST /v1/batches":             "client",
+	"GET /v1/batches/{id}":         "client",
+	"GET /v1/batches/{id}/output":  "client",
+	"GET /v1/batches/{id}/errors":  "client",
+	"GET /v1/batches":              "client",
+	"POST /v1/batches/{id}/cancel": "client",
+	"POST /v1/files":               "client",
+	"GET /v1/files/{id}":           "client",
+	"GET /v1/files/{id}/content":   "client",
+	"GET /healthz":                 "public",
+	"GET /readyz":                  "public",
+	"GET /v1/overview":             "operator",
+	"GET /metrics":                 "operator",
+	"GET /{$}":                     "operator",
+	"GET /jobs/{id}":               "operator",
+	"GET /static/":                 "public",
+	"GET /signin":                  "public",
+	"POST /signin":                 "signin", // its own refusals: TestSecurity_SignIn
+	"POST /signout":                "operator",
+	"GET /openapi.json":            "public",
+}
+
+// otherAccountAnswer is what a client route answers another account's
+// client token where that is not the rule (404 for a read, 201 for a
+// new row): its own list, an upload (200, as OpenAI answers one), a
+// cancel of another's batch (404).
+var otherAccountAnswer = map[string]int{
+	"GET /v1/batches":              http.StatusOK,
+	"POST /v1/files":               http.StatusOK,
+	"POST /v1/batches/{id}/cancel": http.StatusNotFound,
 }
 
 // registeredRoutes reads the patterns routes.go registers.
@@ -87,6 +103,7 @@ type secEnv struct {
 	operator, acme, globex, revoked string
 	acmeJob, globexJob, failedJob   int64
 	acmeBatch                       int64
+	acmeFile                        string
 	secrets                         []string
 }
 
@@ -142,6 +159,7 @@ func setupSecurity(t *testing.T, mode api.AuthMode) *secEnv {
 		t.Fatal(err)
 	}
 	se.acmeBatch = se.submitBatch(se.acme, "acme-batch", batchBody(2), http.StatusCreated).ID
+	se.acmeFile = (&cancelEnv{t: t, srv: e.srv}).upload(se.acme, "batch", "acme.jsonl", chatLine("a", "x")).file(t).ID
 	return se
 }
 
@@ -197,8 +215,16 @@ func (se *secEnv) request(pattern string, id int64, key string) (method, path st
 	if pattern == "POST /v1/jobs" {
 		return method, path, map[string]string{"Idempotency-Key": key}, []byte(`{"prompt":"a poem"}`)
 	}
-	if strings.HasPrefix(pattern, "GET /v1/batches/") {
-		path = strings.ReplaceAll(pattern[len("GET "):], "{id}", fmt.Sprint(se.acmeBatch))
+	_, route, _ := strings.Cut(pattern, " ")
+	if strings.HasPrefix(pattern, "GET /v1/batches/") || pattern == "POST /v1/batches/{id}/cancel" {
+		path = strings.ReplaceAll(route, "{id}", fmt.Sprint(se.acmeBatch))
+	}
+	if strings.HasPrefix(pattern, "GET /v1/files/") {
+		path = strings.ReplaceAll(route, "{id}", se.acmeFile)
+	}
+	if pattern == "POST /v1/files" {
+		body, ct := uploadForm(se.t, "batch", "f.jsonl", chatLine("a", key))
+		return method, path, map[string]string{"Content-Type": ct}, []byte(body)
 	}
 	if pattern == "POST /v1/batches" {
 		return method, path, map[string]string{"Idempotency-Key": key, "Content-Type": "application/jsonl"}, []byte(batchBody(1))
@@ -260,6 +286,9 @@ func TestSecurity_EveryRoute(t *testing.T) {
 		want := map[string]int{"public": http.StatusOK, "operator": http.StatusForbidden, "client": http.StatusNotFound}[level]
 		if strings.HasPrefix(pattern, "POST /v1/") && level == "client" {
 			want = http.StatusCreated
+		}
+		if status, ok := otherAccountAnswer[pattern]; ok {
+			want = status
 		}
 		before := se.snapshot()
 		if r := se.req(method, path, "Bearer "+se.globex, header, body); r.status != want {

@@ -14,8 +14,8 @@ import (
 )
 
 // Batches (docs/batches.md): accept many jobs at once, one per line, in one
-// transaction. This file holds the batch's one write; batches_read.go its
-// reads. A batch's jobs are ordinary jobs (queued, claimed, run and ended
+// transaction. This file holds the batch's writes (accept, cancel);
+// batches_read.go its reads. A batch's jobs are ordinary jobs (queued, claimed, run and ended
 // by the lane as any other); they carry batch_id and batch_custom_id.
 
 // BatchLine is one validated, normalized line of a batch: a job request
@@ -44,6 +44,11 @@ type BatchParams struct {
 	// nothing (the account's rpm: api.admit); a re-send of a stored batch
 	// is still answered, as AcceptParams.Refuse does for one job.
 	Refuse error
+	// The OpenAI form's (docs/batches.md): the file the lines came from,
+	// the url every line names, "24h", and the metadata as JSON (nil:
+	// none). Empty for the JSONL form, but Endpoint when its lines agree.
+	InputFileID, Endpoint, CompletionWindow string
+	Metadata                                []byte
 }
 
 // Batch is one row of batches.
@@ -54,6 +59,12 @@ type Batch struct {
 	RequestHash    string
 	Lines          int
 	CreatedAt      time.Time
+	// The OpenAI form's, as BatchParams has them ("" and nil when not).
+	InputFileID, Endpoint, CompletionWindow string
+	Metadata                                []byte
+	// CancellingAt is when a cancel was first asked, CancelledAt when a
+	// cancel had ended every job of the batch (CancelBatch).
+	CancellingAt, CancelledAt *time.Time
 }
 
 // BatchJobKey is the idempotency key of a batch line's job: the batch's
@@ -105,11 +116,12 @@ func (s *Store) AcceptBatch(ctx context.Context, p BatchParams) (b Batch, create
 }
 
 func (s *Store) acceptBatchTx(ctx context.Context, tx *sql.Tx, p BatchParams, now time.Time) (Batch, bool, error) {
-	const insert = `INSERT INTO batches (account, idempotency_key, request_hash, lines, created_at)
-		VALUES ($1, $2, $3, $4, $5)
+	const insert = `INSERT INTO batches (account, idempotency_key, request_hash, lines, created_at, input_file_id, endpoint, completion_window, metadata)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (account, idempotency_key) DO NOTHING
 		RETURNING ` + batchColumns
-	b, err := scanBatch(s.txQueryRow(ctx, tx, insert, p.Account, p.IdempotencyKey, p.RequestHash, len(p.Lines), s.ts(now)))
+	b, err := scanBatch(s.txQueryRow(ctx, tx, insert, p.Account, p.IdempotencyKey, p.RequestHash, len(p.Lines), s.ts(now),
+		nullString(p.InputFileID), nullString(p.Endpoint), nullString(p.CompletionWindow), nullBytes(p.Metadata)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return s.batchResent(ctx, tx, p)
 	}
@@ -276,16 +288,31 @@ func (s *Store) batchKeyTaken(ctx context.Context, tx *sql.Tx, batchID int64, ac
 	return inkwell.Errorf(inkwell.EKEYREUSED, "a line's job key is held by a job of another batch: nothing was stored")
 }
 
-const batchColumns = `id, account, idempotency_key, request_hash, lines, created_at`
+const batchColumns = `id, account, idempotency_key, request_hash, lines, created_at,
+	input_file_id, endpoint, completion_window, metadata, cancelling_at, cancelled_at`
 
 func scanBatch(row rowScanner) (Batch, error) {
 	var b Batch
-	var created nullTime
-	if err := row.Scan(&b.ID, &b.Account, &b.IdempotencyKey, &b.RequestHash, &b.Lines, &created); err != nil {
+	var created, cancelling, cancelled nullTime
+	var file, endpoint, window, metadata sql.NullString
+	if err := row.Scan(&b.ID, &b.Account, &b.IdempotencyKey, &b.RequestHash, &b.Lines, &created,
+		&file, &endpoint, &window, &metadata, &cancelling, &cancelled); err != nil {
 		return b, err
 	}
-	b.CreatedAt = created.Time
+	b.CreatedAt, b.CancellingAt, b.CancelledAt = created.Time, cancelling.Ptr(), cancelled.Ptr()
+	b.InputFileID, b.Endpoint, b.CompletionWindow = file.String, endpoint.String, window.String
+	if metadata.Valid {
+		b.Metadata = []byte(metadata.String)
+	}
 	return b, nil
+}
+
+// nullBytes is JSON text as a column value, NULL when nil.
+func nullBytes(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
 }
 
 // queuedNow is how many jobs are queued, from job_counts (exact, kept by
@@ -296,4 +323,193 @@ func (s *Store) queuedNow(ctx context.Context, tx *sql.Tx) (int64, error) {
 		return 0, fmt.Errorf("count queued jobs: %w", err)
 	}
 	return n, nil
+}
+
+// BatchCancelled is what CancelBatch did.
+type BatchCancelled struct {
+	// Ended are the jobs the cancel ended: their long-polls may answer.
+	Ended []int64
+	// Attempts are the running attempts it closed: a lane running their
+	// provider calls should abort them (their completions are fenced out).
+	Attempts []int64
+}
+
+// CancelBatch cancels batch id for by (docs/batches.md). One transaction
+// marks the batch cancelling and ends every queued job (failed, class
+// cancelled, as Cancel ends one), so no claim takes one after it; then
+// each running job goes through Cancel, whose completion may still win;
+// cancelled_at is set once no job of the batch is queued or running. A
+// batch already cancelling is taken again (a re-sent cancel finishes what
+// a crash cut short). A batch that ended with no cancel asked is
+// ECONFLICT, and ENOTFOUND is no such batch: both write nothing.
+func (s *Store) CancelBatch(ctx context.Context, id int64, by string) (BatchCancelled, error) {
+	var out BatchCancelled
+	if err := s.refuseWhileLost(); err != nil {
+		return out, err
+	}
+	err := s.inTxHooks(ctx, func(tx *sql.Tx) (err error) {
+		out.Ended, err = s.cancelQueuedTx(ctx, tx, id, by)
+		return err
+	}, "", crashpoint.CancelAfterCommit)
+	if err != nil {
+		return BatchCancelled{}, err
+	}
+	running, err := s.batchUnended(ctx, id)
+	if err != nil || len(running) == 0 {
+		return out, err
+	}
+	for _, jobID := range running {
+		c, err := s.Cancel(ctx, jobID, by)
+		switch {
+		case inkwell.ErrorCode(err) == inkwell.ECONFLICT:
+			continue // its completion committed first: it is done
+		case err != nil:
+			return out, err
+		}
+		out.Ended = append(out.Ended, jobID)
+		if c.Attempt != 0 {
+			out.Attempts = append(out.Attempts, c.Attempt)
+		}
+	}
+	return out, s.inTx(ctx, func(tx *sql.Tx) error { return s.markCancelledTx(ctx, tx, id) })
+}
+
+// cancelQueuedTx is CancelBatch's first transaction: the mark, and every
+// queued job of the batch ended, its reservation released (nothing of it
+// can have been billed but what a failed attempt may have), its end
+// announced and audited. It returns the jobs it ended.
+func (s *Store) cancelQueuedTx(ctx context.Context, tx *sql.Tx, id int64, by string) ([]int64, error) {
+	b, err := scanBatch(s.txQueryRow(ctx, tx, `SELECT `+batchColumns+` FROM batches WHERE id = $1`, id))
+	if err != nil {
+		return nil, notFound(err, "batch %d", id)
+	}
+	if err := s.lockAccountsTx(ctx, tx, []string{b.Account}, nil); err != nil { // lock order: budgets.go
+		return nil, err
+	}
+	now := s.ts(s.now())
+	if b.CancellingAt == nil {
+		if err := s.markCancellingTx(ctx, tx, b, now); err != nil {
+			return nil, err
+		}
+	}
+	const cancelJobs = `UPDATE jobs SET status = 'failed', error = $1, error_class = 'cancelled', finished_at = $2, not_before = NULL, claim_turn = 0
+		WHERE batch_id = $3 AND status = 'queued'
+		RETURNING id`
+	rows, err := s.txQuery(ctx, tx, cancelJobs, "cancelled by "+named(by)+" with its batch", now, id)
+	if err != nil {
+		return nil, fmt.Errorf("cancel batch %d: %w", id, err)
+	}
+	ids, err := scanIDs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("cancel batch %d: %w", id, err)
+	}
+	for start := 0; start < len(ids); start += batchCancelChunk {
+		chunk := jobIDList(ids[start:min(start+batchCancelChunk, len(ids))])
+		if err := s.releaseUnbilledTx(ctx, tx, b.Account, chunk); err != nil {
+			return nil, err
+		}
+		if err := s.auditCancelTx(ctx, tx, now, by, chunk); err != nil {
+			return nil, err
+		}
+	}
+	if len(ids) > 0 {
+		if err := s.notifyEnded(ctx, tx, ids); err != nil {
+			return nil, err
+		}
+	}
+	return ids, s.markCancelledTx(ctx, tx, id)
+}
+
+// markCancellingTx records the first cancel of batch b, which must still
+// have a job to cancel: a batch whose jobs have all ended is refused.
+func (s *Store) markCancellingTx(ctx context.Context, tx *sql.Tx, b Batch, now any) error {
+	var unended int64
+	if err := s.txQueryRow(ctx, tx, `SELECT COUNT(*) FROM jobs WHERE batch_id = $1 AND status IN ('queued', 'running')`, b.ID).Scan(&unended); err != nil {
+		return fmt.Errorf("cancel batch %d: count its jobs: %w", b.ID, err)
+	}
+	if unended == 0 {
+		return inkwell.Errorf(inkwell.ECONFLICT, "batch %d has ended: each of its %d jobs is done or failed, so there is nothing to cancel (its output and errors stay readable)", b.ID, b.Lines)
+	}
+	return s.execOne(ctx, tx, `UPDATE batches SET cancelling_at = $2 WHERE id = $1 AND cancelling_at IS NULL`, b.ID, now)
+}
+
+// markCancelledTx sets cancelled_at on a cancelling batch none of whose
+// jobs is queued or running any more; otherwise it changes nothing.
+func (s *Store) markCancelledTx(ctx context.Context, tx *sql.Tx, id int64) error {
+	const mark = `UPDATE batches SET cancelled_at = $2
+		WHERE id = $1 AND cancelling_at IS NOT NULL AND cancelled_at IS NULL
+		  AND NOT EXISTS (SELECT 1 FROM jobs WHERE batch_id = $1 AND status IN ('queued', 'running'))`
+	if _, err := s.txExec(ctx, tx, mark, id, s.ts(s.now())); err != nil {
+		return fmt.Errorf("cancel batch %d: mark it cancelled: %w", id, err)
+	}
+	return nil
+}
+
+// batchCancelChunk is how many job ids one statement of a batch cancel
+// names, well under either dialect's limit on a statement's size.
+const batchCancelChunk = 1000
+
+// releaseUnbilledTx is releaseIfUnbilledTx (budgets.go) for many jobs of
+// account at once, ids a SQL list: each open reservation of a job none of
+// whose attempts may have been billed is released and taken off the
+// account's reserved_micros; the others stay open for an operator.
+// The ids are the store's own integers, never a client's text, and the
+// statements run unprepared: each list is used once.
+func (s *Store) releaseUnbilledTx(ctx context.Context, tx *sql.Tx, account, ids string) error {
+	unbilled := `jobs.id IN (` + ids + `) AND jobs.reservation_state = 'open' AND jobs.reservation_account = $1
+		AND NOT EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = jobs.id
+		                AND (a.error_class IS NULL OR a.error_class NOT IN (` + notBilledSQL + `)))`
+	unreserve := `UPDATE accounts SET reserved_micros = reserved_micros - (SELECT COALESCE(SUM(jobs.reservation_micros), 0) FROM jobs WHERE ` + unbilled + `)
+		WHERE name = $1 AND budget_micros IS NOT NULL`
+	release := `UPDATE jobs SET reservation_state = 'released' WHERE ` + unbilled
+	for _, q := range []string{unreserve, release} { // in this order: the first reads the set the second changes
+		if _, err := tx.ExecContext(ctx, s.dialect.rebind(q), account); err != nil {
+			return fmt.Errorf("cancel batch: release the reservations of account %q: %w", account, err)
+		}
+	}
+	return nil
+}
+
+// auditCancelTx writes one audit row per job of ids, a SQL list.
+func (s *Store) auditCancelTx(ctx context.Context, tx *sql.Tx, at any, by, ids string) error {
+	insert := `INSERT INTO audit_log (at, actor, action, job_id, detail) SELECT $1, $2, '` + AuditCancel + `', id, 'was queued; with its batch' FROM jobs WHERE id IN (` + ids + `)`
+	if _, err := tx.ExecContext(ctx, s.dialect.rebind(insert), at, named(by)); err != nil {
+		return fmt.Errorf("audit batch cancel: %w", err)
+	}
+	return nil
+}
+
+// batchUnended is the jobs of batch id still queued or running.
+func (s *Store) batchUnended(ctx context.Context, id int64) ([]int64, error) {
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(`SELECT id FROM jobs WHERE batch_id = $1 AND status IN ('queued', 'running') ORDER BY id`), id)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("cancel batch %d: its running jobs: %w", id, err))
+	}
+	return scanIDs(rows)
+}
+
+// scanIDs reads a one-column result of ids and closes it.
+func scanIDs(rows *sql.Rows) ([]int64, error) {
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// jobIDList is ids as a SQL list, "1, 2, 3".
+func jobIDList(ids []int64) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
+	}
+	return b.String()
 }

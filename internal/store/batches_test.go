@@ -94,7 +94,7 @@ func TestStore_BatchPruned(t *testing.T) {
 			t.Fatalf("pruned %+v, want 2 jobs", rep)
 		}
 		var got []string
-		err := s.BatchEnded(t.Context(), b.ID, func(bj store.BatchJob) error {
+		err := s.BatchEnded(t.Context(), b.ID, inkwell.StatusDone, func(bj store.BatchJob) error {
 			got = append(got, fmt.Sprintf("%s %s pruned=%v text=%q", bj.CustomID, bj.Job.Status, bj.Job.PrunedAt != nil, bj.Result.Text))
 			return nil
 		})
@@ -117,7 +117,7 @@ func TestStore_BatchNotFound(t *testing.T) {
 		if _, err := s.BatchStatusOf(t.Context(), 7); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
 			t.Errorf("BatchStatusOf 7: %v, want not_found", err)
 		}
-		err := s.BatchEnded(t.Context(), 7, func(store.BatchJob) error { return nil })
+		err := s.BatchEnded(t.Context(), 7, inkwell.StatusFailed, func(store.BatchJob) error { return nil })
 		if inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
 			t.Errorf("BatchEnded 7: %v, want not_found", err)
 		}

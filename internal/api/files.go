@@ -1,0 +1,374 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
+)
+
+// Files (docs/batches.md), the OpenAI Files API as far as batches need it:
+// POST /v1/files takes a batch input file (multipart, purpose=batch) and
+// keeps it; GET /v1/files/{id} describes a file and …/content returns it.
+// A batch's output and errors are virtual files ("file-batch_<n>-output",
+// "file-batch_<n>-errors"), made from its jobs when read. The lines of an
+// upload are checked when a batch is made of it, as OpenAI does.
+
+// maxFormBytes is what an upload's form may hold beside the file: the
+// part headers, purpose and any expires_after fields.
+const maxFormBytes = 64 << 10
+
+// FileObject is a file as the OpenAI Files API describes one.
+type FileObject struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"` // "file"
+	Bytes     int64  `json:"bytes"`
+	CreatedAt int64  `json:"created_at"` // unix seconds
+	Filename  string `json:"filename"`
+	Purpose   string `json:"purpose"` // "batch", or "batch_output" for a virtual file
+	Status    string `json:"status"`  // "processed": a file is whole once stored
+}
+
+// handleFileUpload is POST /v1/files: 200 with the file object. The file
+// is received to a temporary file while its bytes and lines are counted,
+// then stored with its row in one transaction; over MaxBatchBytes or
+// MaxBatchLines it is refused (413) as soon as the limit is passed, and
+// every refusal writes nothing.
+func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
+	account, err := decideAccount(r, "")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	up, err := readUpload(w, r)
+	defer up.close()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	f, err := s.cfg.Store.CreateFile(r.Context(), store.FileParams{Account: account, Purpose: up.purpose, Filename: up.filename,
+		Bytes: up.count.bytes, Lines: up.count.total(), Content: up.file})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "file stored", "file_id", f.ID, "bytes", f.Bytes, "lines", f.Lines)
+	writeJSON(w, http.StatusOK, fileObject(f))
+}
+
+// handleFileShow is GET /v1/files/{id}.
+func (s *Server) handleFileShow(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if batchID, status, ok := parseBatchFileID(id); ok {
+		f, err := s.batchFile(r, id, batchID, status)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, f)
+		return
+	}
+	f, err := s.ownFile(r, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fileObject(f))
+}
+
+// handleFileContent is GET /v1/files/{id}/content: an upload as it was
+// received, or a batch's lines (writeBatchLines), streamed.
+func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if batchID, status, ok := parseBatchFileID(id); ok {
+		if _, err := s.ownBatchFile(r, id, batchID, status); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeBatchLines(w, r, batchID, status)
+		return
+	}
+	f, err := s.ownFile(r, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	content, err := s.cfg.Store.FileContent(r.Context(), f.ID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(f.Bytes, 10))
+	if _, err := io.Copy(w, content); err != nil {
+		s.log.WarnContext(r.Context(), "file content cut short", "file_id", f.ID, "err", err)
+	}
+}
+
+// ownFile reads an uploaded file as its caller may see it: a client
+// token's another account's file is ENOTFOUND, worded as no such file.
+func (s *Server) ownFile(r *http.Request, id string) (store.File, error) {
+	f, err := s.cfg.Store.File(r.Context(), id)
+	if tok := principalOf(r.Context()); err == nil && tok != nil && tok.Role != store.RoleOperator && f.Account != tok.Account {
+		err = inkwell.Errorf(inkwell.ENOTFOUND, "file %q not found", id)
+	}
+	return f, err
+}
+
+// The virtual files of batch n: its done lines and its failed lines.
+const (
+	batchFilePrefix = "file-batch_"
+	outputSuffix    = "-output"
+	errorsSuffix    = "-errors"
+)
+
+// batchFileID is the id of batch id's output (done lines) or error file.
+func batchFileID(id int64, status string) string {
+	suffix := outputSuffix
+	if status == inkwell.StatusFailed {
+		suffix = errorsSuffix
+	}
+	return batchFilePrefix + strconv.FormatInt(id, 10) + suffix
+}
+
+// parseBatchFileID reads a virtual file's id: the batch and which of its
+// lines (done or failed).
+func parseBatchFileID(id string) (batchID int64, status string, ok bool) {
+	rest, ok := strings.CutPrefix(id, batchFilePrefix)
+	if !ok {
+		return 0, "", false
+	}
+	digits, status := rest, ""
+	if d, cut := strings.CutSuffix(rest, outputSuffix); cut {
+		digits, status = d, inkwell.StatusDone
+	} else if d, cut := strings.CutSuffix(rest, errorsSuffix); cut {
+		digits, status = d, inkwell.StatusFailed
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if status == "" || err != nil || n < 1 || digits[0] == '+' {
+		return 0, "", false
+	}
+	return n, status, true
+}
+
+// ownBatchFile reads the batch of a virtual file as its caller may see
+// it: the file exists once the batch has a line to put in it.
+func (s *Server) ownBatchFile(r *http.Request, id string, batchID int64, status string) (store.BatchStatus, error) {
+	st, err := s.ownBatchID(r, batchID)
+	if inkwell.ErrorCode(err) == inkwell.ENOTFOUND || (err == nil && st.Counts[status] == 0) {
+		return st, inkwell.Errorf(inkwell.ENOTFOUND, "file %q not found", id)
+	}
+	return st, err
+}
+
+// batchFile describes a batch's output or error file; its size is
+// counted by making it.
+func (s *Server) batchFile(r *http.Request, id string, batchID int64, status string) (FileObject, error) {
+	st, err := s.ownBatchFile(r, id, batchID, status)
+	if err != nil {
+		return FileObject{}, err
+	}
+	var size countWriter
+	err = s.cfg.Store.BatchEnded(r.Context(), batchID, status, func(bj store.BatchJob) error {
+		return jsonLine(&size, batchOutputLine(bj))
+	})
+	if err != nil {
+		return FileObject{}, err
+	}
+	created := st.CreatedAt
+	if st.LastEndedAt != nil {
+		created = *st.LastEndedAt
+	}
+	name := "batch_" + strconv.FormatInt(batchID, 10) + "_output.jsonl"
+	if status == inkwell.StatusFailed {
+		name = "batch_" + strconv.FormatInt(batchID, 10) + "_errors.jsonl"
+	}
+	return FileObject{ID: id, Object: "file", Bytes: int64(size), CreatedAt: created.Unix(), Filename: name, Purpose: "batch_output", Status: "processed"}, nil
+}
+
+func fileObject(f store.File) FileObject {
+	return FileObject{ID: f.ID, Object: "file", Bytes: f.Bytes, CreatedAt: f.CreatedAt.Unix(), Filename: f.Filename, Purpose: f.Purpose, Status: "processed"}
+}
+
+// upload is a POST /v1/files form as received: its file spooled to a
+// temporary file (at its start, once read), counted.
+type upload struct {
+	purpose, filename string
+	file              *os.File
+	count             lineCounter
+}
+
+// readUpload reads the multipart form: one "file" part, "purpose", and
+// any other small field (expires_after…, which Inkwell does not use).
+func readUpload(w http.ResponseWriter, r *http.Request) (*upload, error) {
+	up := &upload{}
+	ct := r.Header.Get("Content-Type")
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		return up, inkwell.Errorf(inkwell.EMEDIATYPE, "Content-Type %q is not read here: send multipart/form-data with a \"file\" part and purpose=batch", ct)
+	}
+	if r.ContentLength > MaxBatchBytes+maxFormBytes {
+		return up, fileTooLarge()
+	}
+	mr := multipart.NewReader(http.MaxBytesReader(w, r.Body, MaxBatchBytes+maxFormBytes), params["boundary"])
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return up, formError(err)
+		}
+		if err := up.readPart(part); err != nil {
+			return up, err
+		}
+	}
+	return up, up.check()
+}
+
+// readPart reads one part of the form.
+func (up *upload) readPart(part *multipart.Part) error {
+	defer part.Close()
+	switch part.FormName() {
+	case "file":
+		if up.file != nil {
+			return inkwell.Errorf(inkwell.EINVALID, "the form has two \"file\" parts: send one file per upload")
+		}
+		up.filename = part.FileName()
+		return up.spool(part)
+	case "purpose":
+		b, err := io.ReadAll(io.LimitReader(part, 65))
+		if err != nil {
+			return formError(err)
+		}
+		up.purpose = string(b)
+		return up.checkPurpose() // before a file that follows is read
+	default:
+		if _, err := io.Copy(io.Discard, io.LimitReader(part, maxFormBytes)); err != nil {
+			return formError(err)
+		}
+	}
+	return nil
+}
+
+// spool copies the file part to a temporary file, counting as it goes:
+// the counter refuses the chunk that passes a limit before it is written.
+func (up *upload) spool(part io.Reader) error {
+	f, err := os.CreateTemp("", "inkwell-upload-*")
+	if err != nil {
+		return inkwell.Errorf(inkwell.EUNAVAILABLE, "no room for the upload: %v", err)
+	}
+	up.file = f
+	if _, err := io.Copy(io.MultiWriter(&up.count, f), part); err != nil {
+		var e *inkwell.Error
+		if errors.As(err, &e) {
+			return e
+		}
+		return formError(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return inkwell.Errorf(inkwell.EUNAVAILABLE, "read back the upload: %v", err)
+	}
+	return nil
+}
+
+// check refuses a form without its file, its purpose or a usable name.
+func (up *upload) check() error {
+	switch {
+	case up.file == nil:
+		return inkwell.Errorf(inkwell.EINVALID, "the form has no \"file\" part: send the JSONL file of requests as \"file\", with purpose=batch")
+	case up.purpose == "":
+		return inkwell.Errorf(inkwell.EINVALID, "purpose is required: send purpose=batch")
+	case len(up.filename) > 255 || !utf8.ValidString(up.filename) || strings.ContainsFunc(up.filename, unicode.IsControl):
+		return inkwell.Errorf(inkwell.EINVALID, "the file's name must be UTF-8 without control characters, at most 255 bytes")
+	}
+	if up.filename == "" {
+		up.filename = "upload.jsonl"
+	}
+	return up.checkPurpose()
+}
+
+// checkPurpose refuses any purpose but batch: no other file is kept.
+func (up *upload) checkPurpose() error {
+	if up.purpose != store.FilePurposeBatch {
+		return inkwell.Errorf(inkwell.EINVALID, "purpose %q is not kept here: only purpose=batch files are (the input of POST /v1/batches)", up.purpose)
+	}
+	return nil
+}
+
+// close removes the temporary file.
+func (up *upload) close() {
+	if up != nil && up.file != nil {
+		up.file.Close()
+		os.Remove(up.file.Name())
+	}
+}
+
+// lineCounter counts bytes and non-blank lines (each a request), and
+// refuses the write that passes MaxBatchBytes or MaxBatchLines.
+type lineCounter struct {
+	bytes   int64
+	lines   int  // ended lines that held more than white space
+	pending bool // the line being read holds more than white space
+}
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	if c.bytes += int64(len(p)); c.bytes > MaxBatchBytes {
+		return 0, fileTooLarge()
+	}
+	for _, b := range p {
+		switch b {
+		case '\n':
+			if c.pending {
+				c.lines++
+			}
+			c.pending = false
+		case ' ', '\t', '\r', '\v', '\f':
+		default:
+			c.pending = true
+		}
+	}
+	if c.total() > MaxBatchLines {
+		return 0, inkwell.Errorf(inkwell.ETOOLARGE, "the file has more than %d lines (requests): a batch holds at most %d; split it into several files, each its own batch; nothing was stored", MaxBatchLines, MaxBatchLines)
+	}
+	return len(p), nil
+}
+
+// total is the lines counted, the last one too when it has no newline.
+func (c *lineCounter) total() int {
+	if c.pending {
+		return c.lines + 1
+	}
+	return c.lines
+}
+
+// countWriter counts what is written to it.
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
+}
+
+// formError turns a failure to read the form into its answer: 413 past
+// the body's limit, else 400.
+func formError(err error) error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return fileTooLarge()
+	}
+	return inkwell.Errorf(inkwell.EINVALID, "reading the multipart form: %v", err)
+}
+
+func fileTooLarge() error {
+	return inkwell.Errorf(inkwell.ETOOLARGE, "the file is over %d bytes (100 MiB): split it into smaller files, each its own batch; nothing was stored", MaxBatchBytes)
+}

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/inkwell/inkwell"
+)
+
+// Files (docs/batches.md): uploads of the OpenAI Files API, kept as the
+// input of batches. A file is written once, row and parts in one
+// transaction, and never changed; its content lives in file_parts, in
+// parts of FilePartBytes, so nothing holds a whole file in memory.
+
+// FilePartBytes is the size of every part of a file's content but its last.
+const FilePartBytes = 1 << 20
+
+// FilePurposeBatch is the one purpose a file may have: a batch's input.
+const FilePurposeBatch = "batch"
+
+// File is one row of files.
+type File struct {
+	ID        string // "file-" and 24 hex digits
+	Account   string
+	Purpose   string
+	Filename  string
+	Bytes     int64
+	Lines     int // the non-blank lines, each a request
+	CreatedAt time.Time
+}
+
+// FileParams is a file to store: its content is read from Content (nil:
+// none), which must hold exactly Bytes bytes.
+type FileParams struct {
+	Account, Purpose, Filename string
+	Bytes                      int64
+	Lines                      int
+	Content                    io.Reader
+}
+
+// CreateFile stores a new file under a new random id: the row and every
+// part in one transaction, reading Content one part at a time. Content
+// that is not Bytes long refuses the file, writing nothing.
+func (s *Store) CreateFile(ctx context.Context, p FileParams) (File, error) {
+	if p.Purpose != FilePurposeBatch {
+		return File{}, inkwell.Errorf(inkwell.EINVALID, "purpose %q: only %q files are kept", p.Purpose, FilePurposeBatch)
+	}
+	if err := s.refuseWhileLost(); err != nil {
+		return File{}, err
+	}
+	f := File{ID: newFileID(), Account: p.Account, Purpose: p.Purpose, Filename: p.Filename, Bytes: p.Bytes, Lines: p.Lines, CreatedAt: s.now()}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		const insert = `INSERT INTO files (id, account, purpose, filename, bytes, lines, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`
+		if _, err := s.txExec(ctx, tx, insert, f.ID, f.Account, f.Purpose, f.Filename, f.Bytes, f.Lines, s.ts(f.CreatedAt)); err != nil {
+			return fmt.Errorf("store file: %w", err)
+		}
+		return s.insertFileParts(ctx, tx, f.ID, p.Bytes, p.Content)
+	})
+	if err != nil {
+		return File{}, err
+	}
+	return f, nil
+}
+
+// insertFileParts copies want bytes of content into file_parts.
+func (s *Store) insertFileParts(ctx context.Context, tx *sql.Tx, id string, want int64, content io.Reader) error {
+	const insert = `INSERT INTO file_parts (file_id, part, data) VALUES ($1, $2, $3)`
+	if content == nil {
+		content = bytes.NewReader(nil)
+	}
+	buf := make([]byte, FilePartBytes)
+	var got int64
+	for part := 0; ; part++ {
+		n, err := io.ReadFull(content, buf)
+		if n > 0 {
+			got += int64(n)
+			if _, xerr := tx.ExecContext(ctx, s.dialect.rebind(insert), id, part, buf[:n]); xerr != nil {
+				return fmt.Errorf("store file: part %d: %w", part, xerr)
+			}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("store file: read its content: %w", err)
+		}
+	}
+	if got != want {
+		return inkwell.Errorf(inkwell.EINVALID, "the file's content is %d bytes, not the %d announced: nothing was stored", got, want)
+	}
+	return nil
+}
+
+// File returns one file's row (ENOTFOUND for no such file).
+func (s *Store) File(ctx context.Context, id string) (File, error) {
+	const q = `SELECT id, account, purpose, filename, bytes, lines, created_at FROM files WHERE id = $1`
+	var f File
+	var created nullTime
+	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), id).Scan(&f.ID, &f.Account, &f.Purpose, &f.Filename, &f.Bytes, &f.Lines, &created)
+	if err != nil {
+		return File{}, s.classify(notFound(err, "file %q", id))
+	}
+	f.CreatedAt = created.Time
+	return f, nil
+}
+
+// FileContent returns a reader of a file's content, which reads one part
+// at a time, each with its own query: a file never changes, so the parts
+// agree without a transaction held open while a slow client reads. The
+// file must exist (ENOTFOUND).
+func (s *Store) FileContent(ctx context.Context, id string) (io.Reader, error) {
+	if _, err := s.File(ctx, id); err != nil {
+		return nil, err
+	}
+	return &fileReader{ctx: ctx, s: s, id: id}, nil
+}
+
+// fileReader reads file_parts in order, one part in memory at a time.
+type fileReader struct {
+	ctx  context.Context
+	s    *Store
+	id   string
+	part int
+	cur  []byte
+	done bool
+}
+
+func (r *fileReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		if r.done {
+			return 0, io.EOF
+		}
+		if err := r.next(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// next loads the next part; past the last one the reader is done.
+func (r *fileReader) next() error {
+	const q = `SELECT data FROM file_parts WHERE file_id = $1 AND part = $2`
+	var data []byte
+	err := r.s.rdb.QueryRowContext(r.ctx, r.s.dialect.rebind(q), r.id, r.part).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		r.done = true
+		return nil
+	}
+	if err != nil {
+		return r.s.classify(fmt.Errorf("read file %q, part %d: %w", r.id, r.part, err))
+	}
+	r.part++
+	r.cur = data
+	return nil
+}
+
+// newFileID is "file-" and 24 random hex digits: never a virtual file's
+// id (api's "file-batch_…"), which holds a letter past f.
+func newFileID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "file-" + hex.EncodeToString(b)
+}
