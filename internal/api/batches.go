@@ -48,10 +48,8 @@ type BatchResponse struct {
 }
 
 // BatchOutputLine is one line of a batch's output or errors, the OpenAI
-// batch output form: a done job has a response (status_code 200, the
-// provider's request id, and its chat.completion object as body) and a
-// null error; a failed job has a null response and an error (its class
-// as code).
+// batch output form: a done job's response (its chat.completion as body),
+// or a failed job's error (its class as code).
 type BatchOutputLine struct {
 	ID       string               `json:"id"` // "batch_req_<job id>"
 	CustomID string               `json:"custom_id"`
@@ -66,14 +64,9 @@ type BatchOutputResponse struct {
 	Body       json.RawMessage `json:"body"` // the chat.completion object (CompletionOf)
 }
 
-// handleBatchAccept is POST /v1/batches: with Content-Type
-// application/json, the OpenAI form (handleOpenAIBatchCreate); else
-// JSONL: 201 for a new batch, 200 with the stored batch for a re-send,
-// 422 for a batch key reused with other lines, 400 naming the first bad
-// line, 413 past a limit, 429 when the queue has no room for the batch or
-// the account has used its rpm (with Retry-After), 402 when the account's
-// budget cannot cover every line's worst case. Every refusal writes
-// nothing.
+// handleBatchAccept is POST /v1/batches: JSON is the OpenAI form
+// (handleOpenAIBatchCreate); JSONL answers 201 new, 200 re-sent, and each
+// refusal (docs/batches.md's table) writes nothing.
 func (s *Server) handleBatchAccept(w http.ResponseWriter, r *http.Request) {
 	if isJSONRequest(r) {
 		s.handleOpenAIBatchCreate(w, r)
@@ -96,11 +89,9 @@ func (s *Server) handleBatchAccept(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, batchResponse(st))
 }
 
-// acceptBatch stores a parsed batch, as both forms of POST /v1/batches
-// do: each line checked against the catalog and its worst case reserved
-// (reserve), the account's rpm (one request, however many lines: the
-// budget and --max-queued bound its size), then the accept transaction.
-// It returns the batch as stored; created is false for a re-send.
+// acceptBatch stores a parsed batch for both forms: each line's worst case
+// (reserve), the account's rpm (one request, however many lines), the
+// accept transaction. created is false for a re-send.
 func (s *Server) acceptBatch(w http.ResponseWriter, r *http.Request, p store.BatchParams, works []batchWork) (store.BatchStatus, bool, error) {
 	p.MaxQueued = s.cfg.MaxQueued
 	var err error
@@ -168,10 +159,8 @@ func (s *Server) serveBatchLines(w http.ResponseWriter, r *http.Request, status 
 	s.writeBatchLines(w, r, st.ID, status)
 }
 
-// writeBatchLines streams the output lines of batch id's jobs of status
-// from one consistent read; jobs still queued or running have none yet.
-// A failure after the first line can only cut the output short (and is
-// logged).
+// writeBatchLines streams the lines of batch id's jobs of status from one
+// consistent read; a failure after the first line can only cut it short.
 func (s *Server) writeBatchLines(w http.ResponseWriter, r *http.Request, id int64, status string) {
 	w.Header().Set("Content-Type", "application/jsonl")
 	enc := json.NewEncoder(w)

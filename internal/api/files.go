@@ -38,11 +38,9 @@ type FileObject struct {
 	Status    string `json:"status"`  // "processed": a file is whole once stored
 }
 
-// handleFileUpload is POST /v1/files: 200 with the file object. The file
-// is received to a temporary file while its bytes and lines are counted,
-// then stored with its row in one transaction; over MaxBatchBytes or
-// MaxBatchLines it is refused (413) as soon as the limit is passed, and
-// every refusal writes nothing.
+// handleFileUpload is POST /v1/files: 200 with the file object. The file is
+// spooled and counted first, so a file past MaxBatchBytes or MaxBatchLines
+// is 413 as soon as the limit is passed; every refusal writes nothing.
 func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 	account, err := decideAccount(r, "")
 	if err != nil {

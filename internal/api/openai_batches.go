@@ -32,10 +32,8 @@ const (
 	maxBatchPage     = 100
 )
 
-// OpenAIBatch is a batch as the OpenAI Batch API describes one. Times
-// are unix seconds, null until they happen; a batch is never "validating"
-// (its lines are checked before it is stored), never "failed" or
-// "expired" (its jobs run until they end, whatever the window).
+// OpenAIBatch is a batch as the OpenAI Batch API describes one; times are
+// unix seconds, null until they happen (docs/batches.md "The batch object").
 type OpenAIBatch struct {
 	ID               string             `json:"id"` // "batch_<n>"
 	Object           string             `json:"object"`
@@ -85,14 +83,9 @@ type batchCreate struct {
 	OutputExpiresAfter json.RawMessage `json:"output_expires_after"` // accepted; output is kept as its jobs are (docs/retention.md)
 }
 
-// handleOpenAIBatchCreate is POST /v1/batches with a JSON body: the input
-// file is read and every line checked before anything is written (a bad
-// line is 400 naming it), every line's worst case reserved (402 past the
-// budget), and one job per line stored in one transaction. The batch key
-// is the Idempotency-Key header, or without one the input file's id, so
-// a re-sent create (an SDK's retry) answers the batch already made of
-// that file. 200 with the batch object, new or not; every refusal writes
-// nothing.
+// handleOpenAIBatchCreate is POST /v1/batches with a JSON body: the file's
+// lines checked and stored as acceptBatch stores JSONL, keyed by the
+// Idempotency-Key or else the file's id (a retried create is the same batch).
 func (s *Server) handleOpenAIBatchCreate(w http.ResponseWriter, r *http.Request) {
 	req, key, err := readBatchCreate(w, r)
 	if err != nil {
@@ -157,9 +150,9 @@ func batchKey(r *http.Request, fileID string) (string, error) {
 	return "file " + fileID, nil
 }
 
-// batchOfFile reads the caller's input file and checks its every line,
-// each naming req.Endpoint. The request hash covers the lines and every
-// member of the create, so the same key with other metadata is refused.
+// batchOfFile reads the caller's input file and checks every line against
+// req.Endpoint; the hash covers every member too, so the same key with
+// other metadata is refused.
 func (s *Server) batchOfFile(r *http.Request, req batchCreate) (store.BatchParams, []batchWork, error) {
 	f, err := s.ownFile(r, req.InputFileID)
 	if err != nil {
@@ -244,11 +237,9 @@ func batchPageParams(r *http.Request) (limit int, after int64, err error) {
 	return limit, after, nil
 }
 
-// handleBatchCancel is POST /v1/batches/{id}/cancel (store.CancelBatch):
-// the queued jobs end at once, class cancelled; each running one's call
-// is aborted (OnCancelled) unless its completion committed first. 200
-// with the batch, cancelling or cancelled; 409 for a batch that ended
-// before any cancel; a re-sent cancel is answered as the batch is.
+// handleBatchCancel is POST /v1/batches/{id}/cancel (store.CancelBatch),
+// then aborts each running call it closed (OnCancelled): 200 with the
+// batch, 409 for one that ended before any cancel.
 func (s *Server) handleBatchCancel(w http.ResponseWriter, r *http.Request) {
 	st, _, err := s.ownBatch(r)
 	if err != nil {

@@ -334,14 +334,9 @@ type BatchCancelled struct {
 	Attempts []int64
 }
 
-// CancelBatch cancels batch id for by (docs/batches.md). One transaction
-// marks the batch cancelling and ends every queued job (failed, class
-// cancelled, as Cancel ends one), so no claim takes one after it; then
-// each running job goes through Cancel, whose completion may still win;
-// cancelled_at is set once no job of the batch is queued or running. A
-// batch already cancelling is taken again (a re-sent cancel finishes what
-// a crash cut short). A batch that ended with no cancel asked is
-// ECONFLICT, and ENOTFOUND is no such batch: both write nothing.
+// CancelBatch cancels batch id for by (docs/batches.md "Cancel"): its queued
+// jobs in one transaction with the mark, then each running one through
+// Cancel. ECONFLICT for a batch that ended uncancelled; refusals write nothing.
 func (s *Store) CancelBatch(ctx context.Context, id int64, by string) (BatchCancelled, error) {
 	var out BatchCancelled
 	if err := s.refuseWhileLost(); err != nil {
@@ -375,9 +370,8 @@ func (s *Store) CancelBatch(ctx context.Context, id int64, by string) (BatchCanc
 }
 
 // cancelQueuedTx is CancelBatch's first transaction: the mark, and every
-// queued job of the batch ended, its reservation released (nothing of it
-// can have been billed but what a failed attempt may have), its end
-// announced and audited. It returns the jobs it ended.
+// queued job ended as Cancel ends one (released, announced, audited).
+// It returns the jobs it ended.
 func (s *Store) cancelQueuedTx(ctx context.Context, tx *sql.Tx, id int64, by string) ([]int64, error) {
 	b, err := scanBatch(s.txQueryRow(ctx, tx, `SELECT `+batchColumns+` FROM batches WHERE id = $1`, id))
 	if err != nil {
@@ -449,12 +443,9 @@ func (s *Store) markCancelledTx(ctx context.Context, tx *sql.Tx, id int64) error
 // names, well under either dialect's limit on a statement's size.
 const batchCancelChunk = 1000
 
-// releaseUnbilledTx is releaseIfUnbilledTx (budgets.go) for many jobs of
-// account at once, ids a SQL list: each open reservation of a job none of
-// whose attempts may have been billed is released and taken off the
-// account's reserved_micros; the others stay open for an operator.
-// The ids are the store's own integers, never a client's text, and the
-// statements run unprepared: each list is used once.
+// releaseUnbilledTx is releaseIfUnbilledTx (budgets.go) for the jobs of ids,
+// a SQL list of the store's own integers, all of account: statements run
+// unprepared, as each list is used once.
 func (s *Store) releaseUnbilledTx(ctx context.Context, tx *sql.Tx, account, ids string) error {
 	unbilled := `jobs.id IN (` + ids + `) AND jobs.reservation_state = 'open' AND jobs.reservation_account = $1
 		AND NOT EXISTS (SELECT 1 FROM job_attempts a WHERE a.job_id = jobs.id

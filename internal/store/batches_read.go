@@ -51,10 +51,9 @@ type BatchPage struct {
 	HasMore bool          // older batches follow the last one
 }
 
-// BatchList returns at most limit batches, newest first, each counted as
-// BatchStatusOf counts it, from one consistent read: of account only
-// ("": of every account), and only those older than before (0: from the
-// newest), the cursor of the page before.
+// BatchList returns at most limit batches older than before (0: the
+// newest), newest first, of account ("": every account's), each counted as
+// BatchStatusOf counts it, from one consistent read.
 func (s *Store) BatchList(ctx context.Context, account string, before int64, limit int) (BatchPage, error) {
 	tx, err := s.rdb.BeginTx(ctx, s.dialect.snapshot)
 	if err != nil {

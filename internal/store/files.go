@@ -111,10 +111,9 @@ func (s *Store) File(ctx context.Context, id string) (File, error) {
 	return f, nil
 }
 
-// FileContent returns a reader of a file's content, which reads one part
-// at a time, each with its own query: a file never changes, so the parts
-// agree without a transaction held open while a slow client reads. The
-// file must exist (ENOTFOUND).
+// FileContent returns a reader of a file's content, one part per query: a
+// file never changes, so no transaction is held open while a slow client
+// reads. ENOTFOUND for no such file.
 func (s *Store) FileContent(ctx context.Context, id string) (io.Reader, error) {
 	if _, err := s.File(ctx, id); err != nil {
 		return nil, err
