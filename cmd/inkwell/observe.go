@@ -11,7 +11,7 @@ import (
 )
 
 // newRegistry is serve's one Prometheus registry (never the global one):
-// Inkwell's metrics are added by api.NewMetrics, the Go runtime's and the
+// Inkwell's metrics are added by metrics.New, the Go runtime's and the
 // process's here.
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()

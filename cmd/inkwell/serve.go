@@ -19,6 +19,7 @@ import (
 	"github.com/inkwell/inkwell/internal/catalog"
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/jobwait"
+	"github.com/inkwell/inkwell/internal/metrics"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/webhook"
 	"github.com/inkwell/inkwell/internal/worker"
@@ -263,7 +264,7 @@ type Main struct {
 	st      *store.Store
 	lane    *worker.Lane
 	srv     *api.Server
-	metrics *api.Metrics
+	metrics *metrics.Metrics
 	ln      net.Listener
 	waits   *jobwait.Hub // long-polls' waits, woken by every end (docs/client.md)
 	// webhooks sends webhook deliveries (webhooks_serve.go).
@@ -295,7 +296,7 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 		m.Close()
 		return nil, err
 	}
-	m.metrics = api.NewMetrics(cfg.Registry, m.st)
+	m.metrics = metrics.New(cfg.Registry, m.st)
 	m.webhooks = m.newWebhookSender()
 	if cfg.Routes == nil {
 		cfg.Routes = singleRoutes(cfg.ProviderName, cfg.Provider, cfg.Limiter, cfg.Retry.ProviderHonoursKeys)

@@ -111,7 +111,7 @@ func (s *Server) acceptBatch(w http.ResponseWriter, r *http.Request, p store.Bat
 		return store.BatchStatus{}, false, err
 	}
 	for range p.Lines {
-		s.cfg.Metrics.acceptedJob(created)
+		s.cfg.Metrics.AcceptedJob(created)
 	}
 	if created {
 		s.log.InfoContext(r.Context(), "batch accepted", "batch_id", b.ID, "lines", b.Lines)

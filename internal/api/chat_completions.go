@@ -91,13 +91,13 @@ func (s *Server) writeCompletion(w http.ResponseWriter, r *http.Request, d inkwe
 		_, _ = w.Write(CompletionOf(d))
 	case d.Job.Status == inkwell.StatusFailed:
 		status := classStatus(d.Job.ErrorClass)
-		s.cfg.Metrics.refusal(r.Pattern, string(d.Job.ErrorClass))
+		s.cfg.Metrics.Refusal(r.Pattern, string(d.Job.ErrorClass))
 		writeJSON(w, status, map[string]any{"error": map[string]any{
 			"code": string(d.Job.ErrorClass), "type": "inkwell_job_failed",
 			"message": "job " + strconv.FormatInt(d.Job.ID, 10) + " failed: " + d.Job.Error,
 		}})
 	default:
-		s.cfg.Metrics.refusal(r.Pattern, "still_"+d.Job.Status)
+		s.cfg.Metrics.Refusal(r.Pattern, "still_"+d.Job.Status)
 		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"error": map[string]any{
 			"code": "still_" + d.Job.Status, "type": "inkwell_job_pending",
 			"message": "job " + strconv.FormatInt(d.Job.ID, 10) + " is still " + d.Job.Status + " after the server's --sync-wait; " +

@@ -12,6 +12,7 @@ import (
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
+	"github.com/inkwell/inkwell/internal/metrics"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 	"github.com/prometheus/client_golang/prometheus"
@@ -345,7 +346,7 @@ func TestMetrics_Observer(t *testing.T) {
 	t.Parallel()
 	sc := mustScene(t)
 	reg := prometheus.NewRegistry()
-	m := api.NewMetrics(reg, sc.st)
+	m := metrics.New(reg, sc.st)
 	accepted := time.Now().Add(-90 * time.Second)
 	m.Claimed("west")
 	m.Finished("west", "done", 1.5, inkwell.Job{ID: 1, CreatedAt: accepted})

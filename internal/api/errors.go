@@ -36,7 +36,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusInternalServerError
 	}
 	msg := inkwell.ErrorMessage(err)
-	s.cfg.Metrics.refusal(r.Pattern, code)
+	s.cfg.Metrics.Refusal(r.Pattern, code)
 	switch {
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away while waiting: nothing to log as a failure.

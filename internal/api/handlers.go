@@ -55,7 +55,7 @@ func (s *Server) acceptJob(w http.ResponseWriter, r *http.Request, p store.Accep
 	if err != nil {
 		return job, false, err
 	}
-	s.cfg.Metrics.acceptedJob(created)
+	s.cfg.Metrics.AcceptedJob(created)
 	if created {
 		s.log.InfoContext(r.Context(), "job accepted", "job_id", job.ID)
 		if s.cfg.OnAccepted != nil {
@@ -181,7 +181,7 @@ type cancelRefused struct {
 }
 
 func (s *Server) writeCancelRefused(w http.ResponseWriter, r *http.Request, job inkwell.Job, err error) {
-	s.cfg.Metrics.refusal(r.Pattern, inkwell.ECONFLICT)
+	s.cfg.Metrics.Refusal(r.Pattern, inkwell.ECONFLICT)
 	d, derr := s.cfg.Store.Show(r.Context(), job.ID)
 	if derr != nil { // the job as the cancel saw it is still the answer
 		d = inkwell.JobDetail{Job: job, Attempts: []inkwell.Attempt{}}

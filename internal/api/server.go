@@ -13,8 +13,10 @@ import (
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/catalog"
 	"github.com/inkwell/inkwell/internal/jobwait"
+	"github.com/inkwell/inkwell/internal/metrics"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // jobStore is what the API needs of the store.
@@ -45,7 +47,7 @@ type Config struct {
 	OnCancelled func(attemptID int64)
 	// Metrics counts requests and serves GET /metrics from Gatherer. When
 	// nil, New makes both on a private registry.
-	Metrics  *Metrics
+	Metrics  *metrics.Metrics
 	Gatherer prometheus.Gatherer
 	// LoopbackOnly refuses requests whose Host header is not a loopback
 	// name or address. serve sets it when it listens on loopback, so a
@@ -109,7 +111,7 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Metrics == nil {
 		reg := prometheus.NewRegistry()
-		cfg.Metrics, cfg.Gatherer = NewMetrics(reg, cfg.Store), reg
+		cfg.Metrics, cfg.Gatherer = metrics.New(reg, cfg.Store), reg
 	}
 	if cfg.Gatherer == nil {
 		panic("api.New: Metrics without a Gatherer to serve them")
@@ -212,4 +214,13 @@ func loopbackHost(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// metricsHandler serves GET /metrics from the configured gatherer. A
+// collector that fails is logged and left out; the rest are still served.
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
 }

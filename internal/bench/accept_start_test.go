@@ -23,6 +23,7 @@ import (
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/limiter"
+	"github.com/inkwell/inkwell/internal/metrics"
 	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/worker"
@@ -204,7 +205,7 @@ func (s stampStore) CompleteIfRunning(ctx context.Context, p store.CompleteParam
 // startObserver is serve's observer (the API's metrics) plus a count of
 // finished jobs, by prefix of their key.
 type startObserver struct {
-	*api.Metrics
+	*metrics.Metrics
 	mu      sync.Mutex
 	want    map[string]int
 	reached map[string]chan struct{}
@@ -251,7 +252,7 @@ func acceptToStart(b *testing.B, dsn string) {
 	}
 	b.Cleanup(func() { st.Close() })
 	reg := prometheus.NewRegistry()
-	metrics := api.NewMetrics(reg, st)
+	metrics := metrics.New(reg, st)
 	obs := &startObserver{Metrics: metrics, want: map[string]int{}, reached: map[string]chan struct{}{}}
 	lane := worker.New(stampStore{Store: st, log: log}, worker.Config{
 		Provider: stampProvider{inner: provider.NewSim(0), log: log}, Logger: logger, Observer: obs,

@@ -1,15 +1,17 @@
-package api
+// Package metrics owns Inkwell's Prometheus metrics: what this process
+// did (accepts, refusals, claims, outcomes, recoveries, webhook sends) and
+// gauges read from the database's operator views at each scrape. The API,
+// the worker (worker.Observer) and the webhook sender (webhook.Observer)
+// report to it; none of them imports another.
+package metrics
 
 import (
 	"context"
-	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Metrics are Inkwell's Prometheus metrics. Counters and histograms count
@@ -47,10 +49,10 @@ type countSource interface {
 	StatusCounts(ctx context.Context) ([]store.StatusCount, error)
 }
 
-// NewMetrics creates the metrics and registers them, with a collector that
+// New creates the metrics and registers them, with a collector that
 // reads src at each scrape, on reg. It panics if a name is already
 // registered there: a programmer's mistake at construction time.
-func NewMetrics(reg prometheus.Registerer, src stateSource) *Metrics {
+func New(reg prometheus.Registerer, src stateSource) *Metrics {
 	m := &Metrics{
 		accepted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inkwell_requests_accepted_total",
@@ -121,16 +123,7 @@ func (m *Metrics) Finished(lane, outcome string, providerSeconds float64, job in
 	}
 }
 
-// metricsHandler serves GET /metrics from the configured gatherer. A
-// collector that fails is logged and left out; the rest are still served.
-func (s *Server) metricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.ContinueOnError,
-	})
-}
-
-// outcomeDone is worker.OutcomeDone, which api cannot import.
+// outcomeDone is worker.OutcomeDone, which metrics does not import.
 const outcomeDone = "done"
 
 // Recovered counts one startup recovery run and the rows it changed.
@@ -145,7 +138,9 @@ func (m *Metrics) Recovered(rep store.RecoveryReport) {
 	m.recoveryRows.WithLabelValues(rep.Lane, "anomalies").Add(float64(len(rep.Anomalies)))
 }
 
-func (m *Metrics) acceptedJob(created bool) {
+// AcceptedJob counts an accept: a new job, or a re-send answered with
+// the job its key made.
+func (m *Metrics) AcceptedJob(created bool) {
 	switch {
 	case m == nil:
 	case created:
@@ -155,7 +150,8 @@ func (m *Metrics) acceptedJob(created bool) {
 	}
 }
 
-func (m *Metrics) refusal(route, code string) {
+// Refusal counts an answer that refused a request, by route and code.
+func (m *Metrics) Refusal(route, code string) {
 	if m == nil {
 		return
 	}
