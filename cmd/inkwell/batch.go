@@ -29,8 +29,8 @@ first bad line refuses the whole batch and is named. Without --key it makes
 a new key; to re-send safely, run it again with the printed --key.
 
 batch status ID prints how many of the batch's jobs are in each status.
-batch output ID prints the ended jobs in the OpenAI batch output form
-(JSONL) to stdout.
+batch output ID prints the done jobs in the OpenAI batch output form
+(JSONL) to stdout; the failed ones are at GET /v1/batches/ID/errors.
 
 See docs/batches.md. Environment: INKWELL_TOKEN, an API token (ink_...)
 sent as 'Authorization: Bearer' when the server requires tokens.`
