@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/provider"
 )
 
@@ -158,38 +159,24 @@ func decodeChat(w http.ResponseWriter, r *http.Request) (chatRequest, int, error
 		}
 		return req, http.StatusBadRequest, errors.New("request body is not chat-completion JSON")
 	}
-	for i := len(req.Messages) - 1; i >= 0 && req.prompt == ""; i-- {
-		if req.Messages[i].Role == "user" {
-			req.prompt = contentText(req.Messages[i].Content)
-		}
-	}
+	req.prompt = lastUserText(req.Messages)
 	if strings.TrimSpace(req.prompt) == "" {
 		return req, http.StatusBadRequest, errors.New("messages need a user message with text content")
 	}
 	return req, 0, nil
 }
 
-// contentText reads a message's content: a string, or an array of parts of
-// which the "text" ones count.
-func contentText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return ""
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" {
-			b.WriteString(p.Text)
+// lastUserText is the text of the latest user message that has some: what
+// both the chat and the messages forms write from.
+func lastUserText(msgs []chatMessage) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			if t := (inkwell.ChatMessage{Content: msgs[i].Content}).Text(); t != "" {
+				return t
+			}
 		}
 	}
-	return b.String()
+	return ""
 }
 
 // completion is the OpenAI chat.completion object, with its usage, plus

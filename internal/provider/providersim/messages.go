@@ -117,11 +117,7 @@ func decodeMessages(w http.ResponseWriter, r *http.Request) (messagesRequest, in
 			return req, http.StatusBadRequest, fmt.Errorf("messages.%d.role: Input should be 'user' or 'assistant'", i)
 		}
 	}
-	for i := len(req.Messages) - 1; i >= 0 && req.prompt == ""; i-- {
-		if req.Messages[i].Role == "user" {
-			req.prompt = contentText(req.Messages[i].Content)
-		}
-	}
+	req.prompt = lastUserText(req.Messages)
 	return req, 0, nil
 }
 
