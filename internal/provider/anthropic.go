@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -70,27 +68,18 @@ var _ inkwell.Provider = (*Anthropic)(nil)
 
 // NewAnthropic checks cfg and fills in its defaults.
 func NewAnthropic(cfg AnthropicConfig) (*Anthropic, error) {
-	u, err := url.Parse(strings.TrimSpace(cfg.URL))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, inkwell.Errorf(inkwell.EINVALID, "provider url %q: want http(s)://host[:port][/v1]", cfg.URL)
+	endpoint, err := endpointURL(cfg.URL, "/v1/messages")
+	if err != nil {
+		return nil, err
 	}
-	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1") + "/v1/messages"
 	if cfg.Version == "" {
 		cfg.Version = DefaultAnthropicVersion
 	}
 	if cfg.Model == "" {
 		cfg.Model = DefaultAnthropicModel
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.NowFunc == nil {
-		cfg.NowFunc = time.Now
-	}
-	return &Anthropic{cfg: cfg, client: noRedirects(cfg.Client), endpoint: u.String()}, nil
+	fillCallDefaults(&cfg.Timeout, &cfg.Logger, &cfg.NowFunc)
+	return &Anthropic{cfg: cfg, client: noRedirects(cfg.Client), endpoint: endpoint}, nil
 }
 
 // Endpoint is the messages URL each call is sent to.
@@ -115,14 +104,9 @@ func (p *Anthropic) Generate(ctx context.Context, req inkwell.ProviderRequest) (
 	if err != nil {
 		return inkwell.ProviderResponse{}, err
 	}
-	res, err := p.client.Do(httpReq)
+	res, answer, err := send(ctx, p.client, httpReq, trace, p.scrub)
 	if err != nil {
-		return inkwell.ProviderResponse{}, reachedError(ctx, err, trace, p.scrub)
-	}
-	defer res.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes+1))
-	if err != nil {
-		return inkwell.ProviderResponse{}, reachedError(ctx, err, trace, p.scrub)
+		return inkwell.ProviderResponse{}, err
 	}
 	if err := p.statusError(res, answer); err != nil {
 		return inkwell.ProviderResponse{}, err

@@ -204,14 +204,7 @@ func toolUses(raw json.RawMessage) ([]anthBlock, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var calls []struct {
-		ID       string `json:"id"`
-		Type     string `json:"type"`
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
-	}
+	var calls []toolCall
 	if err := json.Unmarshal(raw, &calls); err != nil {
 		return nil, fmt.Errorf("tool_calls must be an array of {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}")
 	}

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -75,24 +73,15 @@ var _ inkwell.Provider = (*OpenAI)(nil)
 
 // NewOpenAI checks cfg and fills in its defaults.
 func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
-	u, err := url.Parse(strings.TrimSpace(cfg.URL))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, inkwell.Errorf(inkwell.EINVALID, "provider url %q: want http(s)://host[:port][/v1]", cfg.URL)
+	endpoint, err := endpointURL(cfg.URL, "/v1/chat/completions")
+	if err != nil {
+		return nil, err
 	}
-	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1") + "/v1/chat/completions"
 	if cfg.Model == "" {
 		cfg.Model = DefaultModel
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.NowFunc == nil {
-		cfg.NowFunc = time.Now
-	}
-	return &OpenAI{cfg: cfg, client: noRedirects(cfg.Client), endpoint: u.String()}, nil
+	fillCallDefaults(&cfg.Timeout, &cfg.Logger, &cfg.NowFunc)
+	return &OpenAI{cfg: cfg, client: noRedirects(cfg.Client), endpoint: endpoint}, nil
 }
 
 // Endpoint is the chat-completions URL each call is sent to.
@@ -117,14 +106,9 @@ func (p *OpenAI) Generate(ctx context.Context, req inkwell.ProviderRequest) (ink
 	if err != nil {
 		return inkwell.ProviderResponse{}, err
 	}
-	res, err := p.client.Do(httpReq)
+	res, body, err := send(ctx, p.client, httpReq, trace, p.scrub)
 	if err != nil {
-		return inkwell.ProviderResponse{}, p.transportError(ctx, err, trace)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes+1))
-	if err != nil {
-		return inkwell.ProviderResponse{}, p.transportError(ctx, err, trace)
+		return inkwell.ProviderResponse{}, err
 	}
 	if res.StatusCode >= 300 && res.StatusCode <= 399 {
 		return inkwell.ProviderResponse{}, p.redirected(res)
@@ -180,12 +164,6 @@ func (p *OpenAI) chatBody(c inkwell.ChatRequest) map[string]json.RawMessage {
 		body["max_completion_tokens"], _ = json.Marshal(c.MaxOutputTokens)
 	}
 	return body
-}
-
-// transportError classifies a failure to send the request or to read the
-// answer: outcome unknown once a connection was obtained (reachedError).
-func (p *OpenAI) transportError(ctx context.Context, err error, trace *callTrace) *CallError {
-	return reachedError(ctx, err, trace, p.scrub)
 }
 
 // redirected is the error for a 3xx answer, which is never followed.

@@ -30,10 +30,16 @@ package provider
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
+	"strings"
 	"sync"
+	"time"
+
+	"github.com/inkwell/inkwell"
 )
 
 // sendOnce makes r not replayable: with a body and no GetBody, net/http
@@ -51,6 +57,46 @@ func noRedirects(c *http.Client) *http.Client {
 	}
 	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &cp
+}
+
+// endpointURL is the call URL of a provider whose base URL is raw (with or
+// without /v1) and whose API path below the base is path.
+func endpointURL(raw, path string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", inkwell.Errorf(inkwell.EINVALID, "provider url %q: want http(s)://host[:port][/v1]", raw)
+	}
+	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1") + path
+	return u.String(), nil
+}
+
+// fillCallDefaults fills the settings every HTTP provider shares when unset:
+// the call timeout, the logger and the clock.
+func fillCallDefaults(timeout *time.Duration, logger **slog.Logger, now *func() time.Time) {
+	if *timeout <= 0 {
+		*timeout = DefaultTimeout
+	}
+	if *logger == nil {
+		*logger = slog.Default()
+	}
+	if *now == nil {
+		*now = time.Now
+	}
+}
+
+// send makes a call's one HTTP request and reads its answer, up to one byte
+// past maxAnswerBytes; a failure of either is a reachedError.
+func send(ctx context.Context, client *http.Client, req *http.Request, trace *callTrace, scrub func(string) string) (*http.Response, []byte, error) {
+	res, err := client.Do(req)
+	if err != nil {
+		return nil, nil, reachedError(ctx, err, trace, scrub)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes+1))
+	if err != nil {
+		return nil, nil, reachedError(ctx, err, trace, scrub)
+	}
+	return res, body, nil
 }
 
 // callTrace is what the transport reported about one Generate. Its hooks
