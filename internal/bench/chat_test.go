@@ -116,7 +116,7 @@ func serveAPIConfig(st *store.Store, maxQueued int) api.Config {
 // order reversed each round), so a machine busy with other work slows each
 // form alike and the ratio is measured in one run. b.N requests of each.
 //
-//	go test -run xxx -bench BenchmarkChatAcceptHTTP -benchtime 3000x -count 3 ./internal/bench
+//	go test -run xxx -bench BenchmarkChatAcceptHTTP -benchtime 3000x -count 5 ./internal/bench
 //
 // Reported per form: accepts/s and the CPU this process spent per accept
 // (client, server and SQLite all run in it); chat/short-% is the chat
@@ -327,9 +327,10 @@ func createFromFile(endpoint string) func(url string, prev []byte) *http.Request
 
 // chatBatchAccept times, b.N times over, the requests steps make (each
 // from the previous one's answer) against a fresh database and server,
-// until the last one's answer. It reports the wall time per batch, per
-// step when there are several, and this process's CPU time per batch. A
-// server without the first step's route (404) skips the benchmark.
+// until the last one's answer, then checks that lines jobs are stored. It
+// reports the wall time per batch, per step when there are several, and
+// this process's CPU time per batch. A server without the first step's
+// route (404) skips the benchmark.
 func chatBatchAccept(b *testing.B, lines int, steps ...func(url string, prev []byte) *http.Request) {
 	var total, cpu time.Duration
 	perStep := make([]time.Duration, len(steps))
@@ -360,6 +361,10 @@ func chatBatchAccept(b *testing.B, lines int, steps ...func(url string, prev []b
 		total += time.Since(start)
 		cpu += processCPU() - cpu0
 		b.StopTimer()
+		var jobs int
+		if err := st.DB().QueryRow(`SELECT COUNT(*) FROM jobs`).Scan(&jobs); err != nil || jobs != lines {
+			b.Fatalf("%d jobs stored (%v), want %d", jobs, err, lines)
+		}
 		srv.Close()
 		st.Close()
 		b.StartTimer()
