@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
@@ -96,31 +95,27 @@ func (l *Lane) CancelAttempt(id int64) {
 // (this lane lost its lock) is left to end as before: its lane is
 // stopping, and its late outcome is fenced out.
 func (l *Lane) watchCancels(ctx context.Context) {
-	t := time.NewTicker(l.cfg.CancelPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	everyTick(ctx, l.cfg.CancelPoll, l.abortCancelledCalls)
+}
+
+// abortCancelledCalls is one look of watchCancels.
+func (l *Lane) abortCancelledCalls(ctx context.Context) {
+	ids := l.calls.ids()
+	if len(ids) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
+	ended, err := l.store.AttemptsNotRunning(rctx, ids)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			l.log.WarnContext(ctx, "looking for cancelled calls", "err", err)
 		}
-		ids := l.calls.ids()
-		if len(ids) == 0 {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
-		ended, err := l.store.AttemptsNotRunning(rctx, ids)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				l.log.WarnContext(ctx, "looking for cancelled calls", "err", err)
-			}
-			continue
-		}
-		for _, a := range ended {
-			if a.Class == inkwell.ClassCancelled && l.calls.abort(a.ID, errJobCancelled) {
-				l.log.InfoContext(ctx, "aborting the provider call of a job cancelled elsewhere", "attempt_id", a.ID)
-			}
+		return
+	}
+	for _, a := range ended {
+		if a.Class == inkwell.ClassCancelled && l.calls.abort(a.ID, errJobCancelled) {
+			l.log.InfoContext(ctx, "aborting the provider call of a job cancelled elsewhere", "attempt_id", a.ID)
 		}
 	}
 }

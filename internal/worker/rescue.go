@@ -20,7 +20,16 @@ import (
 
 // rescue looks every cfg.Rescue until ctx ends.
 func (l *Lane) rescue(ctx context.Context) {
-	t := time.NewTicker(l.cfg.Rescue)
+	everyTick(ctx, l.cfg.Rescue, func(ctx context.Context) {
+		l.rescueOnce(ctx)
+		l.rescueScans.Add(1)
+	})
+}
+
+// everyTick calls fn at each tick of a ticker of period d until ctx ends;
+// the first call comes after d.
+func everyTick(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -28,8 +37,7 @@ func (l *Lane) rescue(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		l.rescueOnce(ctx)
-		l.rescueScans.Add(1)
+		fn(ctx)
 	}
 }
 
