@@ -24,10 +24,19 @@ type ProviderRequest struct {
 	// model's). A request without Fields is Prompt as the short form.
 	Chat ChatRequest
 	// Prompt and MaxWords are what the simulators write from: the short
-	// form's own, or the chat form's last user message and its output
-	// bound in words.
+	// form's own; for the chat form Prompt is empty (SimPrompt reads its
+	// last user message) and MaxWords is its output bound in words.
 	Prompt   string
 	MaxWords int
+}
+
+// SimPrompt is the text a simulator writes from: Prompt, or the chat
+// form's last user message.
+func (req ProviderRequest) SimPrompt() string {
+	if req.Prompt == "" && req.Chat.Fields != nil {
+		return req.Chat.LastUserText()
+	}
+	return req.Prompt
 }
 
 // ChatOf is the chat request a provider sends for req: req.Chat, or for a

@@ -32,8 +32,9 @@ func (s *Sim) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwel
 	if err := s.wait(ctx); err != nil {
 		return inkwell.ProviderResponse{}, err
 	}
-	text := Generate(req.Prompt, req.MaxWords)
-	u := UsageOf(req.Prompt, text)
+	prompt := req.SimPrompt()
+	text := Generate(prompt, req.MaxWords)
+	u := UsageOf(prompt, text)
 	id := simRequestID(req)
 	return inkwell.ProviderResponse{
 		Text:         text,
@@ -113,7 +114,7 @@ func (s *Sim) wait(ctx context.Context) error {
 func simRequestID(req inkwell.ProviderRequest) string {
 	basis := "key\x00" + req.IdempotencyKey
 	if req.IdempotencyKey == "" {
-		basis = "prompt\x00" + req.Prompt
+		basis = "prompt\x00" + req.SimPrompt()
 	}
 	sum := sha256.Sum256([]byte(basis))
 	return "sim-" + hex.EncodeToString(sum[:8])

@@ -57,6 +57,7 @@ func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
 	j.callCtx, unregister = l.calls.add(ctx, c.Attempt.ID)
 	defer unregister()
 	w, err := inkwell.ReadPayload(c.Job.Payload)
+	c.Job.Payload = nil // read: a call in flight holds the request once, as its provider request
 	if err != nil {
 		return l.fail(ctx, j, failure{msg: fmt.Sprintf("payload unreadable: %v", err), class: inkwell.ClassRejected}, 0)
 	}

@@ -80,7 +80,8 @@ func providerRequest(key string, w inkwell.Work, rt Route) inkwell.ProviderReque
 		req.Prompt, req.MaxWords = w.Short.Prompt, w.Short.MaxWords
 		return req
 	}
-	req.Prompt = chat.LastUserText()
+	// Prompt stays empty: the simulators read the last user message from
+	// Chat when they need it, so a call in flight holds no copy of it.
 	if chat.MaxOutputTokens > 0 {
 		req.MaxWords = max(1, chat.MaxOutputTokens/inkwell.TokensPerWord)
 	}
