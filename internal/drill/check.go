@@ -302,50 +302,46 @@ func numbers(as []AttemptRow) []int {
 }
 
 func (s Snapshot) attemptsOf(jobID int64) []AttemptRow {
-	var out []AttemptRow
-	for _, a := range s.Attempts {
-		if a.JobID == jobID {
-			out = append(out, a)
-		}
-	}
+	out := rowsWhere(s.Attempts, func(a AttemptRow) bool { return a.JobID == jobID })
 	slices.SortFunc(out, func(a, b AttemptRow) int { return a.Number - b.Number })
 	return out
 }
 
 func (s Snapshot) resultsOf(jobID int64) []ResultRow {
-	var out []ResultRow
-	for _, r := range s.Results {
-		if r.JobID == jobID {
+	return rowsWhere(s.Results, func(r ResultRow) bool { return r.JobID == jobID })
+}
+
+func (s Snapshot) chargesOf(jobID int64) []ChargeRow {
+	return rowsWhere(s.Charges, func(ch ChargeRow) bool { return ch.JobID == jobID })
+}
+
+func (s Snapshot) job(id int64) (JobRow, bool) {
+	return firstWhere(s.Jobs, func(j JobRow) bool { return j.ID == id })
+}
+
+func (s Snapshot) jobByKey(key string) (JobRow, bool) {
+	return firstWhere(s.Jobs, func(j JobRow) bool { return j.Key == key })
+}
+
+// rowsWhere returns the rows that match, in the snapshot's order (nil when
+// none does).
+func rowsWhere[T any](rows []T, match func(T) bool) []T {
+	var out []T
+	for _, r := range rows {
+		if match(r) {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-func (s Snapshot) chargesOf(jobID int64) []ChargeRow {
-	var out []ChargeRow
-	for _, ch := range s.Charges {
-		if ch.JobID == jobID {
-			out = append(out, ch)
+// firstWhere returns the first row that matches, and whether one does.
+func firstWhere[T any](rows []T, match func(T) bool) (T, bool) {
+	for _, r := range rows {
+		if match(r) {
+			return r, true
 		}
 	}
-	return out
-}
-
-func (s Snapshot) job(id int64) (JobRow, bool) {
-	for _, j := range s.Jobs {
-		if j.ID == id {
-			return j, true
-		}
-	}
-	return JobRow{}, false
-}
-
-func (s Snapshot) jobByKey(key string) (JobRow, bool) {
-	for _, j := range s.Jobs {
-		if j.Key == key {
-			return j, true
-		}
-	}
-	return JobRow{}, false
+	var zero T
+	return zero, false
 }

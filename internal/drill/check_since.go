@@ -158,19 +158,9 @@ func attemptDiff(a, b AttemptRow) string {
 }
 
 func (s Snapshot) attempt(id int64) (AttemptRow, bool) {
-	for _, a := range s.Attempts {
-		if a.ID == id {
-			return a, true
-		}
-	}
-	return AttemptRow{}, false
+	return firstWhere(s.Attempts, func(a AttemptRow) bool { return a.ID == id })
 }
 
 func (s Snapshot) run(id int64) (RecoveryRunRow, bool) {
-	for _, r := range s.Runs {
-		if r.ID == id {
-			return r, true
-		}
-	}
-	return RecoveryRunRow{}, false
+	return firstWhere(s.Runs, func(r RecoveryRunRow) bool { return r.ID == id })
 }
