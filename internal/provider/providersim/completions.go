@@ -33,32 +33,57 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, "invalid_request_error", err.Error())
 		return
 	}
-	key := r.Header.Get("Idempotency-Key")
-	if len(key) > maxKeyBytes {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "Idempotency-Key longer than 1024 bytes")
+	form := apiForm{
+		writeError: writeError, writeLimited: refusal.write,
+		failStatus: http.StatusInternalServerError, failType: "server_error", failMessage: "injected failure: nothing was billed",
+	}
+	key, words, text, ok := s.beforeBilling(w, r, form, req.prompt, req.maxTokens())
+	if !ok {
 		return
 	}
-	words := provider.WordsForMaxTokens(req.maxTokens())
-	text := provider.Generate(req.prompt, words)
-	if no, ok := s.limits.admit(s.cfg.NowFunc(), provider.UsageOf(req.prompt, text).TotalTokens()); !ok {
+	s.answer(w, r, key, req, words, text)
+}
+
+// apiForm is how one simulated API words what the simulator refuses: its
+// error shape, its rate-limit answer and its injected failure.
+type apiForm struct {
+	writeError   func(w http.ResponseWriter, status int, typ, msg string)
+	writeLimited func(no refusal, w http.ResponseWriter)
+	failStatus   int
+	failType     string
+	failMessage  string
+}
+
+// beforeBilling takes a call's steps before the bill, in the order both APIs
+// share: the key's length, the rate limits, an injected failure or hang, the
+// latency. It returns false when the call was answered (nothing billed).
+func (s *Server) beforeBilling(w http.ResponseWriter, r *http.Request, form apiForm, prompt string, maxTokens int) (key string, words int, text string, ok bool) {
+	key = r.Header.Get("Idempotency-Key")
+	if len(key) > maxKeyBytes {
+		form.writeError(w, http.StatusBadRequest, "invalid_request_error", "Idempotency-Key longer than 1024 bytes")
+		return key, 0, "", false
+	}
+	words = provider.WordsForMaxTokens(maxTokens)
+	text = provider.Generate(prompt, words)
+	if no, ok := s.limits.admit(s.cfg.NowFunc(), provider.UsageOf(prompt, text).TotalTokens()); !ok {
 		s.log.InfoContext(r.Context(), "rate limited", "key", key, "limit", no.limit, "retry_after", no.retryAfterHeader())
-		no.write(w)
-		return
+		form.writeLimited(no, w)
+		return key, words, text, false
 	}
 	switch s.decide() {
 	case fail:
 		s.log.InfoContext(r.Context(), "injected failure", "key", key)
-		writeError(w, http.StatusInternalServerError, "server_error", "injected failure: nothing was billed")
-		return
+		form.writeError(w, form.failStatus, form.failType, form.failMessage)
+		return key, words, text, false
 	case hang:
 		s.log.InfoContext(r.Context(), "injected hang", "key", key)
 		s.hold(r, 0)
-		return
+		return key, words, text, false
 	}
 	if s.cfg.Latency > 0 && !s.hold(r, s.cfg.Latency) {
-		return // the client left while we were "generating": not billed
+		return key, words, text, false // the client left while we were "generating": not billed
 	}
-	s.answer(w, r, key, req, words, text)
+	return key, words, text, true
 }
 
 // hold waits d (forever when 0) and reports whether it waited it out. It

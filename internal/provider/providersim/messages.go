@@ -36,30 +36,13 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		writeAnthropicError(w, status, "invalid_request_error", err.Error())
 		return
 	}
-	key := r.Header.Get("Idempotency-Key")
-	if len(key) > maxKeyBytes {
-		writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", "Idempotency-Key longer than 1024 bytes")
-		return
+	form := apiForm{
+		writeError: writeAnthropicError, writeLimited: refusal.writeAnthropic,
+		failStatus: 529, failType: "overloaded_error", failMessage: "Overloaded (injected failure: nothing was billed)",
 	}
-	words := provider.WordsForMaxTokens(*req.MaxTokens)
-	text := provider.Generate(req.prompt, words)
-	if no, ok := s.limits.admit(s.cfg.NowFunc(), provider.UsageOf(req.prompt, text).TotalTokens()); !ok {
-		s.log.InfoContext(r.Context(), "rate limited", "key", key, "limit", no.limit, "retry_after", no.retryAfterHeader())
-		no.writeAnthropic(w)
+	key, words, text, ok := s.beforeBilling(w, r, form, req.prompt, *req.MaxTokens)
+	if !ok {
 		return
-	}
-	switch s.decide() {
-	case fail:
-		s.log.InfoContext(r.Context(), "injected failure", "key", key)
-		writeAnthropicError(w, 529, "overloaded_error", "Overloaded (injected failure: nothing was billed)")
-		return
-	case hang:
-		s.log.InfoContext(r.Context(), "injected hang", "key", key)
-		s.hold(r, 0)
-		return
-	}
-	if s.cfg.Latency > 0 && !s.hold(r, s.cfg.Latency) {
-		return // the client left while we were "generating": not billed
 	}
 	s.answerMessage(w, r, key, req, words, text)
 }
