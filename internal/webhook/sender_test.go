@@ -123,7 +123,7 @@ func endJobs(t *testing.T, st *store.Store, account string) {
 	ctx := t.Context()
 	for _, key := range []string{"job-done", "job-failed"} {
 		payload, _ := json.Marshal(inkwell.Request{Prompt: "p", Account: account, MaxWords: 10})
-		if _, _, err := st.Accept(ctx, store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload}); err != nil {
+		if _, _, err := st.Accept(ctx, store.AcceptParams{Account: account, IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload}); err != nil {
 			t.Fatal(err)
 		}
 		c := storetest.ClaimAs(t, st, "local")
