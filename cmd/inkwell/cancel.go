@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/inkwell/inkwell"
-	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/store"
 )
 
@@ -30,24 +29,11 @@ any was refused, 2 for bad input, which changes nothing.
 A cancelled job can be run again with 'inkwell retry'.`
 
 func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("cancel", "ID... [--db PATH]", cancelHelp, stdout, stderr)
-	db := dbFlag(fs)
-	if code, ok := parseFlags(fs, args, stdout); !ok {
+	st, ids, code := openForJobs(ctx, "cancel", cancelHelp, args, stdout, stderr)
+	if st == nil {
 		return code
 	}
-	ids, ok := jobIDs(fs, "cancel", stderr)
-	if !ok {
-		return 2
-	}
-	if err := crashpoint.ArmFromEnv(); err != nil {
-		return fail(stderr, "cancel", err)
-	}
-	st, err := openExisting(ctx, *db)
-	if err != nil {
-		return fail(stderr, "cancel", err)
-	}
 	defer st.Close()
-	code := 0
 	for _, id := range ids {
 		// Read first only to word the line: the cancel itself decides.
 		before, err := st.Job(ctx, id)

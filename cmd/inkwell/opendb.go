@@ -3,12 +3,45 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strings"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/store"
 )
+
+// openForJobs starts a command on named jobs (cancel, retry): it parses the
+// flags and job IDs, then opens the database with openArmed. A nil store
+// means the command exits with the code returned.
+func openForJobs(ctx context.Context, cmd, help string, args []string, stdout, stderr io.Writer) (*store.Store, []int64, int) {
+	fs := newFlags(cmd, "ID... [--db PATH]", help, stdout, stderr)
+	db := dbFlag(fs)
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return nil, nil, code
+	}
+	ids, ok := jobIDs(fs, cmd, stderr)
+	if !ok {
+		return nil, nil, 2
+	}
+	st, code := openArmed(ctx, cmd, *db, stderr)
+	return st, ids, code
+}
+
+// openArmed arms the crash points INKWELL_CRASH_AT names, then opens the
+// existing database at dsn. A nil store means the command exits with the
+// code returned (1, said on stderr).
+func openArmed(ctx context.Context, cmd, dsn string, stderr io.Writer) (*store.Store, int) {
+	if err := crashpoint.ArmFromEnv(); err != nil {
+		return nil, fail(stderr, cmd, err)
+	}
+	st, err := openExisting(ctx, dsn)
+	if err != nil {
+		return nil, fail(stderr, cmd, err)
+	}
+	return st, 0
+}
 
 // openExisting opens a database that must already hold Inkwell's schema,
 // for commands that inspect or change rows but never create a database.

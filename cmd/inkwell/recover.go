@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"github.com/inkwell/inkwell/internal/api"
-	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/store"
 )
 
@@ -36,12 +35,9 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
-	if err := crashpoint.ArmFromEnv(); err != nil {
-		return fail(stderr, "recover", err)
-	}
-	st, err := openExisting(ctx, *db)
-	if err != nil {
-		return fail(stderr, "recover", err)
+	st, code := openArmed(ctx, "recover", *db, stderr)
+	if st == nil {
+		return code
 	}
 	defer st.Close()
 	lock, err := st.LockLane(ctx, *lane)

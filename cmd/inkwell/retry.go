@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/inkwell/inkwell"
-	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/store"
 )
 
@@ -28,24 +27,11 @@ retry still goes ahead and says so on stderr: a provider that ignores
 idempotency keys bills the new call again.`
 
 func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("retry", "ID... [--db PATH]", retryHelp, stdout, stderr)
-	db := dbFlag(fs)
-	if code, ok := parseFlags(fs, args, stdout); !ok {
+	st, ids, code := openForJobs(ctx, "retry", retryHelp, args, stdout, stderr)
+	if st == nil {
 		return code
 	}
-	ids, ok := jobIDs(fs, "retry", stderr)
-	if !ok {
-		return 2
-	}
-	if err := crashpoint.ArmFromEnv(); err != nil {
-		return fail(stderr, "retry", err)
-	}
-	st, err := openExisting(ctx, *db)
-	if err != nil {
-		return fail(stderr, "retry", err)
-	}
 	defer st.Close()
-	code := 0
 	for _, id := range ids {
 		last := lastAttemptClass(ctx, st, id) // read before: the retry changes nothing of it
 		if _, err := st.RetryIfFailed(ctx, id, store.ActorCLI); err != nil {
