@@ -109,18 +109,5 @@ func (s *Store) Account(ctx context.Context, name string) (Account, error) {
 
 // Accounts lists every account by name.
 func (s *Store) Accounts(ctx context.Context) ([]Account, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+accountColumns+` FROM accounts ORDER BY name`)
-	if err != nil {
-		return nil, s.classify(fmt.Errorf("list accounts: %w", err))
-	}
-	defer rows.Close()
-	var out []Account
-	for rows.Next() {
-		a, err := scanAccount(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list accounts: %w", err)
-		}
-		out = append(out, a)
-	}
-	return out, s.classify(rows.Err())
+	return queryAll(ctx, s, "list accounts", scanAccount, `SELECT `+accountColumns+` FROM accounts ORDER BY name`)
 }

@@ -20,6 +20,25 @@ const jobColumns = `id, idempotency_key, request_hash, payload, status, error, e
 
 type rowScanner interface{ Scan(dest ...any) error }
 
+// queryAll runs query on the read pool and scans every row it returns.
+// Errors name what was being read, and are classified as every read's are.
+func queryAll[T any](ctx context.Context, s *Store, what string, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("%s: %w", what, err))
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	return out, s.classify(rows.Err())
+}
+
 func scanJob(row rowScanner) (inkwell.Job, error) {
 	var j inkwell.Job
 	var payload string

@@ -124,20 +124,8 @@ func (s *Store) token(ctx context.Context, id string) (Token, error) {
 // Tokens lists every token, revoked ones too, oldest first. No secret and
 // no hash is ever read back.
 func (s *Store) Tokens(ctx context.Context) ([]Token, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY created_at, id`)
-	if err != nil {
-		return nil, s.classify(fmt.Errorf("list tokens: %w", err))
-	}
-	defer rows.Close()
-	var out []Token
-	for rows.Next() {
-		t, err := scanToken(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list tokens: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, s.classify(rows.Err())
+	scan := func(row rowScanner) (Token, error) { return scanToken(row) }
+	return queryAll(ctx, s, "list tokens", scan, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY created_at, id`)
 }
 
 // RevokeToken sets revoked_at on token id. It works at the next request:

@@ -234,20 +234,8 @@ func (s *Store) WebhookDeliveries(ctx context.Context, f WebhookFilter) ([]Webho
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), f.Account, f.JobID, f.Limit)
-	if err != nil {
-		return nil, s.classify(fmt.Errorf("list webhook deliveries: %w", err))
-	}
-	defer rows.Close()
-	var out []WebhookDelivery
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list webhook deliveries: %w", err)
-		}
-		out = append(out, d)
-	}
-	return out, s.classify(rows.Err())
+	scan := func(row rowScanner) (WebhookDelivery, error) { return scanDelivery(row) }
+	return queryAll(ctx, s, "list webhook deliveries", scan, s.dialect.rebind(q), f.Account, f.JobID, f.Limit)
 }
 
 // WebhookDelivery returns one delivery (ENOTFOUND when there is none).
