@@ -104,10 +104,11 @@ func TestServe_NotReadyWhileAnotherProcessHoldsTheWriteLock(t *testing.T) {
 	if strings.Contains(last.Reason, fmt.Sprint(holder.Process.Pid)) {
 		t.Errorf("/readyz reason %q names the holder's pid", last.Reason)
 	}
+	// The log line is written just after the state /readyz reads changes.
 	logged := fmt.Sprintf(`write_lock_held_by="pid %d (`, holder.Process.Pid)
-	if !strings.Contains(srv.Log(), "database writes failing") || !strings.Contains(srv.Log(), logged) {
-		t.Errorf("serve's log does not say writes fail, naming the holder (%s…):\n%s", logged, srv.Log())
-	}
+	storetest.WaitFor(t, lanesWait, "serve's log to say writes fail, naming the holder ("+logged+"…)", func() bool {
+		return strings.Contains(srv.Log(), "database writes failing") && strings.Contains(srv.Log(), logged)
+	})
 	if err := holder.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

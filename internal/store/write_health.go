@@ -32,6 +32,13 @@ func (s *Store) noteWrite(err error) {
 	if err != nil && !unavailable {
 		return
 	}
+	// Who holds SQLite's write lock is read before the failure is made
+	// visible, so that the log line saying why follows /readyz's 503 at
+	// once (reading /proc can be slow on a loaded host).
+	who := ""
+	if unavailable {
+		who = s.writeLockHolder()
+	}
 	h := &s.health
 	h.mu.Lock()
 	was, since := h.failing, h.since
@@ -49,7 +56,7 @@ func (s *Store) noteWrite(err error) {
 		s.log.Info("database writes commit again; /readyz answers ready", "failed_for", time.Since(since).Round(time.Millisecond))
 	case err != nil && was == nil:
 		args := []any{"err", err}
-		if who := s.writeLockHolder(); who != "" {
+		if who != "" {
 			args = append(args, "write_lock_held_by", who)
 		}
 		s.log.Warn("database writes failing; /readyz answers 503 unavailable until one commits", args...)
