@@ -1,32 +1,9 @@
 package provider
 
-// One Generate is at most one HTTP request on the wire; a second one that
-// the transport sends anyway is counted and logged.
-//
-// Prevention. net/http's Transport sends a request again on a new
-// connection when a reused keep-alive connection fails before the answer
-// (a reset, an EOF), if the request is "replayable" (net/http request.go,
-// isReplayable): it has no body, or a GetBody to make the body again, and
-// an idempotent method or an Idempotency-Key / X-Idempotency-Key header.
-// Our POST carries Idempotency-Key, and http.NewRequest sets GetBody for a
-// *bytes.Reader body, so it was replayable: a provider that read the call
-// and reset the connection got it twice, and a provider that ignores keys
-// billed it twice, with one clean attempt in our database. sendOnce clears
-// GetBody, and a request with a body and no GetBody is never sent again by
-// the HTTP/1 transport (shouldRetryRequest: not replayable once written;
-// nothingWrittenError: retried only with outgoingLength 0 or a GetBody).
-// The HTTP/2 transport (http2shouldRetryRequest) still retries such a
-// request on errClientConnUnusable, which it returns before the stream is
-// opened, so that request never reached the first connection: harmless,
-// and counted below all the same (see trace). Redirects would need
-// GetBody too; a client that follows 301-303 sends a second, body-less
-// GET. noRedirects makes every redirect the answer, and Generate fails it.
-//
-// Detection. callTrace watches the call through net/http/httptrace: each
-// connection the transport obtains for one call after the first is a
-// resend. It relies on the transport calling the hooks, as net/http's
-// HTTP/1 and HTTP/2 transports do; a RoundTripper that bypasses net/http
-// is not seen.
+// One Generate is at most one HTTP request on the wire: sendOnce keeps the
+// transport from sending it again, noRedirects from following a redirect,
+// and callTrace counts and logs a resend all the same. Why each is needed:
+// docs/architecture.md, "One HTTP request per paid call".
 
 import (
 	"context"

@@ -10,34 +10,11 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// Budgets (docs/design.md §10): this file owns every write of a job's budget
-// reservation (jobs.reservation_*) and of accounts.reserved_micros and
-// accounts.spent_micros. The transitions call it inside their own
-// transactions:
-//
-//   - accept reserves the job's worst-case cost (AcceptParams.ReserveMicros)
-//     with one conditional UPDATE of the account row, refused (EBUDGET,
-//     nothing written) when spent + reserved + cost would pass the budget;
-//   - complete settles: reserved -= the reservation, spent += the charge;
-//   - fail (for good) and cancel release the reservation when every
-//     attempt of the job failed with a class whose evidence says nothing
-//     was billed (inkwell.ErrorClass.NotBilled); otherwise it stays open
-//     until an operator closes it (ReleaseReservation);
-//   - retry of a job whose reservation was released reserves it again,
-//     or is refused (EBUDGET);
-//   - reschedule, recovery and rescue leave it open: the job may still
-//     spend, or may have spent.
-//
-// Each close is guarded by reservation_state = 'open' in its WHERE clause,
-// so settle and release are exact and happen once.
-//
-// Only an account with a budget keeps books (reserved_micros, spent_micros)
-// and is locked: every statement on accounts here carries "budget_micros
-// IS NOT NULL", and PostgreSQL locks no row its WHERE clause rejects. So
-// the writes for an account without a budget (default, until an operator
-// gives it one) never wait for each other on its row, as they did not
-// before budgets. Giving an account a budget (UpdateAccount) counts its
-// books from the rows.
+// Budgets (docs/design.md §10): this file owns every write of a job's
+// reservation and of an account's reserved and spent sums; the transitions
+// call it in their own transactions, and each close is guarded so it
+// happens once. The rules, and why only accounts with a budget are locked:
+// docs/operations.md, "Budgets and per-account rpm".
 
 // Reservation states, as stored in jobs.reservation_state.
 const (
