@@ -27,20 +27,54 @@ const maxKeysChecked = 256
 // The names are found by a scan of the bytes (topLevelKeys), a fraction of
 // a decode's cost; a name written with escapes (\u0070rompt is prompt)
 // is read by the decoder instead (keysByDecoder), as Go would read it.
-func refuseDuplicateKeys(body []byte) error {
+func refuseDuplicateKeys(body []byte) error { return refuseDuplicates(topLevelNames(body)) }
+
+// topLevelNames is the names of the first maxKeysChecked members of the
+// object body, read by the scan, or by the decoder when a name has escapes.
+func topLevelNames(body []byte) [][]byte {
 	keys, escaped := topLevelKeys(body, maxKeysChecked)
 	if escaped {
 		keys = keysByDecoder(body, maxKeysChecked)
+	}
+	return keys
+}
+
+// refuseDuplicates refuses names of which two are one field. A request has
+// a few: compared pairwise, with no allocation; past a few, through a map.
+func refuseDuplicates(keys [][]byte) error {
+	dup := func(k, key []byte) error {
+		return inkwell.Errorf(inkwell.EINVALID, "field %q appears twice in one object (as %q and %q; names are matched without regard to case): send each field once", key, k, key)
+	}
+	if len(keys) <= 16 {
+		for i, key := range keys {
+			for _, k := range keys[:i] {
+				if bytes.EqualFold(k, key) {
+					return dup(k, key)
+				}
+			}
+		}
+		return nil
 	}
 	seen := make(map[string][]byte, len(keys))
 	for _, key := range keys {
 		f := foldName(key)
 		if k, ok := seen[f]; ok {
-			return inkwell.Errorf(inkwell.EINVALID, "field %q appears twice in one object (as %q and %q; names are matched without regard to case): send each field once", key, k, key)
+			return dup(k, key)
 		}
 		seen[f] = key
 	}
 	return nil
+}
+
+// hasName says whether names holds name: exactly, or (fold) as the
+// decoder matches names, without regard to case.
+func hasName(names [][]byte, name string, fold bool) bool {
+	for _, n := range names {
+		if string(n) == name || fold && bytes.EqualFold(n, []byte(name)) {
+			return true
+		}
+	}
+	return false
 }
 
 // foldName is a name as the decoder matches it, without regard to case:

@@ -58,18 +58,16 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // hash is the request's: every field of the body counts, so a re-send
 // with another temperature is another request.
 func readJob(r *http.Request, body []byte) (inkwell.Work, []byte, error) {
-	if !utf8.Valid(body) {
-		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "body is not valid UTF-8")
-	}
-	if kind := jsonKind(body); kind != "" {
-		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "body is %s; expected %s", kind, expectedBody)
-	}
-	if err := refuseDuplicateKeys(body); err != nil {
+	names, err := checkBody(body)
+	if err != nil {
 		return inkwell.Work{}, nil, err
 	}
+	if !hasName(names, "messages", false) {
+		return readShort(r, body, names)
+	}
 	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil || fields["messages"] == nil {
-		return readShort(r, body, fields)
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "body must be %s: %s", expectedBody, jsonProblem(err))
 	}
 	if _, both := fields["prompt"]; both {
 		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "send messages (the chat form) or prompt (the short form), not both")
@@ -78,10 +76,11 @@ func readJob(r *http.Request, body []byte) (inkwell.Work, []byte, error) {
 }
 
 // readShort reads the short form, exactly as before the chat form existed,
-// so that a re-send of a job stored then hashes as it did.
-func readShort(r *http.Request, body []byte, fields map[string]json.RawMessage) (inkwell.Work, []byte, error) {
-	req, err := decodeRequest(body)
-	if err != nil && fields != nil && !hasName(fields, "prompt") {
+// so that a re-send of a job stored then hashes as it did. body passed
+// checkBody, whose top-level names are names.
+func readShort(r *http.Request, body []byte, names [][]byte) (inkwell.Work, []byte, error) {
+	req, err := decodeShort(body)
+	if err != nil && !hasName(names, "prompt", true) && json.Valid(body) {
 		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "body must have messages (the chat form: {\"model\", \"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}) or prompt (the short form: {\"prompt\": \"...\"}): %s", inkwell.ErrorMessage(err))
 	}
 	if err != nil {
@@ -95,17 +94,6 @@ func readShort(r *http.Request, body []byte, fields map[string]json.RawMessage) 
 	}
 	payload, _ := json.Marshal(req)
 	return inkwell.Work{Account: req.Account, Chat: req.Chat(), Short: &req}, payload, nil
-}
-
-// hasName says whether fields has name, matched as the decoder matches
-// names (without regard to case).
-func hasName(fields map[string]json.RawMessage, name string) bool {
-	for k := range fields {
-		if strings.EqualFold(k, name) {
-			return true
-		}
-	}
-	return false
 }
 
 // readChat reads the chat form: Inkwell's own account and metadata taken
@@ -199,16 +187,30 @@ func jsonContentType(r *http.Request) error {
 const expectedBody = `one JSON object: the chat form {"model": "...", "messages": [{"role": "user", "content": "..."}]} or the short form {"prompt": "...", "account": "...", "max_words": N}`
 
 func decodeRequest(body []byte) (inkwell.Request, error) {
-	var req inkwell.Request
+	if _, err := checkBody(body); err != nil {
+		return inkwell.Request{}, err
+	}
+	return decodeShort(body)
+}
+
+// checkBody refuses a body that is not UTF-8, not an object, or names a
+// field twice, and returns its top-level names: the checks both forms
+// share, made once.
+func checkBody(body []byte) ([][]byte, error) {
 	if !utf8.Valid(body) {
-		return req, inkwell.Errorf(inkwell.EINVALID, "body is not valid UTF-8")
+		return nil, inkwell.Errorf(inkwell.EINVALID, "body is not valid UTF-8")
 	}
 	if kind := jsonKind(body); kind != "" {
-		return req, inkwell.Errorf(inkwell.EINVALID, "body is %s; expected %s", kind, expectedBody)
+		return nil, inkwell.Errorf(inkwell.EINVALID, "body is %s; expected %s", kind, expectedBody)
 	}
-	if err := refuseDuplicateKeys(body); err != nil {
-		return req, err
-	}
+	names := topLevelNames(body)
+	return names, refuseDuplicates(names)
+}
+
+// decodeShort decodes a body checkBody passed as the short form: no field
+// it does not know, exactly one object.
+func decodeShort(body []byte) (inkwell.Request, error) {
+	var req inkwell.Request
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
