@@ -14,11 +14,9 @@ import (
 // currency unit. Sim and the simulator both bill with Price.
 const MicrosPerWord = 1000
 
-// TokensPerWord is how MaxWords travels over the chat-completions API, which
-// has no word limit: the client sends max_tokens = words*TokensPerWord and
-// the simulator writes max_tokens/TokensPerWord words. Two tokens a word
-// also leaves a real model room to finish (English runs about 1.3 a word).
-const TokensPerWord = 2
+// TokensPerWord is how MaxWords travels over the chat-completions API
+// (inkwell.TokensPerWord).
+const TokensPerWord = inkwell.TokensPerWord
 
 // Generate returns a deterministic text for prompt: the same prompt and
 // maxWords always give the same words. It has exactly Words(maxWords) words,
@@ -51,14 +49,9 @@ func Price(text string) int64 {
 	return int64(len(strings.Fields(text))) * MicrosPerWord
 }
 
-// Words is the number of words Generate writes for maxWords: the default
-// for zero or less, at most inkwell.MaxMaxWords.
-func Words(maxWords int) int {
-	if maxWords <= 0 {
-		return inkwell.DefaultMaxWords
-	}
-	return min(maxWords, inkwell.MaxMaxWords)
-}
+// Words is the number of words Generate writes for maxWords: the short
+// form's (inkwell.ShortWords).
+func Words(maxWords int) int { return inkwell.ShortWords(maxWords) }
 
 // MaxTokens is the max_tokens an OpenAI call sends for maxWords.
 func MaxTokens(maxWords int) int { return Words(maxWords) * TokensPerWord }
