@@ -438,3 +438,55 @@ func TestBudget_NewAccountCountsStoredCharges(t *testing.T) {
 		assertBooks(t, s)
 	})
 }
+
+// TestBudget_GroupSettlesEachAccount: completions that share one outcome
+// group (one statement on PostgreSQL) settle each job's reservation on the
+// account that holds it and charge each on the account it names, even when
+// the two differ and several members touch the same account.
+func TestBudget_GroupSettlesEachAccount(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		withBudget(t, s, ptr[int64](100_000))
+		if _, err := s.CreateAccount(t.Context(), store.Account{Name: "beta", BudgetMicros: ptr[int64](50_000)}); err != nil {
+			t.Fatal(err)
+		}
+		costs := []int64{4_000, 5_000, 6_000}
+		var c []*store.Claimed
+		for i, cost := range costs {
+			mustAccept(t, s, budgetParams(fmt.Sprintf("g%d", i), cost))
+			c = append(c, mustClaim(t, s, "lane-a"))
+		}
+		if a := account(t, s); a.ReservedMicros != 15_000 {
+			t.Fatalf("reserved %d after three accepts, want 15000", a.ReservedMicros)
+		}
+		var outs []store.Outcome
+		for i, charge := range []struct {
+			account string
+			amount  int64
+		}{{budgetAccount, 3_000}, {budgetAccount, 1_000}, {"beta", 2_500}} {
+			p := completeParams(c[i])
+			p.Account, p.AmountMicros = charge.account, charge.amount
+			outs = append(outs, store.Outcome{Complete: &p})
+		}
+		isolated := store.IsolatedGroups(s)
+		for i, err := range store.CommitOutcomes(s, outs) {
+			if err != nil {
+				t.Errorf("member %d: %v", i, err)
+			}
+		}
+		if got := store.IsolatedGroups(s) - isolated; got != 0 {
+			t.Errorf("the group ran again member by member %d times, want never", got)
+		}
+		if a := account(t, s); a.ReservedMicros != 0 || a.SpentMicros != 4_000 {
+			t.Errorf("acme: reserved %d, spent %d; want 0, 4000", a.ReservedMicros, a.SpentMicros)
+		}
+		beta, err := s.Account(t.Context(), "beta")
+		if err != nil || beta.ReservedMicros != 0 || beta.SpentMicros != 2_500 {
+			t.Errorf("beta: %+v, %v; want reserved 0, spent 2500", beta, err)
+		}
+		for i, cl := range c {
+			wantReservation(t, s, cl.Job.ID, store.ReservationSettled, costs[i])
+		}
+		assertBooks(t, s)
+	})
+}

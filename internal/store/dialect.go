@@ -51,6 +51,9 @@ type dialect struct {
 	// transaction (PostgreSQL: WITH … UPDATE … INSERT). SQLite has no
 	// data-modifying WITH, and its claim costs no round trips anyway.
 	claimStatement bool
+	// completeStatement: an outcome group's completions are one
+	// data-modifying statement (postgres_complete.go).
+	completeStatement bool
 	// classify maps driver errors to inkwell error codes (busy, full…).
 	classify func(err error) error
 	// oneWriter: the database takes one writer at a time (SQLite), so

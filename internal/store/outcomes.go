@@ -92,8 +92,13 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), outcomeCommitTimeout)
 	defer cancel()
 	errs := make([]error, len(batch))
-	t := b.s.now()
-	now := b.s.ts(t)
+	completes, rest := b.split(batch)
+	var t time.Time
+	var now any
+	if len(rest) > 0 || !b.s.dialect.completeStatement { // the set statement reads its own clock
+		t = b.s.now()
+		now = b.s.ts(t)
+	}
 	accounts, jobs := outcomeAccounts(batch)
 	var next []laneClaim
 	err := b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
@@ -101,7 +106,15 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
 			return err
 		}
-		for _, r := range batch {
+		if len(completes) > 0 {
+			if err := b.s.completeSetTx(ctx, tx, completes); err != nil {
+				if err = b.s.classify(err); !isGroupFailure(err) {
+					return errMemberRefused{err} // each member gets its own answer in runIsolated
+				}
+				return err
+			}
+		}
+		for _, r := range rest {
 			if err := b.s.outcomeTx(ctx, tx, r, now); err != nil {
 				if err = b.s.classify(err); len(batch) > 1 && !isGroupFailure(err) {
 					return errMemberRefused{err}
@@ -109,7 +122,7 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 				return err // alone: the transaction is its savepoint
 			}
 		}
-		if err := b.s.notifyEnded(ctx, tx, endedIn(batch, errs)); err != nil {
+		if err := b.s.notifyEnded(ctx, tx, endedIn(rest, errs)); err != nil {
 			return err
 		}
 		var err error
@@ -122,6 +135,9 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	switch {
 	case errors.As(err, new(errMemberRefused)):
 		b.isolated.Add(1)
+		if now == nil {
+			now = b.s.nowTS()
+		}
 		err = b.runIsolated(ctx, batch, errs, now, accounts, jobs, before, after)
 	case err == nil:
 		claimedNext(next)
@@ -140,6 +156,23 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	// lets them run now, here, while the writer goes on where a processor
 	// is free: their next outcomes are waiting when its commit ends.
 	runtime.Gosched()
+}
+
+// split parts a group into the completions written by one set statement
+// (completeSetTx, where the dialect has it) and the rest, written member
+// by member.
+func (b *outcomeBatcher) split(batch []*outcomeReq) (completes []*CompleteParams, rest []*outcomeReq) {
+	if !b.s.dialect.completeStatement {
+		return nil, batch
+	}
+	for _, r := range batch {
+		if r.complete != nil {
+			completes = append(completes, r.complete)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	return completes, rest
 }
 
 // laneClaim is what an outcome group claimed for one lane's slots: the

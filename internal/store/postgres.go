@@ -43,8 +43,9 @@ var postgresDialect = dialect{
 	integrity:   postgresIntegrity,
 
 	// One round trip per claim: see claimUpToStatement.
-	claimStatement: true,
-	checkWritable:  (*Store).checkWritablePostgres,
+	claimStatement:    true,
+	completeStatement: true,
+	checkWritable:     (*Store).checkWritablePostgres,
 }
 
 // migrateLockKey serializes migrations of one database: lanes started at the
