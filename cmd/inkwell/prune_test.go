@@ -24,10 +24,12 @@ import (
 // job's key answers 200 with the pruned job and never runs it again, and a
 // retry of a pruned failed job is refused and says why.
 
-// finishedJob stores one job run to done, straight through the store.
+// finishedJob stores one job run to done, straight through the store, on
+// a clock an hour behind: the job finished before any cut-off of 0s, and
+// after one of 30d, without waiting for the real clock to move.
 func finishedJob(t *testing.T, db, key string) int64 {
 	t.Helper()
-	st, err := store.Open(t.Context(), db, store.Options{})
+	st, err := store.Open(t.Context(), db, store.Options{NowFunc: func() time.Time { return time.Now().Add(-time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,6 @@ func TestPrune_BadInputWritesNothing(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inkwell.db")
 	id := finishedJob(t, db, "k1")
-	time.Sleep(5 * time.Millisecond)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -97,7 +98,6 @@ func TestPrune_CLI(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "inkwell.db")
 	id := finishedJob(t, db, "k1")
 	finishedJob(t, db, "k2")
-	time.Sleep(5 * time.Millisecond)
 
 	code, stdout, stderr := runCLI(t, "prune", "--older-than", "0s", "--dry-run", "--db", db)
 	if code != 0 || !strings.Contains(stdout, "dry run: 2 jobs finished before") || !strings.Contains(stdout, "(2 done, 0 failed); nothing was written") {
@@ -233,9 +233,14 @@ func TestRetention_ResendPrunedOverHTTP(t *testing.T) {
 			t.Errorf("inkwell retry of a pruned failed job: exit %d, %q; want 1 saying it was pruned", code, stderr)
 		}
 
-		time.Sleep(300 * time.Millisecond) // several polls: nothing may run
-		if got := prov.calls.Load(); got != calls {
-			t.Errorf("provider calls %d after the re-sends and retries, want still %d: a pruned job ran again", got, calls)
+		// A job submitted now is claimed after anything the re-sends or
+		// retries queued: once it is done, the lane has been past them.
+		marker := submit(t, url, "marker", `{"prompt":"a haiku after the re-sends"}`).Job.ID
+		storetest.WaitFor(t, waitLimit, "the job submitted after the re-sends done", func() bool {
+			return show(t, st, marker).Job.Status == inkwell.StatusDone
+		})
+		if got := prov.calls.Load(); got != calls+1 {
+			t.Errorf("provider calls %d after the re-sends, the retries and one new job, want %d: a pruned job ran again", got, calls+1)
 		}
 		for _, id := range []int64{done, failed} {
 			if d := show(t, st, id); len(d.Attempts) != 1 || d.Job.Status == inkwell.StatusQueued {
