@@ -438,7 +438,11 @@ func TestSecurity_Modes(t *testing.T) {
 		if _, _, err := e.st.CreateToken(t.Context(), inkwell.DefaultAccount, store.RoleClient); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond) // past AuthRecheck
+		// A read (which writes nothing) is refused once the gate has seen
+		// the token, at its first read past AuthRecheck.
+		storetest.WaitFor(t, 10*time.Second, "auto mode to see the token", func() bool {
+			return e.do(http.MethodGet, "/v1/jobs/1", nil, nil).status == http.StatusUnauthorized
+		})
 		before := e.contents()
 		if r := e.post("auto-2", `{"prompt":"a token exists now"}`); r.status != http.StatusUnauthorized {
 			t.Errorf("auto after a token exists: %d %s, want 401", r.status, r.body)
