@@ -67,15 +67,19 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), acceptCommitTimeout)
 	defer cancel()
 	results := make([]acceptRes, len(live))
-	now := b.s.nowTS()
+	now := b.s.clockArg()
 	err := b.s.inTxHooks(ctx, func(tx *sql.Tx) error {
-		if err := b.s.lockAccountsTx(ctx, tx, accountsOf(live), nil); err != nil {
+		if b.s.dialect.groupStatements {
+			return b.s.acceptSetTx(ctx, tx, live, now, results)
+		}
+		budgeted, err := b.s.lockBudgetsTx(ctx, tx, accountsOf(live), nil)
+		if err != nil {
 			return err
 		}
-		var adm admission
+		adm := admission{budgeted: budgeted}
 		for i, r := range live {
 			job, created, err := b.s.acceptOne(ctx, tx, r.p, now, &adm)
-			if code := inkwell.ErrorCode(err); err != nil && code != inkwell.EKEYREUSED && code != inkwell.ETOOMANY && code != inkwell.EBUDGET {
+			if err := groupErr(err); err != nil {
 				return err // the database failed: the whole group fails
 			}
 			results[i] = acceptRes{job: job, created: created, err: err}
@@ -93,11 +97,9 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 // accountsOf is the accounts a group reserves on: their rows are locked
 // first (budgets.go, lock order).
 func accountsOf(reqs []*acceptReq) []string {
-	var out []string
-	for _, r := range reqs {
-		if r.p.Account != "" {
-			out = append(out, r.p.Account)
-		}
+	out := make([]string, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.p.account()
 	}
 	return out
 }

@@ -175,3 +175,69 @@ func execDDL(t *testing.T, s *store.Store, ddl []string) {
 		}
 	}
 }
+
+// TestStore_AcceptGroupMixed: one group whose members take every path an
+// accept can take (on PostgreSQL the plain ones are one statement, the
+// rest one by one) answers each as a lone Accept would: new jobs of one
+// account take successive turns, a re-send of a stored key and a budget
+// reservation in the same group are answered in place, a refusal writes
+// nothing, and the queue's limit admits no more than it allows.
+func TestStore_AcceptGroupMixed(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		withBudget(t, s, ptr[int64](10_000))
+		stored := mustAccept(t, s, acceptParams("stored", "a poem stored before"))
+		refused := acceptParams("refused", "never stored")
+		refused.Refuse = inkwell.Errorf(inkwell.ETOOMANY, "refused by the test")
+		res := acceptBatch(t, s,
+			acceptParams("new-1", "first new"), acceptParams("stored", "a poem stored before"), budgetParams("budgeted", 4_000),
+			refused, acceptParams("new-2", "second new"))
+		for i, want := range []struct {
+			created bool
+			code    string
+		}{{created: true}, {}, {created: true}, {code: inkwell.ETOOMANY}, {created: true}} {
+			if res[i].Created != want.created || inkwell.ErrorCode(res[i].Err) != want.code || (want.code == "" && res[i].Err != nil) {
+				t.Errorf("member %d: created %t, err %v; want created %t, code %q", i, res[i].Created, res[i].Err, want.created, want.code)
+			}
+		}
+		if res[1].Job.ID != stored.ID {
+			t.Errorf("re-send answered job %d, want the stored job %d", res[1].Job.ID, stored.ID)
+		}
+		wantReservation(t, s, res[2].Job.ID, store.ReservationOpen, 4_000)
+		if a := account(t, s); a.ReservedMicros != 4_000 {
+			t.Errorf("acme reserved %d, want 4000", a.ReservedMicros)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM jobs WHERE idempotency_key = 'refused'`); n != 0 {
+			t.Errorf("the refused member stored %d rows", n)
+		}
+		var t1, t2, ts int64
+		for _, c := range []struct {
+			id   int64
+			turn *int64
+		}{{res[0].Job.ID, &t1}, {res[4].Job.ID, &t2}, {stored.ID, &ts}} {
+			if err := s.DB().QueryRowContext(t.Context(), rebind(s, `SELECT claim_turn FROM jobs WHERE id = $1`), c.id).Scan(c.turn); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if t1 != ts+1 || t2 != ts+2 {
+			t.Errorf("turns of the default account: stored %d, new-1 %d, new-2 %d; want one after the other", ts, t1, t2)
+		}
+		if res[0].Job.ID > res[4].Job.ID {
+			t.Errorf("new-1 got id %d after new-2's %d: the group's order is lost", res[0].Job.ID, res[4].Job.ID)
+		}
+
+		// Admission: 4 jobs are queued; with room for one more, a group of
+		// two new keys stores the first and refuses the second.
+		limited := []store.AcceptParams{acceptParams("room", "fits"), acceptParams("no-room", "does not fit")}
+		for i := range limited {
+			limited[i].MaxQueued = 5
+		}
+		res = acceptBatch(t, s, limited...)
+		if !res[0].Created || res[0].Err != nil || inkwell.ErrorCode(res[1].Err) != inkwell.ETOOMANY {
+			t.Errorf("near the limit: %+v / %+v; want the first created, the second %s", res[0], res[1], inkwell.ETOOMANY)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM jobs WHERE status = 'queued'`); n != 5 {
+			t.Errorf("%d jobs queued, want 5 (the limit)", n)
+		}
+	})
+}

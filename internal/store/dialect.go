@@ -45,15 +45,20 @@ type dialect struct {
 	rebindKept func(query string) string
 	// ts turns a time into a column value: TEXT on SQLite, timestamptz on PostgreSQL.
 	ts func(t time.Time) any
+	// clockOr is a statement's time (SQL): the argument arg, or, where it
+	// is NULL, the database's clock read by the statement itself
+	// (Store.clockArg): no round trip to read it first.
+	clockOr func(arg string) string
 	// claimLock is appended to the claim's inner SELECT.
 	claimLock string
 	// claimStatement: ClaimUpTo is one data-modifying statement, its own
 	// transaction (PostgreSQL: WITH … UPDATE … INSERT). SQLite has no
 	// data-modifying WITH, and its claim costs no round trips anyway.
 	claimStatement bool
-	// completeStatement: an outcome group's completions are one
-	// data-modifying statement (postgres_complete.go).
-	completeStatement bool
+	// groupStatements: an accept group's new jobs, and an outcome group's
+	// completions, are each one statement over arrays (postgres_accept.go,
+	// postgres_complete.go): one round trip for a group.
+	groupStatements bool
 	// classify maps driver errors to inkwell error codes (busy, full…).
 	classify func(err error) error
 	// oneWriter: the database takes one writer at a time (SQLite), so
@@ -101,7 +106,8 @@ var sqliteDialect = dialect{
 	rebind:     func(q string) string { return strings.ReplaceAll(q, "$", "?") },
 	rebindKept: planOnce,
 	ts:         func(t time.Time) any { return t.UTC().Format(TimeLayout) },
-	claimLock:  "", // BEGIN IMMEDIATE already holds the only write lock
+	clockOr:    func(arg string) string { return arg }, // never NULL: the clock is this process's
+	claimLock:  "",                                     // BEGIN IMMEDIATE already holds the only write lock
 	classify:   classifySQLite,
 	oneWriter:  true,
 	lockKind:   lockFlock,

@@ -95,7 +95,7 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	completes, rest := b.split(batch)
 	var t time.Time
 	var now any
-	if len(rest) > 0 || !b.s.dialect.completeStatement { // the set statement reads its own clock
+	if len(rest) > 0 || !b.s.dialect.groupStatements { // the set statement reads its own clock
 		t = b.s.now()
 		now = b.s.ts(t)
 	}
@@ -162,7 +162,7 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 // (completeSetTx, where the dialect has it) and the rest, written member
 // by member.
 func (b *outcomeBatcher) split(batch []*outcomeReq) (completes []*CompleteParams, rest []*outcomeReq) {
-	if !b.s.dialect.completeStatement {
+	if !b.s.dialect.groupStatements {
 		return nil, batch
 	}
 	for _, r := range batch {

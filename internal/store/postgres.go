@@ -32,6 +32,7 @@ var postgresDialect = dialect{
 	// timestamptz takes a time.Time as it is; the value comes from the
 	// database's own clock (dbClock), not from this machine's.
 	ts:          func(t time.Time) any { return t.UTC() },
+	clockOr:     func(arg string) string { return `COALESCE(` + arg + `::timestamptz, clock_timestamp())` },
 	claimLock:   " FOR UPDATE SKIP LOCKED",
 	classify:    classifyPostgres,
 	migrateLock: `SELECT pg_advisory_xact_lock(` + migrateLockKey + `)`,
@@ -43,9 +44,9 @@ var postgresDialect = dialect{
 	integrity:   postgresIntegrity,
 
 	// One round trip per claim: see claimUpToStatement.
-	claimStatement:    true,
-	completeStatement: true,
-	checkWritable:     (*Store).checkWritablePostgres,
+	claimStatement:  true,
+	groupStatements: true,
+	checkWritable:   (*Store).checkWritablePostgres,
 }
 
 // migrateLockKey serializes migrations of one database: lanes started at the

@@ -77,12 +77,8 @@ func (s *Store) completeSetTx(ctx context.Context, tx *sql.Tx, cs []*CompletePar
 		responses[i], models[i], finishes[i] = nullText(response), nullText(model), nullText(finish)
 		prompt[i], completion[i] = nullInt(in), nullInt(out)
 	}
-	var at any // nil: the statement reads the database's clock
-	if !s.clockInDB {
-		at = s.ts(s.now())
-	}
 	var done, results, charges, notified int64
-	err := tx.QueryRowContext(ctx, completeSetSQL, at, jobs, attempts, texts, accounts, amounts, requests,
+	err := tx.QueryRowContext(ctx, completeSetSQL, s.clockArg(), jobs, attempts, texts, accounts, amounts, requests,
 		responses, models, finishes, prompt, completion, endedPayloads(jobs)).Scan(&done, &results, &charges, &notified)
 	if err != nil {
 		return fmt.Errorf("complete %d jobs: %w", n, err)

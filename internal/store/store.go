@@ -46,9 +46,12 @@ type Store struct {
 	now       func() time.Time
 	log       *slog.Logger
 	accepts   *acceptBatcher
-	outcomes  *outcomeBatcher
-	stmts     stmtCache
-	path      string // SQLite file path; empty on PostgreSQL
+	// acceptInsert is the statement that stores a new job, in the
+	// dialect's form (acceptInsertSQL).
+	acceptInsert string
+	outcomes     *outcomeBatcher
+	stmts        stmtCache
+	path         string // SQLite file path; empty on PostgreSQL
 	// gate orders this process's writers where the dialect has one
 	// writer at a time (SQLite): outcomes first. Nil on PostgreSQL.
 	gate *writeGate
@@ -102,6 +105,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.acceptInsert = acceptInsertSQL(s.dialect.clockOr("$5"))
 	s.accepts = newAcceptBatcher(s)
 	s.outcomes = newOutcomeBatcher(s)
 	return s, nil
@@ -334,6 +338,16 @@ func (s *Store) ts(t time.Time) any { return s.dialect.ts(t) }
 
 // nowTS is the current time as a column value.
 func (s *Store) nowTS() any { return s.ts(s.now()) }
+
+// clockArg is the time argument of a statement that reads it through
+// dialect.clockOr: nil where the clock is the database's, which the
+// statement then reads itself; the store's clock otherwise.
+func (s *Store) clockArg() any {
+	if s.clockInDB {
+		return nil
+	}
+	return s.nowTS()
+}
 
 // Now is the store's clock: the one every transition writes (on
 // PostgreSQL the database's, so that lanes on hosts with skewed clocks

@@ -61,13 +61,17 @@ func (s *Store) Accept(ctx context.Context, p AcceptParams) (job inkwell.Job, cr
 // claim_turn (its turn in the round robin across accounts: turnFor,
 // claim_fair.go), built once. AcceptBatch gives its lines their turns in
 // batches.go.
-var (
-	// acceptInsert: a new job, its account $1.
-	acceptInsert = `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
+// acceptInsertSQL is a new job, its account $1, created at now (SQL;
+// Store.acceptInsert).
+func acceptInsertSQL(now string) string {
+	return `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
 			reservation_micros, reservation_account, reservation_state, claim_turn)
-		VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, ` + turnFor("$1") + `)
+		VALUES ($1, $2, $3, $4, 'queued', ` + now + `, $6, $7, $8, ` + turnFor("$1") + `)
 		ON CONFLICT (account, idempotency_key) DO NOTHING
 		RETURNING ` + jobColumns
+}
+
+var (
 	// rescheduleJob: a running job back to queued for an automatic retry
 	// after $3; it keeps the failure it waits out (error, error_class)
 	// for the views, and the next claim clears them. It enters again
@@ -97,7 +101,7 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 		}
 	}
 	held := false
-	if refusal == nil {
+	if refusal == nil && adm.mayHaveBudget(p.account()) {
 		var err error
 		if held, refusal, err = s.reserveTx(ctx, tx, p.account(), p.ReserveMicros); err != nil {
 			return inkwell.Job{}, false, err
@@ -111,7 +115,7 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	if held {
 		micros, account, state = p.ReserveMicros, p.account(), ReservationOpen
 	}
-	job, err := scanJob(s.txQueryRow(ctx, tx, acceptInsert, p.account(), p.IdempotencyKey, p.RequestHash, string(p.Payload), now, micros, account, state))
+	job, err := scanJob(s.txQueryRow(ctx, tx, s.acceptInsert, p.account(), p.IdempotencyKey, p.RequestHash, string(p.Payload), now, micros, account, state))
 	if err == nil {
 		adm.queued++
 		return job, true, nil
@@ -160,6 +164,15 @@ func (p AcceptParams) account() string {
 type admission struct {
 	queued int64
 	read   bool
+	// budgeted is the group's accounts that have a budget, locked
+	// (lockBudgetsTx); nil: not known, any may have one.
+	budgeted map[string]bool
+}
+
+// mayHaveBudget is false for an account the group knows has no budget:
+// its accepts reserve nothing and need not ask.
+func (a *admission) mayHaveBudget(account string) bool {
+	return a.budgeted == nil || a.budgeted[account]
 }
 
 // admit is admission for one request (p.MaxQueued > 0): when the queue is
@@ -280,11 +293,7 @@ func (s *Store) claimTxSQL(fence string) string {
 // INSERT of the attempts and COMMIT. Every row gets one time: the database's clock, read once
 // by the statement itself (the store's clock when a test injects one).
 func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n int) ([]*Claimed, error) {
-	var at any // nil: the statement reads the database's clock
-	if !s.clockInDB {
-		at = s.ts(s.now())
-	}
-	rows, err := s.cdb.QueryContext(ctx, s.claimStatementSQL(fence), lane, at, n)
+	rows, err := s.cdb.QueryContext(ctx, s.claimStatementSQL(fence), lane, s.clockArg(), n)
 	if err != nil {
 		return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
 	}

@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/inkwell/inkwell"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// acceptSetSQL stores the new jobs of an accept group in one statement
+// (PostgreSQL): $1 the store's time (NULL: the database's clock), then the
+// members' accounts, keys, hashes and payloads, in the group's order. An
+// account's jobs take its next turns one after the other, as one INSERT
+// each would (turnFor, claim_fair.go); a key already stored takes none. A
+// key already stored, or twice in the group, inserts nothing: the caller
+// answers it as a re-send.
+var acceptSetSQL = `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
+		reservation_micros, reservation_account, reservation_state, claim_turn)
+	SELECT i.account, i.key, i.hash, i.payload, 'queued', COALESCE($1::timestamptz, clock_timestamp()), 0, NULL, NULL,
+		` + turnFor("i.account") + ` + ROW_NUMBER() OVER (PARTITION BY i.account ORDER BY i.n) - 1
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS i(account, key, hash, payload, n)
+	WHERE NOT EXISTS (SELECT 1 FROM jobs s WHERE s.account = i.account AND s.idempotency_key = i.key)
+	ORDER BY i.n
+	ON CONFLICT (account, idempotency_key) DO NOTHING
+	RETURNING ` + jobColumns
+
+// lockAndCountSQL is an accept group's first statement (PostgreSQL): the
+// row locks of lockBudgetsTx, and admission's count of queued jobs, in one
+// round trip.
+const lockAndCountSQL = `WITH locked AS (
+		SELECT name FROM accounts WHERE name = ANY($1::text[]) AND budget_micros IS NOT NULL ORDER BY name FOR UPDATE
+	)
+	SELECT COALESCE((SELECT array_agg(name) FROM locked), '{}'), (SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE kind = 'queued')`
+
+// acceptSetTx is an accept group's writes where the dialect writes a
+// group in one statement: the accounts locked and the queue counted, then
+// every member that reserves nothing and fits under admission's limit
+// inserted by acceptSetSQL, and each of the rest (a budget, a refusal, a
+// queue near its limit, a re-send) by acceptOne, as on SQLite.
+func (s *Store) acceptSetTx(ctx context.Context, tx *sql.Tx, live []*acceptReq, now any, results []acceptRes) error {
+	var locked []string
+	adm := admission{budgeted: map[string]bool{}, read: true}
+	if err := tx.QueryRowContext(ctx, lockAndCountSQL, accountsOf(live)).Scan(pgtype.NewMap().SQLScanner(&locked), &adm.queued); err != nil {
+		return fmt.Errorf("accept: lock accounts and count the queue: %w", err)
+	}
+	for _, name := range locked {
+		adm.budgeted[name] = true
+	}
+	fast := fastAccepts(live, adm)
+	if len(fast) > 0 {
+		inserted, err := s.insertSet(ctx, tx, live, fast, now)
+		if err != nil {
+			return err
+		}
+		for i := range live {
+			if fast[i] && inserted[i].ID != 0 {
+				results[i] = acceptRes{job: inserted[i], created: true}
+				adm.queued++
+			}
+		}
+	}
+	for i, r := range live {
+		if results[i].job.ID != 0 {
+			continue
+		}
+		if fast[i] { // not inserted: a re-send, or the same key twice in the group
+			job, created, err := s.acceptExisting(ctx, tx, r.p, nil)
+			if err := groupErr(err); err != nil {
+				return err
+			}
+			results[i] = acceptRes{job: job, created: created, err: err}
+			continue
+		}
+		job, created, err := s.acceptOne(ctx, tx, r.p, now, &adm)
+		if err := groupErr(err); err != nil {
+			return err
+		}
+		results[i] = acceptRes{job: job, created: created, err: err}
+	}
+	return nil
+}
+
+// fastAccepts marks the members acceptSetSQL may insert: no refusal, no
+// budget to reserve on, and, where a member has a queue limit, room under
+// it for every member of the group.
+func fastAccepts(live []*acceptReq, adm admission) []bool {
+	fast := make([]bool, len(live))
+	limit := 0
+	for _, r := range live {
+		if r.p.MaxQueued > 0 && (limit == 0 || r.p.MaxQueued < limit) {
+			limit = r.p.MaxQueued
+		}
+	}
+	if limit > 0 && adm.queued+int64(len(live)) > int64(limit) {
+		return fast // near the limit: each member is admitted in turn
+	}
+	for i, r := range live {
+		fast[i] = r.p.Refuse == nil && !adm.mayHaveBudget(r.p.account())
+	}
+	return fast
+}
+
+// insertSet runs acceptSetSQL for the members marked fast and returns, per
+// member, the job it inserted (zero: none).
+func (s *Store) insertSet(ctx context.Context, tx *sql.Tx, live []*acceptReq, fast []bool, now any) ([]inkwell.Job, error) {
+	var accounts, keys, hashes, payloads []string
+	for i, r := range live {
+		if fast[i] {
+			accounts, keys = append(accounts, r.p.account()), append(keys, r.p.IdempotencyKey)
+			hashes, payloads = append(hashes, r.p.RequestHash), append(payloads, string(r.p.Payload))
+		}
+	}
+	rows, err := tx.QueryContext(ctx, acceptSetSQL, now, accounts, keys, hashes, payloads)
+	if err != nil {
+		return nil, fmt.Errorf("accept: insert: %w", err)
+	}
+	defer rows.Close()
+	type key struct{ account, key string }
+	byKey := make(map[key]inkwell.Job, len(keys))
+	for rows.Next() {
+		job, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("accept: insert: %w", err)
+		}
+		byKey[key{job.Account, job.IdempotencyKey}] = job
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("accept: insert: %w", err)
+	}
+	out := make([]inkwell.Job, len(live))
+	for i, r := range live {
+		k := key{r.p.account(), r.p.IdempotencyKey}
+		if job, ok := byKey[k]; ok && fast[i] && job.RequestHash == r.p.RequestHash {
+			out[i] = job
+			delete(byKey, k) // the same key twice: the second is a re-send
+		}
+	}
+	return out, nil
+}
+
+// groupErr is err when it fails the whole group (the database failed),
+// nil for a member's own answer (a key reused, a full queue, a budget).
+func groupErr(err error) error {
+	if code := inkwell.ErrorCode(err); err != nil && code != inkwell.EKEYREUSED && code != inkwell.ETOOMANY && code != inkwell.EBUDGET {
+		return err
+	}
+	return nil
+}
