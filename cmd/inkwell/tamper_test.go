@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	cli "github.com/inkwell/inkwell/cmd/inkwell"
@@ -124,10 +123,13 @@ func TestServe_StoppedHolderIsAliveNotDead(t *testing.T) {
 			break
 		}
 		t.Logf("stop %d landed inside a write of pid %d (%s); again", try, a.Pid(), strings.TrimSpace(stderr))
+		beat := heartbeatOf(t, st, "local")
 		if err := syscall.Kill(a.Pid(), syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(150 * time.Millisecond)
+		// A new heartbeat committed: the write the stop landed in is over,
+		// and the next one is a heartbeat period away.
+		storetest.WaitFor(t, lanesWait, "a heartbeat after the holder went on", func() bool { return heartbeatOf(t, st, "local") != beat })
 	}
 	for _, want := range []string{fmt.Sprintf("pid %d", a.Pid()), "alive, stopped (T)", "inspect it", "ending it lets recovery close its attempts"} {
 		if !strings.Contains(stderr, want) {
@@ -151,6 +153,16 @@ func TestServe_StoppedHolderIsAliveNotDead(t *testing.T) {
 			t.Errorf("inkwell status does not say %q:\n%s", w, out)
 		}
 	}
+}
+
+// heartbeatOf is lane's last committed heartbeat, as stored.
+func heartbeatOf(t *testing.T, st *store.Store, lane string) string {
+	t.Helper()
+	var at string
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT heartbeat_at FROM lanes WHERE name = ?`, lane).Scan(&at); err != nil {
+		t.Fatalf("heartbeat of lane %s: %v", lane, err)
+	}
+	return at
 }
 
 // runBinOut runs bin to completion and returns its exit code and stdout.
