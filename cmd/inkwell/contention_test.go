@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	cli "github.com/inkwell/inkwell/cmd/inkwell"
 	"github.com/inkwell/inkwell/internal/provider/providersim"
@@ -21,17 +21,16 @@ import (
 )
 
 // holdEnv, when set to a SQLite path, makes this test binary a child that
-// holds the database's write lock (BEGIN IMMEDIATE) for holdFor, says
-// "held" once it has it, and commits when the time is up.
+// holds the database's write lock (BEGIN IMMEDIATE), says "held" once it
+// has it, and commits when its stdin closes.
 const holdEnv = "INKWELL_TEST_HOLD_WRITE_LOCK"
 
-const holdFor = 15 * time.Second
-
-// TestServe_PaidAnswerWaitsOutALockedDatabase is issue 8's reproduction:
+// TestServe_PaidAnswerWaitsOutALockedDatabase:
 // a provider answer arrives while another process holds SQLite's write
-// lock for 15 s and clients keep posting, one every 0.7 s. The answer must
-// be stored once the lock is free: the job done, one result, one charge,
-// one provider call; and while it waited, the log said so.
+// lock and clients keep posting. The lock is let go once serve's log says
+// the answer waits for it and a post has been answered meanwhile. The
+// answer must then be stored: the job done, one result, one charge, one
+// provider call; and the log says it was stored after waiting.
 func TestServe_PaidAnswerWaitsOutALockedDatabase(t *testing.T) {
 	if path := os.Getenv(holdEnv); path != "" {
 		holdWriteLock(path)
@@ -55,20 +54,39 @@ func TestServe_PaidAnswerWaitsOutALockedDatabase(t *testing.T) {
 	holder := startWriteLockHolder(t, db)
 	sim.release() // the answer arrives while the database is locked
 
-	var posts sync.WaitGroup
-	codes := make(chan error, 20)
+	// Clients post one after another until the lock is let go.
+	var (
+		posts    sync.WaitGroup
+		mu       sync.Mutex
+		postErrs []error
+	)
+	stopPosting := make(chan struct{})
 	posts.Go(func() {
-		for i := range 20 {
+		for i := 0; ; i++ {
+			select {
+			case <-stopPosting:
+				return
+			default:
+			}
 			_, err := lanesPost(srv.URL, fmt.Sprintf("during-%d", i), fmt.Sprintf(`{"prompt":"posted while locked %d"}`, i))
-			codes <- err
-			time.Sleep(700 * time.Millisecond)
+			mu.Lock()
+			postErrs = append(postErrs, err)
+			mu.Unlock()
 		}
 	})
-	if err := holder.Wait(); err != nil {
+	storetest.WaitFor(t, lanesWait, "serve's log to say the answer waits", func() bool {
+		return strings.Contains(srv.Log(), "answer waiting to be stored")
+	})
+	storetest.WaitFor(t, lanesWait, "a post answered while locked", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(postErrs) >= 1
+	})
+	if err := holder.release(); err != nil {
 		t.Fatalf("write-lock holder: %v", err)
 	}
+	close(stopPosting)
 	posts.Wait()
-	close(codes)
 
 	storetest.WaitFor(t, lanesWait, "job done", func() bool {
 		return lanesCount(t, st, fmt.Sprintf(`SELECT COUNT(*) FROM jobs WHERE id = %d AND status = 'done'`, id)) == 1
@@ -91,29 +109,43 @@ func TestServe_PaidAnswerWaitsOutALockedDatabase(t *testing.T) {
 	if e, ok := ledger.Entry(storetest.ProviderKey(t, st, id, key)); !ok || e.Calls != 1 || e.Bills != 1 {
 		t.Errorf("ledger entry for job %d = %+v (found %t), want one call, one bill", id, e, ok)
 	}
-	logs := srv.Log()
-	for _, want := range []string{"answer waiting to be stored", "answer stored after waiting for the database"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("serve's log does not say %q", want)
-		}
+	if logs := srv.Log(); !strings.Contains(logs, "answer stored after waiting for the database") {
+		t.Errorf("serve's log does not say %q", "answer stored after waiting for the database")
 	}
 	// Every post was answered: created, or refused as busy (503) with
 	// nothing written; none was lost in between.
-	for err := range codes {
+	for _, err := range postErrs {
 		if err != nil && !strings.Contains(err.Error(), "503") {
 			t.Errorf("post while locked: %v, want 201 or 503", err)
 		}
 	}
 }
 
+// lockHolder is a second process holding a SQLite file's write lock.
+type lockHolder struct {
+	*exec.Cmd
+	stdin io.Closer
+}
+
+// release lets the lock go and waits for the holder to exit.
+func (h *lockHolder) release() error {
+	h.stdin.Close()
+	return h.Wait()
+}
+
 // startWriteLockHolder runs this test binary as a second process that
-// holds db's write lock for holdFor; it returns once the lock is held.
-func startWriteLockHolder(t *testing.T, db string) *exec.Cmd {
+// holds db's write lock until released (or killed, or the test ends); it
+// returns once the lock is held.
+func startWriteLockHolder(t *testing.T, db string) *lockHolder {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestServe_PaidAnswerWaitsOutALockedDatabase$")
 	cmd.Env = append(os.Environ(), holdEnv+"="+db)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = cli.ChildProcAttr()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -127,9 +159,11 @@ func startWriteLockHolder(t *testing.T, db string) *exec.Cmd {
 		t.Fatalf("write-lock holder said %q (%v), want \"held\"", line, err)
 	}
 	go func() { _, _ = bufio.NewReader(out).ReadString(0) }()
-	return cmd
+	return &lockHolder{Cmd: cmd, stdin: in}
 }
 
+// holdWriteLock holds path's write lock until stdin closes (the test lets
+// go, or ends).
 func holdWriteLock(path string) {
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)&_txlock=immediate")
 	if err != nil {
@@ -142,7 +176,7 @@ func holdWriteLock(path string) {
 		os.Exit(3)
 	}
 	fmt.Println("held")
-	time.Sleep(holdFor)
+	_, _ = io.Copy(io.Discard, os.Stdin)
 	if err := tx.Commit(); err != nil {
 		fmt.Fprintln(os.Stderr, "holder: commit:", err)
 		os.Exit(3)
