@@ -11,35 +11,8 @@ import (
 )
 
 // The in-flight family: every crash point with a lane's slots full of
-// provider calls (docs/design.md §8). Serve runs with --concurrency n, and the
-// client sends n jobs one after another, each once the one before it is
-// claimed (client.holdEach), so that every accept and every claim is one
-// job's and a point's N-th hit is the N-th job's. The simulator holds the
-// calls: for most points until serve dies (heldLatency, longer than the
-// scenario), for the points that need an answer back until every slot is
-// filled (slowLatency). Then serve dies at the point, with the n calls in
-// flight. The restart's one recovery run must close exactly the attempts
-// running at the crash, each linked to it; the client retries those jobs
-// against the scenario's simulator restarted on the same ledger without
-// the latency, so a key it billed before is answered from its record.
-//
-// Every point takes part; none is left out:
-//
-//   - accept.before-commit and accept.after-commit die at the accept of
-//     an (n+1)-th request, sent once the n calls are in flight: it is
-//     lost (before), or stored and left queued, since no slot is free
-//     (after);
-//   - claim.after-commit dies at the n-th claim: n-1 calls in flight and
-//     one claimed whose call has not started;
-//   - provider.after-call, complete.before-commit and complete.after-commit
-//     die at the first answer, or its group commit, with the other calls
-//     in flight;
-//   - recover.before-commit dies in the startup recovery after a crash at
-//     the n-th claim: recovery with n orphans, nothing of it kept;
-//   - retry.after-commit dies at the retry, sent once the n calls are in
-//     flight, of a job failed first the ordinary way;
-//   - cancel.after-commit dies at the cancel, sent once the n calls are in
-//     flight, of the first of them: n-1 attempts left running.
+// provider calls (docs/design.md §8). How each point is brought about is
+// aboutInFlight's text, in docs/crash-timeline.md.
 
 // inFlightCalls is how many calls the family holds in flight.
 const inFlightCalls = 8
@@ -211,18 +184,8 @@ func ordinal(n int) string {
 
 // expectInFlight lists the paths each job of the family's scenario at
 // point may take: calls for each job whose call was in flight, trigger
-// for the job added after them (nil when there is none).
-//
-// A held call is cut off by the kill before the simulator answers, and a
-// provider that has not answered has not billed: running with 0 / 0,
-// closed by recovery, retried once (1 / 1). That is the one path at the
-// points whose calls are held. Where the first answer fires the point,
-// the other calls come back later, one after another; a call answered
-// (and billed) in the instant before the kill is an orphan with a bill,
-// and its bill may land after the crash read, or even after the recovery
-// read, as at accept.after-commit; its retry is answered from the record
-// (2 / 1). At complete.after-commit the jobs whose answers the first group
-// commit carried are done.
+// for the job added after them (nil when there is none); whyVariesInFlight
+// says why.
 func expectInFlight(point string) (calls, trigger []path) {
 	held := orphan("0 / 0", "1 / 1")
 	run := state{inkwell.StatusRunning, "#1 running", "0 / 0"}

@@ -7,20 +7,9 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// The budget-full scenario (docs/design.md §10): the in-flight family's
-// scenario at a point between the provider's answer and the completion
-// commit, on an account whose budget is exactly the worst-case cost of its
-// calls in flight, so that the budget binds where a crash could break it.
-// Each accept of the fill reserves its job's worst case and the last one
-// fills the budget; the request sent after them (the trigger) cannot be
-// covered and must be refused 402 budget_exceeded, writing nothing. Serve
-// then dies with a billed answer not stored and the other calls in
-// flight. Recovery fails the orphans and leaves their reservations open
-// (they may have been billed); the client's retries run under those
-// reservations without reserving again, and each completion turns its
-// reservation into its charge, which is less. The §10 invariants are
-// checked at every read as in every scenario; here they are tested where
-// the budget is full.
+// The budget-full scenario (docs/design.md §10): the in-flight one at a
+// point between the answer and the completion commit, on an account whose
+// budget its calls fill, so the books are checked where the budget binds.
 
 // budgetScenario is the in-flight family's scenario at point with n calls
 // in flight, on an account whose budget is exactly what their accepts

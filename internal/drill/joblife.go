@@ -8,24 +8,10 @@ import (
 	"github.com/inkwell/inkwell/internal/crashpoint"
 )
 
-// The job-life families (docs/design.md §9, issue 11): automatic retry
-// (reschedule) and cancel, each crashed at the points where they matter,
-// one job each, with the paths its three reads may take.
-//
-// Reschedule: serve runs with --max-attempts 3 --retry-base 50ms
-// --retry-cap 200ms against the front (front.go), which fails the job's
-// first call(s) itself (500, 429, or a cut connection; or the first serve
-// is given an address that refuses connections) and passes the
-// others to the simulator. A retry-safe failure puts the job back to
-// queued with not_before in the failing transaction; the next claim is
-// attempt #2, and serve dies at the point's hit that falls on it. Recovery
-// never re-queues, so the client retries the orphan by hand (attempt #3),
-// and the job still ends done with one result, one charge, one bill.
-//
-// Cancel: the client cancels a job whose call is in flight, a job waiting
-// out a 429's back-off, and a job already done; serve dies just after the
-// cancel's commit (cancel.after-commit) in the first two, and the client
-// re-sends its cancel, whose answer is lost, to the restarted serve.
+// The job-life families (docs/design.md §9): automatic retry (reschedule)
+// and cancel, crashed where they matter, one job each; how each is played
+// is each scenario's about text (aboutReschedule, cancelScenario), in
+// docs/crash-timeline.md.
 
 // Families of scenarios besides the points and the in-flight family.
 const (

@@ -231,17 +231,9 @@ const (
 	failedProvider  = "failed (provider error)"
 )
 
-// expect lists every path a points-mode scenario at point may take.
-//
-// Most points allow exactly one: the process that dies is the only one
-// that moves the job (the HTTP side only reads it), it dies at the point,
-// and the restarted serve is read after its recovery and before any
-// client reaches it. Two points fire on an HTTP request's path right
-// after its commit, accept.after-commit and retry.after-commit: there the
-// job is queued, and the lane, which looks for queued jobs on its own
-// every --poll, may claim it, call the provider and even complete it in
-// the instant before the kill; and the restarted lane claims a queued job
-// as soon as serve is ready, racing the after-recovery read (see racy).
+// expect lists every path a points-mode scenario at point may take: one
+// for most points, since only the dying process moves the job; several
+// where the point fires on an HTTP request's path after its commit (racy).
 func expect(point string) []path {
 	switch point {
 	case crashpoint.AcceptBeforeCommit:
@@ -278,22 +270,9 @@ func orphan(bills, final string) []path {
 	}}
 }
 
-// racy lists the paths of a point that fires on an HTTP request's path
-// just after its commit left the job queued, with the attempts before (from
-// earlier runs) untouched. Attempt n is the one the lane opens next.
-//
-//   - After the crash: still queued; or the lane's poll claimed it in the
-//     instant before the kill (running, attempt n running), perhaps with
-//     the provider already billed; or it even completed it (done).
-//   - After recovery: a queued job may already be claimed or done by the
-//     restarted lane; and since the ledger is read just after the
-//     database, it may already show the bill of a claim the database read
-//     did not see yet. A running one is an orphan, closed by recovery
-//     (failed, worker restarted) and retried by the client (attempt n+1).
-//   - A call the kill cut off was billed only if the simulator had already
-//     decided to answer; its bill may land after the crash read, or even
-//     after the recovery read. The retry's call carries the same key and
-//     is answered from the record: 2 calls, 1 bill.
+// racy lists the paths of a point that fires just after an HTTP request's
+// commit left the job queued (attempts before untouched; n is the one the
+// lane opens next); whyVaries says why each may happen.
 func racy(before []string) []path {
 	n := len(before) + 1
 	att := func(more ...string) string { return strings.Join(append(slices.Clone(before), more...), ", ") }
