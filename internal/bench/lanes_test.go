@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,7 +39,7 @@ import (
 func BenchmarkLanes(b *testing.B) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		for _, latency := range []time.Duration{0, 200 * time.Millisecond} {
-			for _, n := range []int{1, 2, 4} {
+			for _, n := range []int{1, 2, 4, 8} {
 				for _, c := range []int{1, 16} {
 					b.Run(fmt.Sprintf("%s/latency=%v/lanes=%d/concurrency=%d", db, latency, n, c), func(b *testing.B) {
 						drainLanes(b, benchDSN(b, db), latency, n, c, nil)
@@ -72,6 +73,10 @@ func drainLanes(b *testing.B, dsn string, latency time.Duration, n, slots int, n
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var waits *lockWaits
+	if st.Dialect() == "postgres" {
+		waits = sampleLockWaits(b, dsn)
+	}
 	b.ResetTimer()
 	start := time.Now()
 	for _, l := range lanes {
@@ -87,7 +92,55 @@ func drainLanes(b *testing.B, dsn string, latency time.Duration, n, slots int, n
 	stop()
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+	if waits != nil {
+		b.ReportMetric(waits.stop().Seconds()*1e6/float64(b.N), "lockwait-µs/job")
+	}
 	reportCommits(b, st)
+}
+
+// lockWaits samples pg_stat_activity every 10 ms for the store's
+// sessions waiting on a heavyweight lock (a row, a tuple, a transaction:
+// what a hot row makes lanes do), and sums the time they were seen
+// waiting.
+type lockWaits struct {
+	quit chan struct{}
+	done chan time.Duration
+}
+
+func sampleLockWaits(b *testing.B, dsn string) *lockWaits {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := &lockWaits{quit: make(chan struct{}), done: make(chan time.Duration, 1)}
+	go func() {
+		defer db.Close()
+		const q = `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+			AND wait_event_type = 'Lock' AND application_name LIKE 'inkwell%'`
+		var waited time.Duration
+		last := time.Now()
+		for {
+			select {
+			case <-w.quit:
+				w.done <- waited
+				return
+			default:
+			}
+			var n int
+			if err := db.QueryRow(q).Scan(&n); err == nil {
+				now := time.Now()
+				waited += time.Duration(n) * now.Sub(last)
+				last = now
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *lockWaits) stop() time.Duration {
+	close(w.quit)
+	return <-w.done
 }
 
 // reportCommits reports how many jobs each durable commit carried, over

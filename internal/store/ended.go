@@ -16,9 +16,11 @@ import (
 // every transaction that ends a job (completion, failure for good, cancel,
 // recovery and rescue) tells WatchEnded in every process.
 //
-//   - PostgreSQL: the ending transaction runs pg_notify on endedChannel
-//     (notifyEnded), which PostgreSQL delivers at commit, never on
-//     rollback, to every session that LISTENs; WatchEnded holds one.
+//   - PostgreSQL: pg_notify on endedChannel, which PostgreSQL delivers to
+//     every session that LISTENs (WatchEnded holds one): outcome groups
+//     send it just after their commit (endNotifier), the rarer ends
+//     (cancel, recovery, rescue) inside their transaction (notifyEnded).
+//     WatchEnded also reads the waited-for jobs every endedRecheck.
 //   - SQLite: no notification crosses processes, so WatchEnded reads
 //     PRAGMA data_version (a counter in shared memory that moves when
 //     another connection commits) every SQLiteWatchInterval, and only when
@@ -116,9 +118,15 @@ func (s *Store) WatchEnded(ctx context.Context, p WatchParams) error {
 	return s.pollDataVersion(ctx, p)
 }
 
+// endedRecheck is how often, on PostgreSQL, the jobs someone waits for
+// are read for ends whose notification was lost (endNotifier).
+const endedRecheck = time.Second
+
 // listenEnded LISTENs on its own session (not the pool's: LISTEN belongs
-// to a session, and a pooled connection goes back to others).
+// to a session, and a pooled connection goes back to others), and every
+// endedRecheck reads the waited-for jobs (recheckEnded).
 func (s *Store) listenEnded(ctx context.Context, p WatchParams) error {
+	go s.recheckEnded(ctx, p)
 	pause := 100 * time.Millisecond
 	for {
 		err := s.listenOnce(ctx, p)
@@ -157,6 +165,40 @@ func (s *Store) listenOnce(ctx context.Context, p WatchParams) error {
 		if ids, all := parseEnded(n.Payload); all {
 			p.WakeAll()
 		} else {
+			p.Wake(ids)
+		}
+	}
+}
+
+// recheckEnded wakes, every endedRecheck until ctx ends, the waiters of
+// jobs that have ended: an end announced after its commit is lost when
+// the process that committed it dies first.
+func (s *Store) recheckEnded(ctx context.Context, p WatchParams) {
+	const endedAmong = `SELECT id FROM jobs WHERE status IN ('done', 'failed') AND id = ANY($1::bigint[])`
+	every := endedRecheck
+	if s.endedRecheck > 0 {
+		every = s.endedRecheck
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		waiting := p.Waiting()
+		if len(waiting) == 0 {
+			continue
+		}
+		ids, err := queryAll(ctx, s, "waited-for jobs", func(r rowScanner) (id int64, err error) { return id, r.Scan(&id) }, endedAmong, waiting)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("job-end watch: recheck failed; trying again", "err", err)
+			}
+			continue
+		}
+		if len(ids) > 0 {
 			p.Wake(ids)
 		}
 	}

@@ -122,7 +122,7 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 				return err // alone: the transaction is its savepoint
 			}
 		}
-		if err := b.s.notifyEnded(ctx, tx, endedIn(rest, errs)); err != nil {
+		if err := b.s.notifyEndedInTx(ctx, tx, endedIn(batch, errs)); err != nil {
 			return err
 		}
 		var err error
@@ -141,6 +141,9 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 		err = b.runIsolated(ctx, batch, errs, now, accounts, jobs, before, after)
 	case err == nil:
 		claimedNext(next)
+	}
+	if err == nil && b.s.ends != nil {
+		b.s.ends.add(endedIn(batch, errs))
 	}
 	for i, r := range batch {
 		if err != nil {
@@ -267,8 +270,17 @@ func (b *outcomeBatcher) runIsolated(ctx context.Context, batch []*outcomeReq, e
 				return groupErr
 			}
 		}
-		return b.s.notifyEnded(ctx, tx, endedIn(batch, errs))
+		return b.s.notifyEndedInTx(ctx, tx, endedIn(batch, errs))
 	}, before, after)
+}
+
+// notifyEndedInTx is notifyEnded for an outcome group: where ends are
+// announced after the commit (endNotifier), nothing here.
+func (s *Store) notifyEndedInTx(ctx context.Context, tx *sql.Tx, ids []int64) error {
+	if s.ends != nil {
+		return nil
+	}
+	return s.notifyEnded(ctx, tx, ids)
 }
 
 // stmtContext is the context for the statements of a group's transaction,

@@ -81,6 +81,11 @@ func (s *Store) openPostgres(ctx context.Context, dsn string) error {
 		s.db.Close()
 		return err
 	}
+	if s.ends, err = newEndNotifier(dsn, s.log); err != nil {
+		s.db.Close()
+		s.cdb.Close()
+		return err
+	}
 	if s.now == nil {
 		s.now = newDBClock(s.db, s.log).now
 		s.clockInDB = true

@@ -56,11 +56,10 @@ var completeSetSQL = `WITH now AS MATERIALIZED (SELECT COALESCE($1::timestamptz,
 		FROM sums WHERE accounts.name = sums.name AND accounts.budget_micros IS NOT NULL
 		RETURNING accounts.name
 	)
-	SELECT (SELECT COUNT(*) FROM job), (SELECT COUNT(*) FROM res), (SELECT COUNT(*) FROM chg),
-	       (SELECT COUNT(pg_notify('` + endedChannel + `', p)) FROM unnest($13::text[]) p)`
+	SELECT (SELECT COUNT(*) FROM job), (SELECT COUNT(*) FROM res), (SELECT COUNT(*) FROM chg)`
 
-// completeSetTx writes the completions cs in tx with completeSetSQL, and
-// announces their ends. It writes all of them or returns an error: a
+// completeSetTx writes the completions cs in tx with completeSetSQL. It
+// writes all of them or returns an error: a
 // member fenced out, already done or refused fails the statement or its
 // counts, and the caller runs the group again member by member
 // (outcomes.go), where each gets its own answer.
@@ -77,9 +76,9 @@ func (s *Store) completeSetTx(ctx context.Context, tx *sql.Tx, cs []*CompletePar
 		responses[i], models[i], finishes[i] = nullText(response), nullText(model), nullText(finish)
 		prompt[i], completion[i] = nullInt(in), nullInt(out)
 	}
-	var done, results, charges, notified int64
+	var done, results, charges int64
 	err := tx.QueryRowContext(ctx, completeSetSQL, s.clockArg(), jobs, attempts, texts, accounts, amounts, requests,
-		responses, models, finishes, prompt, completion, endedPayloads(jobs)).Scan(&done, &results, &charges, &notified)
+		responses, models, finishes, prompt, completion).Scan(&done, &results, &charges)
 	if err != nil {
 		return fmt.Errorf("complete %d jobs: %w", n, err)
 	}

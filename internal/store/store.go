@@ -43,9 +43,14 @@ type Store struct {
 	db        *sql.DB // writes (and transactions)
 	rdb       *sql.DB // reads; the same pool as db on PostgreSQL
 	cdb       *sql.DB // the claim's own connections on PostgreSQL (postgres_claim.go); nil on SQLite
-	now       func() time.Time
-	log       *slog.Logger
-	accepts   *acceptBatcher
+	// ends announces the jobs outcome groups end, after their commits
+	// (postgres_notify.go); nil on SQLite.
+	ends *endNotifier
+	// endedRecheck, when set, replaces the const of that name (tests).
+	endedRecheck time.Duration
+	now          func() time.Time
+	log          *slog.Logger
+	accepts      *acceptBatcher
 	// acceptInsert is the statement that stores a new job, in the
 	// dialect's form (acceptInsertSQL).
 	acceptInsert string
@@ -184,6 +189,9 @@ func (s *Store) close() error {
 	}
 	if s.cdb != nil {
 		err = errors.Join(err, s.cdb.Close())
+	}
+	if s.ends != nil {
+		err = errors.Join(err, s.ends.close())
 	}
 	return err
 }
