@@ -1,16 +1,13 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
-	"github.com/inkwell/inkwell/internal/worker"
 )
 
 // BenchmarkLaneConcurrency: jobs per second drained by one lane on SQLite
@@ -37,28 +34,9 @@ func benchDrain(b *testing.B, latency time.Duration, slots int) {
 }
 
 // drainQueued drains the b.N jobs queued in st with one lane of slots
-// calls at once, and reports jobs/s and jobs per commit.
+// calls at once to the in-process sim provider (drainWith).
 func drainQueued(b *testing.B, st *store.Store, latency time.Duration, slots int) {
-	ctx := context.Background()
-	obs := newCounter(b.N)
-	lane := worker.New(st, worker.Config{Provider: provider.NewSim(latency), Poll: time.Millisecond, Concurrency: slots, Observer: obs})
-	if _, err := lane.Open(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer lane.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	runtime.GC()
-	b.ResetTimer()
-	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- lane.Run(runCtx) }()
-	obs.wait(b)
-	elapsed := time.Since(start)
-	b.StopTimer()
-	stop()
-	<-done
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
-	reportCommits(b, st)
+	drainWith(b, st, provider.NewSim(latency), slots)
 }
 
 // BenchmarkAcceptToClaimInFlight is BenchmarkAcceptToClaim with 64 calls

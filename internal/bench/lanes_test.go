@@ -157,46 +157,50 @@ func reportCommits(b *testing.B, st *store.Store) {
 }
 
 // BenchmarkDialectAcceptHTTP: accepted requests per second over real HTTP,
-// 16 concurrent clients, one key each, on each dialect.
+// from 1 and 16 concurrent clients, one key each, on each dialect.
 func BenchmarkDialectAcceptHTTP(b *testing.B) {
 	for _, db := range []string{"sqlite", "postgres"} {
-		b.Run(db, func(b *testing.B) {
-			st := benchOpen(b, benchDSN(b, db), nil)
-			srv := httptest.NewServer(api.New(api.Config{Store: st}))
-			defer srv.Close()
-			tr := &http.Transport{MaxIdleConnsPerHost: 64}
-			defer tr.CloseIdleConnections()
-			client := &http.Client{Transport: tr}
-			body := []byte(`{"prompt":"a haiku about ink","max_words":20}`)
-			var next, errs atomic.Int64
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			start := time.Now()
-			for range 16 {
-				wg.Go(func() {
-					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-						req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/jobs", bytes.NewReader(body))
-						req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-%d", i))
-						resp, err := client.Do(req)
-						if err != nil || resp.StatusCode != http.StatusCreated {
-							errs.Add(1)
-						}
-						if resp != nil {
-							io.Copy(io.Discard, resp.Body)
-							resp.Body.Close()
-						}
-					}
-				})
+		for _, clients := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/clients=%d", db, clients), func(b *testing.B) { dialectAcceptHTTP(b, db, clients) })
+		}
+	}
+}
+
+func dialectAcceptHTTP(b *testing.B, db string, clients int) {
+	st := benchOpen(b, benchDSN(b, db), nil)
+	srv := httptest.NewServer(api.New(api.Config{Store: st}))
+	defer srv.Close()
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	body := []byte(`{"prompt":"a haiku about ink","max_words":20}`)
+	var next, errs atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/jobs", bytes.NewReader(body))
+				req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-%d", i))
+				resp, err := client.Do(req)
+				if err != nil || resp.StatusCode != http.StatusCreated {
+					errs.Add(1)
+				}
+				if resp != nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
 			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			if n := errs.Load(); n > 0 {
-				b.Fatalf("%d requests failed", n)
-			}
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "accepts/s")
 		})
 	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if n := errs.Load(); n > 0 {
+		b.Fatalf("%d requests failed", n)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "accepts/s")
 }
 
 // benchDSN is a fresh database of the dialect: a file in b.TempDir(), or a
