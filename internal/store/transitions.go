@@ -17,7 +17,9 @@ import (
 
 // This file holds every write to jobs.status and job_attempts.status except
 // startup recovery (recover.go): one method per row of docs/design.md §2, each
-// one short transaction whose guard is in its WHERE clause. Prune, which
+// one short transaction whose guard is in its WHERE clause. On PostgreSQL a
+// group's accepts and completions are each one statement over arrays, with
+// the same guards (postgres_accept.go, postgres_complete.go). Prune, which
 // changes no status, is in prune.go.
 
 // AcceptParams is one validated, normalized request.
