@@ -66,8 +66,21 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), acceptCommitTimeout)
 	defer cancel()
-	results := make([]acceptRes, len(live))
 	now := b.s.clockArg()
+	if b.s.dialect.groupStatements {
+		rest, err := b.s.acceptAlone(ctx, live, now)
+		if err != nil { // the database failed: the whole group fails
+			for _, r := range live {
+				r.done <- acceptRes{err: err}
+			}
+			return
+		}
+		live = rest
+		if len(live) == 0 {
+			return
+		}
+	}
+	results := make([]acceptRes, len(live))
 	err := b.s.inTxHooks(ctx, func(tx *sql.Tx) error {
 		if b.s.dialect.groupStatements {
 			return b.s.acceptSetTx(ctx, tx, live, now, results)

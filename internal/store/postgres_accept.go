@@ -6,22 +6,28 @@ import (
 	"fmt"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // acceptSetSQL stores the new jobs of an accept group in one statement
-// (PostgreSQL): $1 the store's time (NULL: the database's clock), then the
-// members' accounts, keys, hashes and payloads, in the group's order. An
-// account's jobs take its next turns one after the other, as one INSERT
-// each would (turnFor, claim_fair.go); a key already stored takes none. A
-// key already stored, or twice in the group, inserts nothing: the caller
-// answers it as a re-send.
+// (PostgreSQL): $1 the store's time (NULL: the database's clock), $2…$5
+// the members' accounts, keys, hashes and payloads, in the group's order;
+// $6 admission's limit (0: none) and $7 the members in the statement. It
+// inserts only the members that reserve nothing (an account with a budget
+// is left out) and only when all of them fit under the limit; a key
+// already stored, or twice in the group, inserts nothing. An account's
+// jobs take its next turns one after the other, as one INSERT each would
+// (turnFor, claim_fair.go). The caller answers every member left out in a
+// transaction of its own (acceptSetTx).
 var acceptSetSQL = `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
 		reservation_micros, reservation_account, reservation_state, claim_turn)
 	SELECT i.account, i.key, i.hash, i.payload, 'queued', COALESCE($1::timestamptz, clock_timestamp()), 0, NULL, NULL,
 		` + turnFor("i.account") + ` + ROW_NUMBER() OVER (PARTITION BY i.account ORDER BY i.n) - 1
 	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS i(account, key, hash, payload, n)
 	WHERE NOT EXISTS (SELECT 1 FROM jobs s WHERE s.account = i.account AND s.idempotency_key = i.key)
+	  AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.name = i.account AND a.budget_micros IS NOT NULL)
+	  AND ($6::bigint = 0 OR (SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE kind = 'queued') + $7::bigint <= $6::bigint)
 	ORDER BY i.n
 	ON CONFLICT (account, idempotency_key) DO NOTHING
 	RETURNING ` + jobColumns
@@ -50,7 +56,7 @@ func (s *Store) acceptSetTx(ctx context.Context, tx *sql.Tx, live []*acceptReq, 
 	}
 	fast := fastAccepts(live, adm)
 	if len(fast) > 0 {
-		inserted, err := s.insertSet(ctx, tx, live, fast, now)
+		inserted, err := s.insertSet(ctx, tx, live, fast, now, 0)
 		if err != nil {
 			return err
 		}
@@ -87,13 +93,7 @@ func (s *Store) acceptSetTx(ctx context.Context, tx *sql.Tx, live []*acceptReq, 
 // it for every member of the group.
 func fastAccepts(live []*acceptReq, adm admission) []bool {
 	fast := make([]bool, len(live))
-	limit := 0
-	for _, r := range live {
-		if r.p.MaxQueued > 0 && (limit == 0 || r.p.MaxQueued < limit) {
-			limit = r.p.MaxQueued
-		}
-	}
-	if limit > 0 && adm.queued+int64(len(live)) > int64(limit) {
+	if limit := queueLimit(live); limit > 0 && adm.queued+int64(len(live)) > int64(limit) {
 		return fast // near the limit: each member is admitted in turn
 	}
 	for i, r := range live {
@@ -102,9 +102,67 @@ func fastAccepts(live []*acceptReq, adm admission) []bool {
 	return fast
 }
 
-// insertSet runs acceptSetSQL for the members marked fast and returns, per
-// member, the job it inserted (zero: none).
-func (s *Store) insertSet(ctx context.Context, tx *sql.Tx, live []*acceptReq, fast []bool, now any) ([]inkwell.Job, error) {
+// queueLimit is the strictest admission limit among the group's members
+// (0: none).
+func queueLimit(live []*acceptReq) int {
+	limit := 0
+	for _, r := range live {
+		if r.p.MaxQueued > 0 && (limit == 0 || r.p.MaxQueued < limit) {
+			limit = r.p.MaxQueued
+		}
+	}
+	return limit
+}
+
+// acceptAlone stores, in one statement that is its own transaction, the
+// members of an accept group that need no more (acceptSetSQL: no refusal,
+// no budget, room in the queue, a new key), answers them, and returns the
+// rest for a transaction (acceptSetTx). One round trip for a group of
+// plain requests. Its crash points are as a transaction's: just before
+// the statement, and after it stored jobs.
+func (s *Store) acceptAlone(ctx context.Context, live []*acceptReq, now any) ([]*acceptReq, error) {
+	fast := make([]bool, len(live))
+	n := 0
+	for i, r := range live {
+		if fast[i] = r.p.Refuse == nil; fast[i] {
+			n++
+		}
+	}
+	if n == 0 {
+		return live, nil
+	}
+	hit(crashpoint.AcceptBeforeCommit)
+	inserted, err := s.insertSet(ctx, s.db, live, fast, now, queueLimit(live))
+	s.noteWrite(s.classify(err))
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	rest := live[:0:0]
+	stored := false
+	for i, r := range live {
+		if inserted[i].ID == 0 {
+			rest = append(rest, r)
+			continue
+		}
+		stored = true
+		r.done <- acceptRes{job: inserted[i], created: true}
+	}
+	if stored {
+		hit(crashpoint.AcceptAfterCommit)
+	}
+	return rest, nil
+}
+
+// querier is what runs a statement: the pool, or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// insertSet runs acceptSetSQL on q (a transaction, or the pool: a
+// transaction of its own) for the members marked fast, under admission's
+// limit (0: none), and returns, per member, the job it inserted (zero:
+// none).
+func (s *Store) insertSet(ctx context.Context, q querier, live []*acceptReq, fast []bool, now any, limit int) ([]inkwell.Job, error) {
 	var accounts, keys, hashes, payloads []string
 	for i, r := range live {
 		if fast[i] {
@@ -112,7 +170,7 @@ func (s *Store) insertSet(ctx context.Context, tx *sql.Tx, live []*acceptReq, fa
 			hashes, payloads = append(hashes, r.p.RequestHash), append(payloads, string(r.p.Payload))
 		}
 	}
-	rows, err := tx.QueryContext(ctx, acceptSetSQL, now, accounts, keys, hashes, payloads)
+	rows, err := q.QueryContext(ctx, acceptSetSQL, now, accounts, keys, hashes, payloads, limit, len(keys))
 	if err != nil {
 		return nil, fmt.Errorf("accept: insert: %w", err)
 	}
