@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
-	"github.com/inkwell/inkwell/internal/crashpoint"
 )
 
 // acceptBatcher is group commit for Accept (groupcommit.go).
@@ -67,19 +66,21 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), acceptCommitTimeout)
 	defer cancel()
 	now := b.s.clockArg()
+	var hits acceptHits
 	if b.s.dialect.groupStatements {
-		rest, err := b.s.acceptAlone(ctx, live, now)
+		rest, h, err := b.s.acceptAlone(ctx, live, now)
 		if err != nil { // the database failed: the whole group fails
 			for _, r := range live {
 				r.done <- acceptRes{err: err}
 			}
 			return
 		}
-		live = rest
+		live, hits = rest, h
 		if len(live) == 0 {
 			return
 		}
 	}
+	before, after := hits.points()
 	results := make([]acceptRes, len(live))
 	err := b.s.inTxHooks(ctx, func(tx *sql.Tx) error {
 		if b.s.dialect.groupStatements {
@@ -98,7 +99,7 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 			results[i] = acceptRes{job: job, created: created, err: err}
 		}
 		return nil
-	}, crashpoint.AcceptBeforeCommit, crashpoint.AcceptAfterCommit)
+	}, before, after)
 	for i, r := range live {
 		if err != nil {
 			results[i] = acceptRes{err: err}

@@ -118,9 +118,10 @@ func queueLimit(live []*acceptReq) int {
 // members of an accept group that need no more (acceptSetSQL: no refusal,
 // no budget, room in the queue, a new key), answers them, and returns the
 // rest for a transaction (acceptSetTx). One round trip for a group of
-// plain requests. Its crash points are as a transaction's: just before
-// the statement, and after it stored jobs.
-func (s *Store) acceptAlone(ctx context.Context, live []*acceptReq, now any) ([]*acceptReq, error) {
+// plain requests. A group hits each accept crash point once, as one
+// transaction would: before its first write (here, when it tries one) and
+// after its first commit that stored a job; hits says which it has hit.
+func (s *Store) acceptAlone(ctx context.Context, live []*acceptReq, now any) (rest []*acceptReq, hits acceptHits, err error) {
 	fast := make([]bool, len(live))
 	n := 0
 	for i, r := range live {
@@ -129,28 +130,42 @@ func (s *Store) acceptAlone(ctx context.Context, live []*acceptReq, now any) ([]
 		}
 	}
 	if n == 0 {
-		return live, nil
+		return live, hits, nil
 	}
+	hits.before = true
 	hit(crashpoint.AcceptBeforeCommit)
 	inserted, err := s.insertSet(ctx, s.db, live, fast, now, queueLimit(live))
 	s.noteWrite(s.classify(err))
 	if err != nil {
-		return nil, s.classify(err)
+		return nil, hits, s.classify(err)
 	}
-	rest := live[:0:0]
-	stored := false
 	for i, r := range live {
 		if inserted[i].ID == 0 {
 			rest = append(rest, r)
 			continue
 		}
-		stored = true
+		hits.after = true
 		r.done <- acceptRes{job: inserted[i], created: true}
 	}
-	if stored {
+	if hits.after {
 		hit(crashpoint.AcceptAfterCommit)
 	}
-	return rest, nil
+	return rest, hits, nil
+}
+
+// acceptHits is which accept crash points a group has hit.
+type acceptHits struct{ before, after bool }
+
+// points is the crash points the group's transaction still hits.
+func (h acceptHits) points() (before, after string) {
+	before, after = crashpoint.AcceptBeforeCommit, crashpoint.AcceptAfterCommit
+	if h.before {
+		before = ""
+	}
+	if h.after {
+		after = ""
+	}
+	return before, after
 }
 
 // querier is what runs a statement: the pool, or a transaction.
