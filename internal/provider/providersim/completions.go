@@ -121,7 +121,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, key string, req 
 	// client is still there to read it: that is the window idempotency covers.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	stored, billed, err := bill(ctx, s.db, e, s.cfg.NowFunc())
+	// Answered only once the group holding the bill has committed.
+	v := s.bills.submit(ctx, e, false, s.cfg.NowFunc())
+	stored, billed, err := v.stored, v.billed, v.err
 	switch {
 	case errors.Is(err, errKeyReused):
 		writeError(w, http.StatusUnprocessableEntity, "idempotency_error", err.Error())

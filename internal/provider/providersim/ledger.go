@@ -122,9 +122,11 @@ func FetchLedger(ctx context.Context, client *http.Client, baseURL string) (Ledg
 }
 
 // dsn opens the ledger durably: WAL so GET /ledger and ReadLedger never
-// block a bill, synchronous(FULL) so a committed bill survives a power cut,
-// and immediate transactions so two bills queue on busy_timeout instead of
-// failing with SQLITE_BUSY when both try to upgrade a read lock.
+// block a bill, synchronous(FULL) so a committed bill survives a power cut
+// (one fsync per group of bills, billing.go), and immediate transactions so
+// a writer takes the write lock at BEGIN: one server has one writer, but
+// two processes on one file queue on busy_timeout instead of failing with
+// SQLITE_BUSY when both try to upgrade a read lock.
 func dsn(path string) string {
 	return "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 }
@@ -223,21 +225,16 @@ type entry struct {
 // refuses like Stripe does, rather than answer another request's text.
 var errKeyReused = errors.New("idempotency key reused for a different request")
 
-// bill records one answered call in one transaction and returns the row to
-// answer with. A new key (or no key) inserts a billed row; a known key
-// counts the call and returns the stored row unbilled. The INSERT comes
-// first so two concurrent calls with one new key serialize on the write
-// lock and exactly one of them inserts.
-func bill(ctx context.Context, db *sql.DB, e entry, now time.Time) (_ entry, billed bool, err error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return entry{}, false, fmt.Errorf("bill: begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
+// bill records one answered call, as one member of a group's transaction
+// (billing.go), and returns the row to answer with. A new key (or no key)
+// inserts a billed row; a known key counts the call and returns the stored
+// row unbilled. The INSERT comes first so that of two calls with one new
+// key, in one group or in two, exactly one inserts and the other reads
+// its row. Every path writes with one statement at most (the INSERT, or
+// the UPDATE after an INSERT that did nothing), so a constraint failure
+// is undone by SQLite's statement rollback alone and the group's other
+// bills stand.
+func bill(ctx context.Context, tx *sql.Tx, e entry, now time.Time) (_ entry, billed bool, err error) {
 	res, err := tx.ExecContext(ctx, `INSERT INTO ledger
 		(idem_key, request_id, request_hash, model, text, amount_micros, calls, bills, created_at, last_call_at)
 		VALUES (?, ?, ?, ?, ?, ?, 1, 1, ?, ?) ON CONFLICT (idem_key) DO NOTHING`,
@@ -249,17 +246,17 @@ func bill(ctx context.Context, db *sql.DB, e entry, now time.Time) (_ entry, bil
 		return entry{}, false, fmt.Errorf("bill: insert: %w", err)
 	} else if n == 1 {
 		e.Calls, e.Created = 1, now.Unix()
-		return e, true, tx.Commit()
+		return e, true, nil
 	}
 	stored, err := repeatCall(ctx, tx, e, now)
 	if err != nil {
 		return entry{}, false, err
 	}
-	return stored, false, tx.Commit()
+	return stored, false, nil
 }
 
 // repeatCall counts a call for a key already in the ledger and returns the
-// stored answer.
+// stored answer. A key reused for another request writes nothing.
 func repeatCall(ctx context.Context, tx *sql.Tx, e entry, now time.Time) (entry, error) {
 	s := entry{Key: e.Key}
 	err := tx.QueryRowContext(ctx, `SELECT request_id, request_hash, model, text, amount_micros, calls, created_at
@@ -279,11 +276,12 @@ func repeatCall(ctx context.Context, tx *sql.Tx, e entry, now time.Time) (entry,
 	return s, nil
 }
 
-// billEach records one answered messages call as its own billed entry:
-// the Messages API honours no idempotency key, so a repeated key is billed
-// again. The key the call sent is kept, to count a job's bills.
-func billEach(ctx context.Context, db *sql.DB, e entry, now time.Time) (entry, error) {
-	_, err := db.ExecContext(ctx, `INSERT INTO ledger
+// billEach records one answered messages call as its own billed entry, as
+// one member of a group's transaction: the Messages API honours no
+// idempotency key, so a repeated key is billed again. The key the call
+// sent is kept, to count a job's bills. One statement, as bill.
+func billEach(ctx context.Context, tx *sql.Tx, e entry, now time.Time) (entry, error) {
+	_, err := tx.ExecContext(ctx, `INSERT INTO ledger
 		(idem_key, request_id, request_hash, model, text, amount_micros, calls, bills, created_at, last_call_at, kind, sent_key)
 		VALUES (NULL, ?, ?, ?, ?, ?, 1, 1, ?, ?, ?, ?)`,
 		e.RequestID, e.RequestHash, e.Model, e.Text, e.Amount, now.Unix(), now.Unix(), KindMessages, e.SentKey)

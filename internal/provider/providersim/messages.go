@@ -61,7 +61,8 @@ func (s *Server) answerMessage(w http.ResponseWriter, r *http.Request, key strin
 	// Billed once the simulator decided to answer, as completions is.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	stored, err := billEach(ctx, s.db, e, s.cfg.NowFunc())
+	v := s.bills.submit(ctx, e, true, s.cfg.NowFunc())
+	stored, err := v.stored, v.err
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "bill", "key", key, "err", err)
 		writeAnthropicError(w, http.StatusInternalServerError, "api_error", "ledger unavailable: nothing was billed")

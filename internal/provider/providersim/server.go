@@ -45,9 +45,10 @@ type Config struct {
 // Server is a running simulator: New, then Serve (or ListenAndServe), then
 // Close.
 type Server struct {
-	cfg Config
-	db  *sql.DB
-	log *slog.Logger
+	cfg   Config
+	db    *sql.DB
+	bills *billing // the ledger's one writer: group commit (billing.go)
+	log   *slog.Logger
 
 	mu  sync.Mutex // guards rng: the draws must come in a reproducible order
 	rng *rand.Rand
@@ -86,6 +87,7 @@ func New(cfg Config) (*Server, error) {
 	return &Server{
 		cfg:      cfg,
 		db:       db,
+		bills:    newBilling(db),
 		log:      cfg.Logger.With("component", "provider-sim"),
 		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x696e6b77656c6c)), // "inkwell"
 		limits:   newLimits(cfg.RPM, cfg.TPM, cfg.NowFunc()),
@@ -146,10 +148,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Close releases waiting calls and closes the ledger. Call it after Serve
-// has returned.
+// Close releases waiting calls, stops the ledger's writer once the group
+// it is committing, if any, is committed and answered (a call whose bill
+// it had not taken yet is answered 500, unbilled), and closes the ledger.
+// Call it after Serve has returned.
 func (s *Server) Close() error {
 	s.stop()
+	s.bills.close()
 	return s.db.Close()
 }
 
