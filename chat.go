@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // ChatRequest is a job's work in the chat form (docs/design.md §12): an
@@ -87,8 +88,11 @@ func (c *ChatRequest) parseMessages(raw json.RawMessage) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return Errorf(EINVALID, "messages is required: an array of {\"role\", \"content\"}, at least one")
 	}
-	if err := json.Unmarshal(raw, &c.Messages); err != nil {
-		return Errorf(EINVALID, "messages must be an array of {\"role\": \"user\", \"content\": \"...\"} objects")
+	var ok bool
+	if c.Messages, ok = readMessages(raw); !ok {
+		if err := json.Unmarshal(raw, &c.Messages); err != nil {
+			return Errorf(EINVALID, "messages must be an array of {\"role\": \"user\", \"content\": \"...\"} objects")
+		}
 	}
 	switch {
 	case len(c.Messages) == 0:
@@ -280,4 +284,391 @@ func (c ChatRequest) LastUserText() string {
 		}
 	}
 	return ""
+}
+
+// Reading a body in one pass. encoding/json reads a chat request several
+// times over (json.Unmarshal checks the whole input, then decodes it; a
+// json.RawMessage is scanned again to be copied), each time through a
+// state machine called once a byte. The reader below checks a body once,
+// with a plain loop over each string, and hands out slices of it instead
+// of copies. It reads only what encoding/json reads the same way; for
+// anything else (invalid JSON, a name written with an escape, a message
+// field in another case…) its caller goes to encoding/json, which also
+// says what is wrong.
+
+// A Member is one top-level member of a JSON object, as sent.
+type Member struct {
+	Name string
+	// Value is the member's value as sent: a slice of the body read (its
+	// capacity cut at its end, so an append copies), not a copy.
+	Value json.RawMessage
+}
+
+// ReadObject reads body, one JSON object with only white space around it,
+// into its top-level members in the order sent: what json.Unmarshal into
+// a map[string]json.RawMessage reads, in one pass that also checks the
+// whole body is JSON as encoding/json reads it. ok is false for a body it
+// does not read: not one valid JSON object, not UTF-8, a name written with
+// an escape (only a decoder resolves those), or nested deeper than
+// maxScanDepth. Read such a body with encoding/json instead.
+func ReadObject(body []byte) (members []Member, ok bool) {
+	if !utf8.Valid(body) {
+		return nil, false
+	}
+	i := skipWS(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, false
+	}
+	members = make([]Member, 0, 8)
+	if i = skipWS(body, i+1); i < len(body) && body[i] == '}' {
+		return members, skipWS(body, i+1) == len(body)
+	}
+	for {
+		if i >= len(body) || body[i] != '"' {
+			return nil, false
+		}
+		end, flags := scanString(body, i)
+		if end < 0 || flags&strEscaped != 0 {
+			return nil, false
+		}
+		name := string(body[i+1 : end-1])
+		if i = skipWS(body, end); i >= len(body) || body[i] != ':' {
+			return nil, false
+		}
+		i = skipWS(body, i+1)
+		vend, _ := scanValue(body, i, 1)
+		if vend < 0 {
+			return nil, false
+		}
+		members = append(members, Member{Name: name, Value: body[i:vend:vend]})
+		if i = skipWS(body, vend); i >= len(body) {
+			return nil, false
+		}
+		switch body[i] {
+		case ',':
+			i = skipWS(body, i+1)
+			continue
+		case '}':
+			if skipWS(body, i+1) != len(body) {
+				return nil, false
+			}
+			return members, true
+		}
+		return nil, false
+	}
+}
+
+// readMessages reads a messages array as json.Unmarshal into []ChatMessage
+// would, each message's content and tool_calls a slice of raw rather than
+// a copy. ok is false for an array it does not read so (a message that is
+// not an object, a field of ChatMessage named in another case or written
+// with an escape, a string field that is not a plain string, invalid
+// JSON): json.Unmarshal reads it then, and says what is wrong.
+func readMessages(raw []byte) (msgs []ChatMessage, ok bool) {
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return nil, false
+	}
+	msgs = make([]ChatMessage, 0, 4)
+	if i = skipWS(raw, i+1); i < len(raw) && raw[i] == ']' {
+		return msgs, skipWS(raw, i+1) == len(raw)
+	}
+	for {
+		m, end := readMessage(raw, i)
+		if end < 0 {
+			return nil, false
+		}
+		msgs = append(msgs, m)
+		if i = skipWS(raw, end); i >= len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case ',':
+			i = skipWS(raw, i+1)
+			continue
+		case ']':
+			if skipWS(raw, i+1) != len(raw) {
+				return nil, false
+			}
+			return msgs, true
+		}
+		return nil, false
+	}
+}
+
+// readMessage reads the message object at b[i]; end is -1 when it is not
+// one readMessages reads.
+func readMessage(b []byte, i int) (m ChatMessage, end int) {
+	if i >= len(b) || b[i] != '{' {
+		return m, -1
+	}
+	if i = skipWS(b, i+1); i < len(b) && b[i] == '}' {
+		return m, i + 1
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return m, -1
+		}
+		nend, flags := scanString(b, i)
+		if nend < 0 || flags&strEscaped != 0 {
+			return m, -1
+		}
+		name := b[i+1 : nend-1]
+		if i = skipWS(b, nend); i >= len(b) || b[i] != ':' {
+			return m, -1
+		}
+		i = skipWS(b, i+1)
+		vend, _ := scanValue(b, i, 2)
+		if vend < 0 {
+			return m, -1
+		}
+		v := b[i:vend:vend]
+		var ok bool
+		switch string(name) {
+		case "role":
+			m.Role, ok = plainString(v)
+		case "content":
+			m.Content, ok = v, true
+		case "name":
+			m.Name, ok = plainString(v)
+		case "tool_calls":
+			m.ToolCalls, ok = v, true
+		case "tool_call_id":
+			m.ToolCallID, ok = plainString(v)
+		default: // ignored, as the decoder ignores it, unless it is one of these in another case
+			ok = !slices.ContainsFunc(messageFields, func(f string) bool { return bytes.EqualFold(name, []byte(f)) })
+		}
+		if !ok {
+			return m, -1
+		}
+		if i = skipWS(b, vend); i >= len(b) {
+			return m, -1
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+			continue
+		case '}':
+			return m, i + 1
+		}
+		return m, -1
+	}
+}
+
+// messageFields are ChatMessage's JSON names.
+var messageFields = []string{"role", "content", "name", "tool_calls", "tool_call_id"}
+
+// plainString is the JSON string v when it has no escape and is UTF-8
+// (the decoder would resolve the one and replace what is not the other).
+func plainString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
+		return "", false
+	}
+	return string(v[1 : len(v)-1]), true
+}
+
+// maxScanDepth is how deep scanValue reads; deeper values are left to
+// encoding/json (whose own limit is 10,000).
+const maxScanDepth = 1000
+
+// scanValue returns the index just past the JSON value that starts at
+// b[i], or -1 when b[i:] does not start with one encoding/json would read
+// (or it nests past maxScanDepth). compact reports that json.Marshal would
+// write the value as it is: no white space outside its strings, and no
+// character it escapes (<, >, &, U+2028, U+2029) inside them.
+func scanValue(b []byte, i, depth int) (end int, compact bool) {
+	if i >= len(b) {
+		return -1, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		end, flags := scanString(b, i)
+		return end, flags&strUnsafe == 0
+	case c == '{' || c == '[':
+		if depth >= maxScanDepth {
+			return -1, false
+		}
+		return scanComposite(b, i, depth)
+	case c == 't':
+		return scanLiteral(b, i, "true"), true
+	case c == 'f':
+		return scanLiteral(b, i, "false"), true
+	case c == 'n':
+		return scanLiteral(b, i, "null"), true
+	case c == '-' || '0' <= c && c <= '9':
+		return scanNumber(b, i), true
+	}
+	return -1, false
+}
+
+// scanComposite is scanValue of the object or array at b[i].
+func scanComposite(b []byte, i, depth int) (end int, compact bool) {
+	obj := b[i] == '{'
+	closer := byte(']')
+	if obj {
+		closer = '}'
+	}
+	compact = true
+	ws := func(j int) int { // skips white space, which a compact value has none of
+		k := skipWS(b, j)
+		compact = compact && k == j
+		return k
+	}
+	i = ws(i + 1)
+	if i < len(b) && b[i] == closer {
+		return i + 1, compact
+	}
+	for {
+		if obj {
+			if i >= len(b) || b[i] != '"' {
+				return -1, false
+			}
+			end, flags := scanString(b, i)
+			if end < 0 {
+				return -1, false
+			}
+			compact = compact && flags&strUnsafe == 0
+			if i = ws(end); i >= len(b) || b[i] != ':' {
+				return -1, false
+			}
+			i = ws(i + 1)
+		}
+		end, c := scanValue(b, i, depth+1)
+		if end < 0 {
+			return -1, false
+		}
+		compact = compact && c
+		if i = ws(end); i >= len(b) {
+			return -1, false
+		}
+		switch b[i] {
+		case ',':
+			i = ws(i + 1)
+			continue
+		case closer:
+			return i + 1, compact
+		}
+		return -1, false
+	}
+}
+
+// String flags scanString reports.
+const (
+	strEscaped = 1 << iota // a backslash escape
+	strUnsafe              // a character json.Marshal escapes: <, >, &, U+2028 or U+2029
+)
+
+// strPlain marks the bytes a JSON string holds that need no look: not a
+// quote, a backslash, a control character, one of <, > and &, nor 0xE2
+// (which starts U+2028 and U+2029).
+var strPlain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = true
+	}
+	for _, c := range []byte{'"', '\\', '<', '>', '&', 0xE2} {
+		t[c] = false
+	}
+	return t
+}()
+
+// scanString returns the index just past the JSON string that opens at
+// b[i] (a quote), -1 when it is not one encoding/json reads (it does not
+// end, holds a control character or an escape JSON has not).
+func scanString(b []byte, i int) (end int, flags int) {
+	j := i + 1
+	for j < len(b) {
+		c := b[j]
+		if strPlain[c] {
+			j++
+			continue
+		}
+		switch {
+		case c == '"':
+			return j + 1, flags
+		case c == '\\':
+			flags |= strEscaped
+			if j+1 >= len(b) {
+				return -1, flags
+			}
+			switch b[j+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case 'u':
+				if j+6 > len(b) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) || !isHex(b[j+5]) {
+					return -1, flags
+				}
+				j += 6
+			default:
+				return -1, flags
+			}
+		case c < 0x20:
+			return -1, flags
+		case c == 0xE2:
+			if j+2 < len(b) && b[j+1] == 0x80 && b[j+2]&^1 == 0xA8 {
+				flags |= strUnsafe
+			}
+			j++
+		default: // <, > or &
+			flags |= strUnsafe
+			j++
+		}
+	}
+	return -1, flags
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// scanNumber returns the index just past the JSON number at b[i], -1 when
+// it is not one: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func scanNumber(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return -1
+	case b[i] == '0':
+		i++
+	case '1' <= b[i] && b[i] <= '9':
+		for i++; i < len(b) && isDigit(b[i]); i++ {
+		}
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		if i++; i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		for ; i < len(b) && isDigit(b[i]); i++ {
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		if i++; i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		for ; i < len(b) && isDigit(b[i]); i++ {
+		}
+	}
+	return i
+}
+
+func scanLiteral(b []byte, i int, lit string) int {
+	if !bytes.HasPrefix(b[i:], []byte(lit)) {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// skipWS is the index of the first byte at or after b[i] that is not JSON
+// white space.
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
