@@ -125,20 +125,12 @@ type batchWork struct {
 // (readJob) and returns it normalized, with the account that pays for it
 // and the url it names (which must be url when that is set).
 func parseBatchLine(r *http.Request, raw []byte, url string) (store.BatchLine, inkwell.Work, string, error) {
-	if !utf8.Valid(raw) {
-		return store.BatchLine{}, inkwell.Work{}, "", inkwell.Errorf(inkwell.EINVALID, "not valid UTF-8")
+	in, ok, err := readBatchLine(raw)
+	if !ok {
+		in, err = decodeBatchLine(raw)
 	}
-	if err := refuseDuplicateKeys(raw); err != nil {
+	if err != nil {
 		return store.BatchLine{}, inkwell.Work{}, "", err
-	}
-	var in batchInputLine
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return store.BatchLine{}, inkwell.Work{}, "", inkwell.Errorf(inkwell.EINVALID, "must be one JSON object {\"custom_id\", \"method\", \"url\", \"body\"}: %s", jsonProblem(err))
-	}
-	if dec.InputOffset() != int64(len(raw)) {
-		return store.BatchLine{}, inkwell.Work{}, "", inkwell.Errorf(inkwell.EINVALID, "must hold exactly one JSON object")
 	}
 	if err := checkBatchTarget(in, url); err != nil {
 		return store.BatchLine{}, inkwell.Work{}, "", err
@@ -148,6 +140,83 @@ func parseBatchLine(r *http.Request, raw []byte, url string) (store.BatchLine, i
 		return store.BatchLine{}, inkwell.Work{}, "", inkwell.Errorf(inkwell.ErrorCode(err), "body: %s", inkwell.ErrorMessage(err))
 	}
 	return store.BatchLine{CustomID: *in.CustomID, RequestHash: inkwell.RequestHash(payload), Payload: payload}, work, in.URL, nil
+}
+
+// decodeBatchLine reads a line with encoding/json: a JSON object with
+// custom_id, method, url and body, each named once, and nothing else.
+func decodeBatchLine(raw []byte) (batchInputLine, error) {
+	var in batchInputLine
+	if !utf8.Valid(raw) {
+		return in, inkwell.Errorf(inkwell.EINVALID, "not valid UTF-8")
+	}
+	if err := refuseDuplicateKeys(raw); err != nil {
+		return in, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, inkwell.Errorf(inkwell.EINVALID, "must be one JSON object {\"custom_id\", \"method\", \"url\", \"body\"}: %s", jsonProblem(err))
+	}
+	if dec.InputOffset() != int64(len(raw)) {
+		return in, inkwell.Errorf(inkwell.EINVALID, "must hold exactly one JSON object")
+	}
+	return in, nil
+}
+
+// readBatchLine is decodeBatchLine in one pass (inkwell.ReadObject), for
+// a line it reads as the decoder would: ok is false for any other (a name
+// not exactly one of the four, or sent twice in any case, a string field
+// that is not a plain string), which decodeBatchLine then reads. The
+// body is copied out of raw, which the next line overwrites. A refusal
+// here is one decodeBatchLine makes too.
+func readBatchLine(raw []byte) (in batchInputLine, ok bool, err error) {
+	if len(raw) == 0 || raw[len(raw)-1] != '}' { // the decoder reads nothing past the object
+		return in, false, nil
+	}
+	members, ok := inkwell.ReadObject(raw)
+	if !ok || len(members) > 4 {
+		return in, false, nil
+	}
+	for i, m := range members {
+		for _, prev := range members[:i] {
+			if strings.EqualFold(prev.Name, m.Name) {
+				return in, false, nil
+			}
+		}
+		switch m.Name {
+		case "custom_id":
+			if string(m.Value) == "null" {
+				continue
+			}
+			id, ok := plainJSONString(m.Value)
+			if !ok {
+				return in, false, nil
+			}
+			in.CustomID = &id
+		case "method":
+			if in.Method, ok = plainJSONString(m.Value); !ok {
+				return in, false, nil
+			}
+		case "url":
+			if in.URL, ok = plainJSONString(m.Value); !ok {
+				return in, false, nil
+			}
+		case "body":
+			in.Body = bytes.Clone(m.Value)
+		default:
+			return in, false, nil
+		}
+	}
+	return in, true, nil
+}
+
+// plainJSONString is the JSON string v when it holds no escape (ReadObject
+// checked it is UTF-8), as the decoder reads it.
+func plainJSONString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+		return "", false
+	}
+	return string(v[1 : len(v)-1]), true
 }
 
 // checkBatchTarget checks a line's custom_id, method and url (url when

@@ -57,7 +57,36 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // (decideAccount) and returns the work and the payload to store, whose
 // hash is the request's: every field of the body counts, so a re-send
 // with another temperature is another request.
+//
+// A body is read once (inkwell.ReadObject: checked, and its members
+// found, in one pass); one that pass does not read (not a JSON object, a
+// name with an escape, past maxKeysChecked members) is read by
+// encoding/json instead (readJobDecoded), with the same outcome.
 func readJob(r *http.Request, body []byte) (inkwell.Work, []byte, error) {
+	members, ok := inkwell.ReadObject(body)
+	if !ok || len(members) > maxKeysChecked {
+		return readJobDecoded(r, body)
+	}
+	names := make([][]byte, len(members))
+	for i, m := range members {
+		names[i] = []byte(m.Name)
+	}
+	if err := refuseDuplicates(names); err != nil {
+		return inkwell.Work{}, nil, err
+	}
+	if !hasName(names, "messages", false) {
+		return readShort(r, body, names)
+	}
+	fields := make(map[string]json.RawMessage, len(members))
+	for _, m := range members {
+		fields[m.Name] = m.Value
+	}
+	return readChatFields(r, fields)
+}
+
+// readJobDecoded is readJob for a body inkwell.ReadObject does not read:
+// its checks (checkBody) and its decode are encoding/json's.
+func readJobDecoded(r *http.Request, body []byte) (inkwell.Work, []byte, error) {
 	names, err := checkBody(body)
 	if err != nil {
 		return inkwell.Work{}, nil, err
@@ -69,6 +98,12 @@ func readJob(r *http.Request, body []byte) (inkwell.Work, []byte, error) {
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "body must be %s: %s", expectedBody, jsonProblem(err))
 	}
+	return readChatFields(r, fields)
+}
+
+// readChatFields reads a body with messages, its top-level members in
+// fields: the chat form, unless it also has prompt.
+func readChatFields(r *http.Request, fields map[string]json.RawMessage) (inkwell.Work, []byte, error) {
 	if _, both := fields["prompt"]; both {
 		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "send messages (the chat form) or prompt (the short form), not both")
 	}
