@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -24,7 +26,7 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if created {
-		writeJSON(w, http.StatusCreated, inkwell.JobDetail{Job: job, Attempts: []inkwell.Attempt{}})
+		writeCreated(w, job, p.Payload)
 		return
 	}
 	d, err := s.cfg.Store.Show(r.Context(), job.ID)
@@ -33,6 +35,42 @@ func (s *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, d)
+}
+
+// writeCreated is a new job's 201: the job detail as writeJSON writes it,
+// but for the payload, which is written as stored, on one line, rather
+// than re-indented: it is the compact JSON accept made (json.Marshal's),
+// and for a chat request of a few KiB indenting it cost more than the
+// rest of the answer. payload is the one accept stored; a job that comes
+// back with another (which a store never does) is written by writeJSON.
+func writeCreated(w http.ResponseWriter, job inkwell.Job, payload []byte) {
+	d := inkwell.JobDetail{Job: job, Attempts: []inkwell.Attempt{}}
+	if !bytes.Equal(job.Payload, payload) {
+		writeJSON(w, http.StatusCreated, d)
+		return
+	}
+	d.Job.Payload = nil // written as null, then replaced
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	// The first "payload": null is the job's: the fields before it are a
+	// number and two strings, and a quote in a string is escaped.
+	const null = `"payload": null`
+	at := -1
+	if enc.Encode(d) == nil {
+		at = bytes.Index(buf.Bytes(), []byte(null))
+	}
+	if at < 0 {
+		writeJSON(w, http.StatusCreated, inkwell.JobDetail{Job: job, Attempts: []inkwell.Attempt{}})
+		return
+	}
+	b := buf.Bytes()
+	at += len(null) - len("null")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(b[:at])
+	_, _ = w.Write(payload)
+	_, _ = w.Write(b[at+len("null"):])
 }
 
 // acceptJob stores one parsed job request, as POST /v1/jobs and POST
