@@ -40,7 +40,7 @@ func parseAccept(w http.ResponseWriter, r *http.Request) (store.AcceptParams, in
 
 // readBody reads a request body of at most inkwell.MaxBodyBytes (413 past it).
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, inkwell.MaxBodyBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, inkwell.MaxBodyBytes), r.ContentLength)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return nil, inkwell.Errorf(inkwell.ETOOLARGE, "body is over %d bytes", inkwell.MaxBodyBytes)
@@ -49,6 +49,34 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, inkwell.Errorf(inkwell.EINVALID, "reading body: %v", err)
 	}
 	return body, nil
+}
+
+// maxBodyPresize bounds the room readAll makes for a body before reading
+// it: what a Content-Length claims is not yet sent, and memory is spent
+// on bytes as they arrive.
+const maxBodyPresize = 64 << 10
+
+// readAll is io.ReadAll, with room made first for the length the request
+// declares (up to maxBodyPresize), so a body of a few KiB is read into one
+// buffer rather than grown into one by copies.
+func readAll(rd io.Reader, length int64) ([]byte, error) {
+	if length <= 0 {
+		return io.ReadAll(rd)
+	}
+	b := make([]byte, 0, min(length, maxBodyPresize)+1) // +1: the read that sees the end
+	for {
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow, as io.ReadAll does
+		}
+	}
 }
 
 // readJob reads a job request in either form (docs/api.md): the chat form,
