@@ -135,7 +135,7 @@ func countWhere(t *testing.T, st *store.Store, q string, args ...any) int {
 	return n
 }
 
-// TestServe_KillMidCallThenRecoverAndRetry is the crash test of issue 2:
+// TestServe_KillMidCallThenRecoverAndRetry is the seed's crash test:
 // kill -9 of a real server while a provider call is in flight, restart,
 // check the rows, refuse a second server, retry, and finish the job.
 func TestServe_KillMidCallThenRecoverAndRetry(t *testing.T) {

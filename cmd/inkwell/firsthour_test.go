@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// The first hour (issue 13 item 6): what a new user meets first.
+// The first hour: what a new user meets first.
 
 // TestServe_RefusesStrayArguments: a word serve does not take is refused
 // before any file is created (it used to be ignored, and serve created

@@ -28,7 +28,7 @@ import (
 	"github.com/pb33f/libopenapi/datamodel/high/base"
 )
 
-// The OpenAPI check (issue 13 item 1, docs/api.md): GET /openapi.json is
+// The OpenAPI check (docs/api.md): GET /openapi.json is
 // a file, written by hand; this test keeps it true. It walks every route
 // the server registers (api.Server.Routes, read from the mux itself, so a
 // route added without a spec entry or without a case here fails), sends

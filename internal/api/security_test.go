@@ -22,7 +22,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// The security battery (issue 12, item 8; docs/security.md): every route
+// The security battery (docs/security.md): every route
 // registered in routes.go, walked with a missing, malformed, unknown-id,
 // wrong-secret, revoked and other-account token; a client token on the
 // operator routes; cross-account reads are 404; a body account naming

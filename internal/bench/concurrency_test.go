@@ -13,7 +13,7 @@ import (
 // BenchmarkLaneConcurrency: jobs per second drained by one lane on SQLite
 // (synchronous=FULL) with N calls in flight, against the in-process sim
 // provider at a given latency. b.N jobs are queued first, then the lane
-// drains them; run with -benchtime Nx to pick how many. Issue 10's
+// drains them; run with -benchtime Nx to pick how many. The
 // targets: latency 0 with 16 slots ≥ 5,000 jobs/s; 200 ms with 64 slots
 // ≥ 250 jobs/s (the limit is 320); 20 s with 512 slots ≥ 24 jobs/s.
 func BenchmarkLaneConcurrency(b *testing.B) {
@@ -42,7 +42,7 @@ func drainQueued(b *testing.B, st *store.Store, latency time.Duration, slots int
 // BenchmarkAcceptToClaimInFlight is BenchmarkAcceptToClaim with 64 calls
 // in flight: 200 requests per second over HTTP to a lane with 96 slots and
 // a 320 ms provider, so about 64 calls are running while each new job is
-// accepted and claimed. Issue 10's target: p50 ≤ 2 ms.
+// accepted and claimed. The target: p50 ≤ 2 ms.
 //
 //	go test -run xxx -bench BenchmarkAcceptToClaimInFlight -benchtime 2000x ./internal/bench
 func BenchmarkAcceptToClaimInFlight(b *testing.B) {

@@ -26,7 +26,7 @@ import (
 // at once (--concurrency), with a zero-latency and a 200 ms provider; and
 // accepts/s over HTTP; on SQLite and on PostgreSQL
 // (INKWELL_TEST_POSTGRES_URL; the postgres cases skip when it is unset).
-// Issue 10 asks for PostgreSQL, 4 lanes × 16. A 200 ms call caps a lane at
+// A 200 ms call caps a lane at
 // concurrency × 5 jobs/s, so pick -benchtime per concurrency:
 //
 //	go test -run xxx -bench 'BenchmarkLanes/.*/latency=0s/.*/concurrency=1$' -benchtime 2000x ./internal/bench

@@ -21,7 +21,7 @@ import (
 // BenchmarkServeRSSCallsInFlight: the resident memory of a real `inkwell
 // serve` process holding 1,000 provider calls in flight in one lane
 // (--concurrency 1000, the in-process sim provider at 30 s a call).
-// Issue 10's target: under 128 MiB. Run it once:
+// The target: under 128 MiB. Run it once:
 //
 //	go test -run xxx -bench BenchmarkServeRSSCallsInFlight -benchtime 1x ./internal/bench
 func BenchmarkServeRSSCallsInFlight(b *testing.B) {

@@ -35,7 +35,7 @@ import (
 // process and shared by every -count round (TestMain drops them).
 
 // viewShape is what the million jobs are: all done, or a backlog. The
-// job-life shape (issue 11) is a busy day after automatic retry: one queued
+// job-life shape is a busy day after automatic retry: one queued
 // job in ten waits out a back-off (rescheduled after a 5xx or a 429, each
 // with its failed attempt), the failed jobs spread over every kind the
 // views tell apart (each class, given up, cancelled in flight, possible

@@ -15,7 +15,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// The old Inkwell's only table, exactly as issue 2 gives it.
+// The old Inkwell's only table, exactly as the seed gives it.
 const legacySchema = `CREATE TABLE jobs (id INTEGER PRIMARY KEY, prompt TEXT NOT NULL, status TEXT NOT NULL, error TEXT, created_at TEXT, started_at TEXT, finished_at TEXT)`
 
 // legacyRow is one row of the old table; times are its 'YYYY-MM-DD HH:MM:SS' text or nil.

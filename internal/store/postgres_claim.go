@@ -24,7 +24,13 @@ const claimPoolSize = 4
 
 // openClaimPool opens the claim's pool (not yet connected) for dsn.
 func openClaimPool(dsn string) (*sql.DB, error) {
-	cfg, err := postgresConfig(dsn, "inkwell/claim")
+	return openSessionPool(dsn, "inkwell/claim", claimPoolSize, claimSession)
+}
+
+// openSessionPool opens a pool of its own (not yet connected) of at most
+// size connections named app, each set up by JIT off, then setup.
+func openSessionPool(dsn, app string, size int, setup func(ctx context.Context, c *pgconn.PgConn) error) (*sql.DB, error) {
+	cfg, err := postgresConfig(dsn, app)
 	if err != nil {
 		return nil, err
 	}
@@ -32,11 +38,11 @@ func openClaimPool(dsn string) (*sql.DB, error) {
 		if err := jitOff(ctx, c); err != nil {
 			return err
 		}
-		return claimSession(ctx, c)
+		return setup(ctx, c)
 	}
 	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(claimPoolSize)
-	db.SetMaxIdleConns(claimPoolSize)
+	db.SetMaxOpenConns(size)
+	db.SetMaxIdleConns(size)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	return db, nil
 }

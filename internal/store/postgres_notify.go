@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // endNotifier tells other processes of the jobs outcome groups ended
@@ -33,18 +32,12 @@ type endNotifier struct {
 const notifyTimeout = 5 * time.Second
 
 func newEndNotifier(dsn string, log *slog.Logger) (*endNotifier, error) {
-	cfg, err := postgresConfig(dsn, "inkwell/notify")
+	db, err := openSessionPool(dsn, "inkwell/notify", 1, func(ctx context.Context, c *pgconn.PgConn) error {
+		return c.Exec(ctx, `SET synchronous_commit = off`).Close()
+	})
 	if err != nil {
 		return nil, err
 	}
-	cfg.AfterConnect = func(ctx context.Context, c *pgconn.PgConn) error {
-		if err := jitOff(ctx, c); err != nil {
-			return err
-		}
-		return c.Exec(ctx, `SET synchronous_commit = off`).Close()
-	}
-	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(1)
 	n := &endNotifier{db: db, log: log, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go n.run()
 	return n, nil
