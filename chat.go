@@ -331,7 +331,7 @@ func ReadObject(body []byte) (members []Member, ok bool) {
 		if end < 0 || flags&strEscaped != 0 {
 			return nil, false
 		}
-		name := string(body[i+1 : end-1])
+		name := knownName(body[i+1 : end-1])
 		if i = skipWS(body, end); i >= len(body) || body[i] != ':' {
 			return nil, false
 		}
@@ -358,21 +358,75 @@ func ReadObject(body []byte) (members []Member, ok bool) {
 	}
 }
 
+// knownName is the name b as a string: for a name bodies carry (the chat
+// form's, the short form's, a batch line's), the constant, so that a call
+// in flight holds no copy of it.
+func knownName(b []byte) string {
+	switch string(b) {
+	case "model":
+		return "model"
+	case "messages":
+		return "messages"
+	case "max_tokens":
+		return "max_tokens"
+	case "max_completion_tokens":
+		return "max_completion_tokens"
+	case "temperature":
+		return "temperature"
+	case "top_p":
+		return "top_p"
+	case "stop":
+		return "stop"
+	case "seed":
+		return "seed"
+	case "response_format":
+		return "response_format"
+	case "tools":
+		return "tools"
+	case "tool_choice":
+		return "tool_choice"
+	case "n":
+		return "n"
+	case "stream":
+		return "stream"
+	case "account":
+		return "account"
+	case "metadata":
+		return "metadata"
+	case "prompt":
+		return "prompt"
+	case "max_words":
+		return "max_words"
+	case "custom_id":
+		return "custom_id"
+	case "method":
+		return "method"
+	case "url":
+		return "url"
+	case "body":
+		return "body"
+	}
+	return string(b)
+}
+
 // readMessages reads a messages array as json.Unmarshal into []ChatMessage
 // would, each message's content and tool_calls a slice of raw rather than
-// a copy. ok is false for an array it does not read so (a message that is
-// not an object, a field of ChatMessage named in another case or written
-// with an escape, a string field that is not a plain string, invalid
-// JSON): json.Unmarshal reads it then, and says what is wrong.
-func readMessages(raw []byte) (msgs []ChatMessage, ok bool) {
+// a copy. It reports false for an array it does not read so (a message
+// that is not an object, a field of ChatMessage named in another case or
+// written with an escape, a string field that is not a plain string,
+// invalid JSON): json.Unmarshal reads it then, and says what is wrong.
+func readMessages(raw []byte) ([]ChatMessage, bool) {
 	i := skipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		return nil, false
 	}
-	msgs = make([]ChatMessage, 0, 4)
 	if i = skipWS(raw, i+1); i < len(raw) && raw[i] == ']' {
-		return msgs, skipWS(raw, i+1) == len(raw)
+		return []ChatMessage{}, skipWS(raw, i+1) == len(raw)
 	}
+	// Read into room on the stack, then copied to a slice of the length
+	// read: a call in flight holds no spare messages.
+	var room [8]ChatMessage
+	msgs := room[:0]
 	for {
 		m, end := readMessage(raw, i)
 		if end < 0 {
@@ -390,7 +444,7 @@ func readMessages(raw []byte) (msgs []ChatMessage, ok bool) {
 			if skipWS(raw, i+1) != len(raw) {
 				return nil, false
 			}
-			return msgs, true
+			return slices.Clone(msgs), true
 		}
 		return nil, false
 	}
@@ -426,7 +480,11 @@ func readMessage(b []byte, i int) (m ChatMessage, end int) {
 		var ok bool
 		switch string(name) {
 		case "role":
-			m.Role, ok = plainString(v)
+			if m.Role, ok = plainString(v); ok {
+				if r := slices.Index(ChatRoles, m.Role); r >= 0 {
+					m.Role = ChatRoles[r] // the constant: a call in flight holds no copy
+				}
+			}
 		case "content":
 			m.Content, ok = v, true
 		case "name":
