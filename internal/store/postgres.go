@@ -81,9 +81,15 @@ func (s *Store) openPostgres(ctx context.Context, dsn string) error {
 		s.db.Close()
 		return err
 	}
+	if s.gdb, err = openGroupPool(dsn); err != nil {
+		s.db.Close()
+		s.cdb.Close()
+		return err
+	}
 	if s.ends, err = newEndNotifier(dsn, s.log); err != nil {
 		s.db.Close()
 		s.cdb.Close()
+		s.gdb.Close()
 		return err
 	}
 	if s.now == nil {

@@ -134,7 +134,7 @@ func (s *Store) acceptAlone(ctx context.Context, live []*acceptReq, now any) (re
 	}
 	hits.before = true
 	hit(crashpoint.AcceptBeforeCommit)
-	inserted, err := s.insertSet(ctx, s.db, live, fast, now, queueLimit(live))
+	inserted, err := s.insertSet(ctx, s.gdb, live, fast, now, queueLimit(live))
 	s.noteWrite(s.classify(err))
 	if err != nil {
 		return nil, hits, s.classify(err)

@@ -43,6 +43,7 @@ type Store struct {
 	db        *sql.DB // writes (and transactions)
 	rdb       *sql.DB // reads; the same pool as db on PostgreSQL
 	cdb       *sql.DB // the claim's own connections on PostgreSQL (postgres_claim.go); nil on SQLite
+	gdb       *sql.DB // the group statements\' connections on PostgreSQL (openGroupPool); nil on SQLite
 	// ends announces the jobs outcome groups end, after their commits
 	// (postgres_notify.go); nil on SQLite.
 	ends *endNotifier
@@ -190,6 +191,9 @@ func (s *Store) close() error {
 	if s.cdb != nil {
 		err = errors.Join(err, s.cdb.Close())
 	}
+	if s.gdb != nil {
+		err = errors.Join(err, s.gdb.Close())
+	}
 	if s.ends != nil {
 		err = errors.Join(err, s.ends.close())
 	}
@@ -257,7 +261,11 @@ func (s *Store) writeTx(ctx context.Context, p writePriority, fn func(tx *sql.Tx
 		}
 		defer s.gate.release()
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	db := s.db
+	if p == writeOutcome && s.gdb != nil {
+		db = s.gdb // its generic plans (openGroupPool)
+	}
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.classify(fmt.Errorf("begin: %w", err))
 	}
