@@ -26,6 +26,9 @@ type databases interface {
 	close(ctx context.Context) error
 	// kind is "sqlite" or "postgres", for the report.
 	kind() string
+	// server says a database server runs the statements, where one sent
+	// just before a kill may still run after the process is gone (settle).
+	server() bool
 }
 
 // openDatabases reads --db: empty means SQLite files in the work dir, a
@@ -65,6 +68,7 @@ func (d sqliteDir) fresh(_ context.Context, name string) (string, error) {
 
 func (sqliteDir) close(context.Context) error { return nil }
 func (sqliteDir) kind() string                { return "sqlite" }
+func (sqliteDir) server() bool                { return false }
 
 // CreatePostgresDatabase creates an empty database called name on the
 // server of adminURL and returns its URL. It is a variable so that the
@@ -162,6 +166,7 @@ func (p *postgresServer) close(ctx context.Context) error {
 }
 
 func (p *postgresServer) kind() string { return "postgres" }
+func (p *postgresServer) server() bool { return true }
 
 // dropTimeout bounds the drop of one scenario's database.
 const dropTimeout = 30 * time.Second

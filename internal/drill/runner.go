@@ -658,7 +658,7 @@ func (p *play) snap(ctx context.Context, kind Kind, label string) (int, error) {
 // database is its own, so every session on it but ours is the dead
 // serve's. SQLite needs no wait: its writer was the process itself.
 func (p *play) settle(ctx context.Context) error {
-	if p.d.dbs.kind() != "postgres" {
+	if !p.d.dbs.server() {
 		return nil
 	}
 	st, err := store.Open(ctx, p.dsn, store.Options{NoMigrate: true, Logger: slog.New(slog.DiscardHandler)})
