@@ -80,26 +80,9 @@ func BenchmarkAcceptHTTP(b *testing.B) {
 // BenchmarkDrain: jobs per second drained by one lane with a zero-latency
 // provider. b.N jobs are queued first, then the lane drains them.
 func BenchmarkDrain(b *testing.B) {
-	ctx := context.Background()
 	st := mustStore(b, filepath.Join(b.TempDir(), "bench.db"))
 	queue(b, st, b.N)
-	obs := newCounter(b.N)
-	lane := worker.New(st, worker.Config{Provider: provider.NewSim(0), Poll: time.Millisecond, Observer: obs})
-	if _, err := lane.Open(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer lane.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	b.ResetTimer()
-	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- lane.Run(runCtx) }()
-	obs.wait(b)
-	elapsed := time.Since(start)
-	b.StopTimer()
-	stop()
-	<-done
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+	drainWith(b, st, provider.NewSim(0), 1)
 }
 
 // BenchmarkAcceptToClaim: latency from the accept transaction to the claim

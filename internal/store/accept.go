@@ -86,11 +86,10 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 		if b.s.dialect.groupStatements {
 			return b.s.acceptSetTx(ctx, tx, live, now, results)
 		}
-		budgeted, err := b.s.lockBudgetsTx(ctx, tx, accountsOf(live), nil)
-		if err != nil {
+		if err := b.s.lockAccountsTx(ctx, tx, accountsOf(live), nil); err != nil {
 			return err
 		}
-		adm := admission{budgeted: budgeted}
+		var adm admission
 		for i, r := range live {
 			job, created, err := b.s.acceptOne(ctx, tx, r.p, now, &adm)
 			if err := groupErr(err); err != nil {
@@ -116,4 +115,13 @@ func accountsOf(reqs []*acceptReq) []string {
 		out[i] = r.p.account()
 	}
 	return out
+}
+
+// groupErr is err when it fails the whole group (the database failed),
+// nil for a member's own answer (a key reused, a full queue, a budget).
+func groupErr(err error) error {
+	if code := inkwell.ErrorCode(err); err != nil && code != inkwell.EKEYREUSED && code != inkwell.ETOOMANY && code != inkwell.EBUDGET {
+		return err
+	}
+	return nil
 }

@@ -64,16 +64,8 @@ var notBilledSQL = func() string {
 // lockAccountsTx takes the row locks of the accounts named, and of the
 // accounts of the open reservations of jobs, in name order.
 func (s *Store) lockAccountsTx(ctx context.Context, tx *sql.Tx, names []string, jobs []int64) error {
-	_, err := s.lockBudgetsTx(ctx, tx, names, jobs)
-	return err
-}
-
-// lockBudgetsTx is lockAccountsTx that also returns the accounts it
-// locked: those with a budget. nil: none was asked for, or the dialect
-// has one writer and locks nothing (then any account may have a budget).
-func (s *Store) lockBudgetsTx(ctx context.Context, tx *sql.Tx, names []string, jobs []int64) (budgeted map[string]bool, err error) {
 	if s.dialect.oneWriter || (len(names) == 0 && len(jobs) == 0) {
-		return nil, nil
+		return nil
 	}
 	const lock = `SELECT name FROM accounts
 		WHERE (name = ANY($1::text[])
@@ -88,21 +80,15 @@ func (s *Store) lockBudgetsTx(ctx context.Context, tx *sql.Tx, names []string, j
 	}
 	rows, err := tx.QueryContext(ctx, lock, names, jobs)
 	if err != nil {
-		return nil, fmt.Errorf("lock accounts: %w", err)
+		return fmt.Errorf("lock accounts: %w", err)
 	}
 	defer rows.Close()
-	budgeted = map[string]bool{}
 	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("lock accounts: %w", err)
-		}
-		budgeted[name] = true
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock accounts: %w", err)
+		return fmt.Errorf("lock accounts: %w", err)
 	}
-	return budgeted, nil
+	return nil
 }
 
 // reserveTx reserves micros on account for a new job. held is false when

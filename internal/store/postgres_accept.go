@@ -40,11 +40,10 @@ const lockAndCountSQL = `WITH locked AS (
 	)
 	SELECT COALESCE((SELECT array_agg(name) FROM locked), '{}'), (SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE kind = 'queued')`
 
-// acceptSetTx is an accept group's writes where the dialect writes a
-// group in one statement: the accounts locked and the queue counted, then
-// every member that reserves nothing and fits under admission's limit
-// inserted by acceptSetSQL, and each of the rest (a budget, a refusal, a
-// queue near its limit, a re-send) by acceptOne, as on SQLite.
+// acceptSetTx is an accept group's transaction for the members
+// acceptAlone left (a budget, a refusal, a queue near its limit, a
+// re-send): the accounts locked and the queue counted in one statement,
+// then each member by acceptOne, as on SQLite.
 func (s *Store) acceptSetTx(ctx context.Context, tx *sql.Tx, live []*acceptReq, now any, results []acceptRes) error {
 	var locked []string
 	adm := admission{budgeted: map[string]bool{}, read: true}
@@ -54,31 +53,7 @@ func (s *Store) acceptSetTx(ctx context.Context, tx *sql.Tx, live []*acceptReq, 
 	for _, name := range locked {
 		adm.budgeted[name] = true
 	}
-	fast := fastAccepts(live, adm)
-	if len(fast) > 0 {
-		inserted, err := s.insertSet(ctx, tx, live, fast, now, 0)
-		if err != nil {
-			return err
-		}
-		for i := range live {
-			if fast[i] && inserted[i].ID != 0 {
-				results[i] = acceptRes{job: inserted[i], created: true}
-				adm.queued++
-			}
-		}
-	}
 	for i, r := range live {
-		if results[i].job.ID != 0 {
-			continue
-		}
-		if fast[i] { // not inserted: a re-send, or the same key twice in the group
-			job, created, err := s.acceptExisting(ctx, tx, r.p, nil)
-			if err := groupErr(err); err != nil {
-				return err
-			}
-			results[i] = acceptRes{job: job, created: created, err: err}
-			continue
-		}
 		job, created, err := s.acceptOne(ctx, tx, r.p, now, &adm)
 		if err := groupErr(err); err != nil {
 			return err
@@ -86,20 +61,6 @@ func (s *Store) acceptSetTx(ctx context.Context, tx *sql.Tx, live []*acceptReq, 
 		results[i] = acceptRes{job: job, created: created, err: err}
 	}
 	return nil
-}
-
-// fastAccepts marks the members acceptSetSQL may insert: no refusal, no
-// budget to reserve on, and, where a member has a queue limit, room under
-// it for every member of the group.
-func fastAccepts(live []*acceptReq, adm admission) []bool {
-	fast := make([]bool, len(live))
-	if limit := queueLimit(live); limit > 0 && adm.queued+int64(len(live)) > int64(limit) {
-		return fast // near the limit: each member is admitted in turn
-	}
-	for i, r := range live {
-		fast[i] = r.p.Refuse == nil && !adm.mayHaveBudget(r.p.account())
-	}
-	return fast
 }
 
 // queueLimit is the strictest admission limit among the group's members
@@ -134,10 +95,11 @@ func (s *Store) acceptAlone(ctx context.Context, live []*acceptReq, now any) (re
 	}
 	hits.before = true
 	hit(crashpoint.AcceptBeforeCommit)
-	inserted, err := s.insertSet(ctx, s.gdb, live, fast, now, queueLimit(live))
-	s.noteWrite(s.classify(err))
+	inserted, err := s.insertSet(ctx, live, fast, now, queueLimit(live))
+	err = s.classify(err)
+	s.noteWrite(err)
 	if err != nil {
-		return nil, hits, s.classify(err)
+		return nil, hits, err
 	}
 	for i, r := range live {
 		if inserted[i].ID == 0 {
@@ -168,16 +130,10 @@ func (h acceptHits) points() (before, after string) {
 	return before, after
 }
 
-// querier is what runs a statement: the pool, or a transaction.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// insertSet runs acceptSetSQL on q (a transaction, or the pool: a
-// transaction of its own) for the members marked fast, under admission's
-// limit (0: none), and returns, per member, the job it inserted (zero:
-// none).
-func (s *Store) insertSet(ctx context.Context, q querier, live []*acceptReq, fast []bool, now any, limit int) ([]inkwell.Job, error) {
+// insertSet runs acceptSetSQL, a transaction of its own, for the members
+// marked fast, under admission's limit (0: none), and returns, per member,
+// the job it inserted (zero: none).
+func (s *Store) insertSet(ctx context.Context, live []*acceptReq, fast []bool, now any, limit int) ([]inkwell.Job, error) {
 	var accounts, keys, hashes, payloads []string
 	for i, r := range live {
 		if fast[i] {
@@ -185,7 +141,7 @@ func (s *Store) insertSet(ctx context.Context, q querier, live []*acceptReq, fas
 			hashes, payloads = append(hashes, r.p.RequestHash), append(payloads, string(r.p.Payload))
 		}
 	}
-	rows, err := q.QueryContext(ctx, acceptSetSQL, now, accounts, keys, hashes, payloads, limit, len(keys))
+	rows, err := s.gdb.QueryContext(ctx, acceptSetSQL, now, accounts, keys, hashes, payloads, limit, len(keys))
 	if err != nil {
 		return nil, fmt.Errorf("accept: insert: %w", err)
 	}
@@ -211,13 +167,4 @@ func (s *Store) insertSet(ctx context.Context, q querier, live []*acceptReq, fas
 		}
 	}
 	return out, nil
-}
-
-// groupErr is err when it fails the whole group (the database failed),
-// nil for a member's own answer (a key reused, a full queue, a budget).
-func groupErr(err error) error {
-	if code := inkwell.ErrorCode(err); err != nil && code != inkwell.EKEYREUSED && code != inkwell.ETOOMANY && code != inkwell.EBUDGET {
-		return err
-	}
-	return nil
 }
