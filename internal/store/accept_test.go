@@ -179,7 +179,7 @@ func execDDL(t *testing.T, s *store.Store, ddl []string) {
 // TestStore_AcceptGroupMixed: one group whose members take every path an
 // accept can take (on PostgreSQL the plain ones are one statement, the
 // rest one by one) answers each as a lone Accept would: new jobs of one
-// account take successive turns, a re-send of a stored key and a budget
+// account take its next turns in order, a re-send of a stored key and a budget
 // reservation in the same group are answered in place, a refusal writes
 // nothing, and the queue's limit admits no more than it allows.
 func TestStore_AcceptGroupMixed(t *testing.T) {
@@ -219,8 +219,10 @@ func TestStore_AcceptGroupMixed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if t1 != ts+1 || t2 != ts+2 {
-			t.Errorf("turns of the default account: stored %d, new-1 %d, new-2 %d; want one after the other", ts, t1, t2)
+		// new-2 follows the re-send, whose turn a group written as one
+		// statement counts and leaves unused (acceptSetSQL): one turn at most.
+		if t1 != ts+1 || (t2 != ts+2 && t2 != ts+3) {
+			t.Errorf("turns of the default account: stored %d, new-1 %d, new-2 %d; want the next ones in order, at most one left unused", ts, t1, t2)
 		}
 		if res[0].Job.ID > res[4].Job.ID {
 			t.Errorf("new-1 got id %d after new-2's %d: the group's order is lost", res[0].Job.ID, res[4].Job.ID)

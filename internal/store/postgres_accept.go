@@ -15,18 +15,22 @@ import (
 // the members' accounts, keys, hashes and payloads, in the group's order;
 // $6 admission's limit (0: none) and $7 the members in the statement. It
 // inserts only the members that reserve nothing (an account with a budget
-// is left out) and only when all of them fit under the limit; a key
-// already stored, or twice in the group, inserts nothing. An account's
-// jobs take its next turns one after the other, as one INSERT each would
-// (turnFor, claim_fair.go). The caller answers every member left out in a
-// transaction of its own (acceptSetTx).
+// is left out) and only when all of them fit under the limit. A key
+// already stored, or twice in the group, is left out by the unique index
+// as the row is written (ON CONFLICT), never by a lookup first: the
+// statement's plan is made once per connection (openGroupPool), often
+// while jobs is nearly empty, and a lookup planned then stays a scan of the
+// whole table as it grows (about half of a lone accept's time by 3,000
+// jobs). An account's new jobs take its next turns in the group's order
+// (turnFor, claim_fair.go); a re-send counted among them leaves its turn
+// unused, one turn later for the account's next job. The caller answers
+// every member left out in a transaction of its own (acceptSetTx).
 var acceptSetSQL = `INSERT INTO jobs (account, idempotency_key, request_hash, payload, status, created_at,
 		reservation_micros, reservation_account, reservation_state, claim_turn)
 	SELECT i.account, i.key, i.hash, i.payload, 'queued', COALESCE($1::timestamptz, clock_timestamp()), 0, NULL, NULL,
 		` + turnFor("i.account") + ` + ROW_NUMBER() OVER (PARTITION BY i.account ORDER BY i.n) - 1
 	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS i(account, key, hash, payload, n)
-	WHERE NOT EXISTS (SELECT 1 FROM jobs s WHERE s.account = i.account AND s.idempotency_key = i.key)
-	  AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.name = i.account AND a.budget_micros IS NOT NULL)
+	WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.name = i.account AND a.budget_micros IS NOT NULL)
 	  AND ($6::bigint = 0 OR (SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE kind = 'queued') + $7::bigint <= $6::bigint)
 	ORDER BY i.n
 	ON CONFLICT (account, idempotency_key) DO NOTHING
@@ -141,30 +145,37 @@ func (s *Store) insertSet(ctx context.Context, live []*acceptReq, fast []bool, n
 			hashes, payloads = append(hashes, r.p.RequestHash), append(payloads, string(r.p.Payload))
 		}
 	}
-	rows, err := s.gdb.QueryContext(ctx, acceptSetSQL, now, accounts, keys, hashes, payloads, limit, len(keys))
+	out := make([]inkwell.Job, len(live))
+	byKey, err := s.queryInsertSet(ctx, now, accounts, keys, hashes, payloads, limit)
 	if err != nil {
 		return nil, fmt.Errorf("accept: insert: %w", err)
 	}
-	defer rows.Close()
-	type key struct{ account, key string }
-	byKey := make(map[key]inkwell.Job, len(keys))
-	for rows.Next() {
-		job, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("accept: insert: %w", err)
-		}
-		byKey[key{job.Account, job.IdempotencyKey}] = job
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("accept: insert: %w", err)
-	}
-	out := make([]inkwell.Job, len(live))
 	for i, r := range live {
-		k := key{r.p.account(), r.p.IdempotencyKey}
+		k := setKey{r.p.account(), r.p.IdempotencyKey}
 		if job, ok := byKey[k]; ok && fast[i] && job.RequestHash == r.p.RequestHash {
 			out[i] = job
 			delete(byKey, k) // the same key twice: the second is a re-send
 		}
 	}
 	return out, nil
+}
+
+type setKey struct{ account, key string }
+
+// queryInsertSet runs acceptSetSQL and reads the jobs it stored by key.
+func (s *Store) queryInsertSet(ctx context.Context, now any, accounts, keys, hashes, payloads []string, limit int) (map[setKey]inkwell.Job, error) {
+	rows, err := s.gdb.QueryContext(ctx, acceptSetSQL, now, accounts, keys, hashes, payloads, limit, len(keys))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	byKey := make(map[setKey]inkwell.Job, len(keys))
+	for rows.Next() {
+		job, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		byKey[setKey{job.Account, job.IdempotencyKey}] = job
+	}
+	return byKey, rows.Err()
 }
