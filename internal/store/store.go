@@ -204,6 +204,11 @@ func (s *Store) close() error {
 // Code asks for a capability instead (CanRescue, BeginSnapshot…).
 func (s *Store) Dialect() string { return s.dialect.name }
 
+// OutcomesClaim reports whether an outcome's transaction also claims the
+// job its slot runs next (CompleteAndClaim, FailAndClaim): SQLite, where a
+// claim costs no round trip. PostgreSQL claims in a statement of its own.
+func (s *Store) OutcomesClaim() bool { return !s.dialect.claimStatement }
+
 // CanRescue reports whether a live lane may close a dead lane's orphans on
 // the proof of its lock (PostgreSQL; see rescue.go).
 func (s *Store) CanRescue() bool { return s.dialect.rescue }

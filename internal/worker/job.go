@@ -31,16 +31,17 @@ func (l *Lane) claim(ctx context.Context, n int) ([]*store.Claimed, error) {
 // transaction, then its completion or failure. It returns the job its slot
 // runs next, claimed in the outcome's own transaction (nil: none; see
 // nextLock), and errUnrecorded when the outcome could not be written.
-func (l *Lane) run(ctx context.Context, c *store.Claimed) (next *store.Claimed, err error) {
-	j := &claimedJob{Claimed: c, log: l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)}
+func (l *Lane) run(ctx context.Context, c *store.Claimed, s *slot) (next *store.Claimed, err error) {
+	j := &claimedJob{Claimed: c, slot: s, log: l.log.With("job_id", c.Job.ID, "attempt_id", c.Attempt.ID, "attempt_number", c.Attempt.AttemptNumber)}
 	err = l.runJob(ctx, j)
 	return j.next, err
 }
 
 // nextLock is what an outcome passes to ask for its slot's next job: the
-// lane's lock, or nil once the lane is stopping (no new claims).
-func (l *Lane) nextLock(ctx context.Context) *store.LaneLock {
-	if ctx.Err() != nil {
+// lane's lock, or nil once the lane is stopping (no new claims) or where
+// the slot was freed when its call ended (slot.go).
+func (l *Lane) nextLock(ctx context.Context, j *claimedJob) *store.LaneLock {
+	if ctx.Err() != nil || j.slot.freed {
 		return nil
 	}
 	return l.lock
@@ -68,6 +69,7 @@ func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
 	j.route = &rt
 	preq := providerRequest(l.installation.ProviderKey(c.Job.ID, c.Job.IdempotencyKey), w, rt)
 	resp, elapsed, callErr := l.call(ctx, j, preq, estimate(w, preq))
+	j.slot.callEnded()
 	if callErr != nil {
 		if j.abortCause() != nil {
 			return l.aborted(ctx, j, elapsed)
@@ -90,6 +92,7 @@ func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
 // that names it in every line.
 type claimedJob struct {
 	*store.Claimed
+	slot     *slot // the slot it runs in
 	log      *slog.Logger
 	stopSeen time.Time // when record first saw the stop signal with an answer unstored
 	// next is the job claimed for this slot in the transaction that wrote
@@ -169,7 +172,7 @@ func (l *Lane) complete(ctx context.Context, j *claimedJob, resp inkwell.Provide
 			Account: account, AmountMicros: resp.AmountMicros, ProviderRequestID: resp.RequestID,
 			Model: j.route.Model.Name, Response: resp.Response, FinishReason: resp.FinishReason,
 			PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, Usage: resp.Usage,
-		}, l.nextLock(ctx))
+		}, l.nextLock(ctx, j))
 		return err
 	})
 	wctx := context.WithoutCancel(ctx)
@@ -232,7 +235,7 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 			retryAt = &at
 		}
 		j.next, err = l.store.FailAndClaim(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg, Class: f.class,
-			RetryAt: retryAt, ProviderHonoursKeys: pol.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter}, l.nextLock(ctx))
+			RetryAt: retryAt, ProviderHonoursKeys: pol.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter}, l.nextLock(ctx, j))
 		return err
 	})
 	wctx := context.WithoutCancel(ctx)

@@ -119,6 +119,7 @@ type laneStore interface {
 	Job(ctx context.Context, id int64) (inkwell.Job, error)
 	// Rescue on proof (rescue.go).
 	CanRescue() bool
+	OutcomesClaim() bool // slot.go
 	LanesWithRunning(ctx context.Context, except string) ([]string, error)
 	LockLaneForRescue(ctx context.Context, lane string, by *store.LaneLock) (*store.LaneLock, error)
 	Rescue(ctx context.Context, l *store.LaneLock) (store.RecoveryReport, error)
@@ -136,8 +137,9 @@ type Lane struct {
 
 	rescueScans atomic.Int64  // completed looks for dead lanes (rescue.go)
 	waiting     atomic.Int64  // provider answers in hand, not yet stored (job.go record)
-	inFlight    atomic.Int64  // claimed jobs whose outcome is not written yet: slots in use
+	inFlight    atomic.Int64  // slots in use: claimed jobs not yet called, and calls in flight (slot.go)
 	freed       chan struct{} // a slot was freed
+	writing     chan struct{} // answers written after their slot was freed, at most Concurrency (slot.go)
 	restored    atomic.Int64  // lock file restorations already logged
 	calls       calls         // calls in flight by attempt id, for cancel (cancel.go)
 }
@@ -166,7 +168,7 @@ func New(st laneStore, cfg Config) *Lane {
 		cfg.Concurrency = 1
 	}
 	return &Lane{cfg: cfg, store: st, log: log.With("component", "worker", "lane", cfg.Name),
-		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), writing: make(chan struct{}, cfg.Concurrency)}
 }
 
 func setDefault(d *time.Duration, v time.Duration) {
@@ -338,9 +340,10 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) error
 			// commit per job for its outcome and its successor's claim. It
 			// frees when an outcome claims nothing.
 			calls.Go(func() {
-				defer l.release()
+				s := &slot{l: l}
+				defer s.free()
 				for c != nil {
-					next, err := l.run(ctx, c)
+					next, err := l.run(ctx, c, s)
 					if errors.Is(err, errUnrecorded) {
 						l.log.ErrorContext(ctx, "stopping the lane: a job's outcome could not be recorded; restart recovery will close it", "err", err)
 						unrecorded.CompareAndSwap(nil, &err)

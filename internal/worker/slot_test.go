@@ -1,0 +1,111 @@
+package worker_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/provider"
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+	"github.com/inkwell/inkwell/internal/worker"
+)
+
+// TestLane_SlotFreesWhileItsAnswerIsWritten: on PostgreSQL, where a claim
+// is a statement of its own, a slot frees when its call ends. With one
+// slot, and job A's completion held behind a row lock the test takes, the
+// lane claims and calls job B meanwhile, never two calls at once; job C
+// waits, because B's answer finds the one place for an answer written
+// without a slot taken, so B keeps its slot. When the lock is let go, all
+// three are done, each with one attempt.
+func TestLane_SlotFreesWhileItsAnswerIsWritten(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	a := accept(t, st, "a", "poem a", 5)
+	b := accept(t, st, "b", "poem b", 5)
+	c := accept(t, st, "c", "poem c", 5)
+	p := &heldCalls{inner: provider.NewSim(0), hold: "poem a", started: make(chan string, 8), ended: make(chan string, 8), release: make(chan struct{})}
+	startLane(t, st, worker.Config{Provider: p, Concurrency: 1, Poll: 10 * time.Millisecond})
+
+	p.wait(t, p.started, "poem a")
+	tx, err := st.DB().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(t.Context(), `SELECT id FROM jobs WHERE id = $1 FOR UPDATE`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(p.release) // A's answer in hand; its completion waits on the lock
+	p.wait(t, p.started, "poem b")
+	p.wait(t, p.ended, "poem b")
+	time.Sleep(200 * time.Millisecond) // room for a wrong claim of C to happen
+	for _, j := range []struct {
+		id   int64
+		want string
+	}{{a.ID, inkwell.StatusRunning}, {b.ID, inkwell.StatusRunning}, {c.ID, inkwell.StatusQueued}} {
+		d, err := st.Show(t.Context(), j.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Job.Status != j.want {
+			t.Errorf("job %d is %s while A's answer waits to be written, want %s", j.id, d.Job.Status, j.want)
+		}
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []inkwell.Job{a, b, c} {
+		d := waitJob(t, st, j.ID, "done", isStatus(inkwell.StatusDone))
+		if len(d.Attempts) != 1 || d.Charge == nil {
+			t.Errorf("job %d: %d attempts, charge %+v; want one attempt and its charge", j.ID, len(d.Attempts), d.Charge)
+		}
+	}
+	if n := p.most.Load(); n != 1 {
+		t.Errorf("%d provider calls in flight at once, want at most 1 (--concurrency 1)", n)
+	}
+}
+
+// heldCalls is the simulator behind a counter of calls in flight, which
+// holds the call whose prompt is hold until release is closed, and tells
+// each call's start and end by its prompt.
+type heldCalls struct {
+	inner          inkwell.Provider
+	hold           string
+	started, ended chan string
+	release        chan struct{}
+	inFlight, most atomic.Int64
+	mu             sync.Mutex
+}
+
+func (h *heldCalls) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
+	n := h.inFlight.Add(1)
+	h.mu.Lock()
+	h.most.Store(max(h.most.Load(), n))
+	h.mu.Unlock()
+	defer h.inFlight.Add(-1)
+	h.started <- req.Prompt
+	defer func() { h.ended <- req.Prompt }()
+	if req.Prompt == h.hold {
+		<-h.release
+	}
+	return h.inner.Generate(ctx, req)
+}
+
+// wait waits for prompt on ch, failing on any other prompt first.
+func (h *heldCalls) wait(t *testing.T, ch chan string, prompt string) {
+	t.Helper()
+	for {
+		select {
+		case got := <-ch:
+			if got == prompt {
+				return
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("no call of %q within %v", prompt, waitLimit)
+		}
+	}
+}
