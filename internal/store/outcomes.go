@@ -101,37 +101,17 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	}
 	accounts, jobs := outcomeAccounts(batch)
 	var next []laneClaim
-	err := b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
-		ctx := b.s.stmtContext(ctx)
-		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
-			return err
+	var err error
+	if len(rest) == 0 && len(completes) > 0 {
+		// Completions only, one statement (PostgreSQL): its own transaction.
+		err = b.s.classify(b.s.completeSetAlone(ctx, completes, before, after))
+		b.s.noteWrite(err)
+		if err != nil && !isGroupFailure(err) {
+			err = errMemberRefused{err} // each member gets its own answer in runIsolated
 		}
-		if len(completes) > 0 {
-			if err := b.s.completeSetTx(ctx, tx, completes); err != nil {
-				if err = b.s.classify(err); !isGroupFailure(err) {
-					return errMemberRefused{err} // each member gets its own answer in runIsolated
-				}
-				return err
-			}
-		}
-		for _, r := range rest {
-			if err := b.s.outcomeTx(ctx, tx, r, now); err != nil {
-				if err = b.s.classify(err); len(batch) > 1 && !isGroupFailure(err) {
-					return errMemberRefused{err}
-				}
-				return err // alone: the transaction is its savepoint
-			}
-		}
-		if err := b.s.notifyEndedInTx(ctx, tx, endedIn(batch, errs)); err != nil {
-			return err
-		}
-		var err error
-		next, err = b.claimNext(ctx, tx, batch, t)
-		if err = b.s.classify(err); err != nil && !isGroupFailure(err) {
-			return errMemberRefused{err} // a claim refused: the outcomes commit without it
-		}
-		return err
-	}, before, after)
+	} else {
+		err = b.commitTx(ctx, batch, completes, rest, accounts, jobs, errs, now, t, &next, before, after)
+	}
 	switch {
 	case errors.As(err, new(errMemberRefused)):
 		b.isolated.Add(1)
@@ -159,6 +139,45 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	// lets them run now, here, while the writer goes on where a processor
 	// is free: their next outcomes are waiting when its commit ends.
 	runtime.Gosched()
+}
+
+// commitTx writes a group in one transaction: the accounts locked first,
+// its completions by one statement where the dialect has it, the rest
+// member by member, then the jobs its slots run next (claimNext, into
+// *next). A member refused ends it with errMemberRefused.
+func (b *outcomeBatcher) commitTx(ctx context.Context, batch []*outcomeReq, completes []*CompleteParams, rest []*outcomeReq,
+	accounts []string, jobs []int64, errs []error, now any, t time.Time, next *[]laneClaim, before, after string) error {
+	return b.s.inTxAt(ctx, writeOutcome, func(tx *sql.Tx) error {
+		ctx := b.s.stmtContext(ctx)
+		if err := b.s.lockAccountsTx(ctx, tx, accounts, jobs); err != nil {
+			return err
+		}
+		if len(completes) > 0 {
+			if err := b.s.completeSetTx(ctx, tx, completes); err != nil {
+				if err = b.s.classify(err); !isGroupFailure(err) {
+					return errMemberRefused{err} // each member gets its own answer in runIsolated
+				}
+				return err
+			}
+		}
+		for _, r := range rest {
+			if err := b.s.outcomeTx(ctx, tx, r, now); err != nil {
+				if err = b.s.classify(err); len(batch) > 1 && !isGroupFailure(err) {
+					return errMemberRefused{err}
+				}
+				return err // alone: the transaction is its savepoint
+			}
+		}
+		if err := b.s.notifyEndedInTx(ctx, tx, endedIn(batch, errs)); err != nil {
+			return err
+		}
+		var err error
+		*next, err = b.claimNext(ctx, tx, batch, t)
+		if err = b.s.classify(err); err != nil && !isGroupFailure(err) {
+			return errMemberRefused{err} // a claim refused: the outcomes commit without it
+		}
+		return err
+	}, before, after)
 }
 
 // split parts a group into the completions written by one set statement

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/inkwell/inkwell"
 )
@@ -58,12 +59,66 @@ var completeSetSQL = `WITH now AS MATERIALIZED (SELECT COALESCE($1::timestamptz,
 	)
 	SELECT (SELECT COUNT(*) FROM job), (SELECT COUNT(*) FROM res), (SELECT COUNT(*) FROM chg)`
 
+// completeAloneSQL is completeSetSQL as a transaction of its own, for a
+// group of completions only: one round trip, no BEGIN or COMMIT. Its first
+// CTE takes the row locks of the budgeted accounts the group touches, in
+// name order, before any write (lockAccountsTx's rule, budgets.go): input,
+// which every write reads first, waits for it. It writes all of the group
+// or nothing: when a member was not running (fenced out, already done),
+// its last expression fails the statement (a text that is no number),
+// everything is rolled back, and the group runs again member by member
+// (outcomes.go). The failing CAST reads the counts, so that it is never
+// folded, and failed, while the statement is planned.
+var completeAloneSQL = strings.Replace(strings.Replace(strings.Replace(completeSetSQL,
+	`input AS MATERIALIZED (`, `locked AS MATERIALIZED (
+		SELECT name FROM accounts
+		WHERE (name = ANY($5::text[])
+		       OR name IN (SELECT reservation_account FROM jobs WHERE id = ANY($2::bigint[]) AND reservation_state = 'open'))
+		  AND budget_micros IS NOT NULL
+		ORDER BY name FOR UPDATE
+	),
+	input AS MATERIALIZED (`, 1),
+	`completion_tokens)
+	),`, `completion_tokens)
+		WHERE (SELECT COUNT(*) FROM locked) >= 0
+	),`, 1),
+	`SELECT (SELECT COUNT(*) FROM job), (SELECT COUNT(*) FROM res), (SELECT COUNT(*) FROM chg)`,
+	`SELECT CASE WHEN (SELECT COUNT(*) FROM job) = cardinality($2::bigint[]) AND (SELECT COUNT(*) FROM res) = cardinality($2::bigint[])
+	                  AND (SELECT COUNT(*) FROM chg) = cardinality($2::bigint[]) THEN 0
+	             ELSE CAST('only ' || (SELECT COUNT(*) FROM job) || ' of the group were running' AS int) END`, 1)
+
+// completeSetAlone writes the completions cs with completeAloneSQL, hitting
+// the crash points before and after its commit, as writeTx does. An error
+// wrote nothing.
+func (s *Store) completeSetAlone(ctx context.Context, cs []*CompleteParams, before, after string) error {
+	var zero int
+	hit(before)
+	if err := s.gdb.QueryRowContext(ctx, completeAloneSQL, s.completeArgs(cs)...).Scan(&zero); err != nil {
+		return fmt.Errorf("complete %d jobs: %w", len(cs), err)
+	}
+	hit(after)
+	return nil
+}
+
 // completeSetTx writes the completions cs in tx with completeSetSQL. It
 // writes all of them or returns an error: a
 // member fenced out, already done or refused fails the statement or its
 // counts, and the caller runs the group again member by member
 // (outcomes.go), where each gets its own answer.
 func (s *Store) completeSetTx(ctx context.Context, tx *sql.Tx, cs []*CompleteParams) error {
+	n := len(cs)
+	var done, results, charges int64
+	if err := tx.QueryRowContext(ctx, completeSetSQL, s.completeArgs(cs)...).Scan(&done, &results, &charges); err != nil {
+		return fmt.Errorf("complete %d jobs: %w", n, err)
+	}
+	if done != int64(n) || results != int64(n) || charges != int64(n) {
+		return inkwell.Errorf(inkwell.ECONFLICT, "complete %d jobs: %d were running, %d results and %d charges written", n, done, results, charges)
+	}
+	return nil
+}
+
+// completeArgs is the arguments of completeSetSQL for cs.
+func (s *Store) completeArgs(cs []*CompleteParams) []any {
 	n := len(cs)
 	jobs, attempts, amounts := make([]int64, n), make([]int64, n), make([]int64, n)
 	texts, accounts, requests := make([]string, n), make([]string, n), make([]string, n)
@@ -76,16 +131,8 @@ func (s *Store) completeSetTx(ctx context.Context, tx *sql.Tx, cs []*CompletePar
 		responses[i], models[i], finishes[i] = nullText(response), nullText(model), nullText(finish)
 		prompt[i], completion[i] = nullInt(in), nullInt(out)
 	}
-	var done, results, charges int64
-	err := tx.QueryRowContext(ctx, completeSetSQL, s.clockArg(), jobs, attempts, texts, accounts, amounts, requests,
-		responses, models, finishes, prompt, completion).Scan(&done, &results, &charges)
-	if err != nil {
-		return fmt.Errorf("complete %d jobs: %w", n, err)
-	}
-	if done != int64(n) || results != int64(n) || charges != int64(n) {
-		return inkwell.Errorf(inkwell.ECONFLICT, "complete %d jobs: %d were running, %d results and %d charges written", n, done, results, charges)
-	}
-	return nil
+	return []any{s.clockArg(), jobs, attempts, texts, accounts, amounts, requests,
+		responses, models, finishes, prompt, completion}
 }
 
 func nullText(v sql.NullString) *string {
