@@ -102,12 +102,14 @@ func (b *outcomeBatcher) commit(batch []*outcomeReq) {
 	accounts, jobs := outcomeAccounts(batch)
 	var next []laneClaim
 	var err error
-	if len(rest) == 0 && len(completes) > 0 {
-		// Completions only, one statement (PostgreSQL): its own transaction.
+	if len(rest) == 0 && len(completes) > 0 && b.s.ends != nil {
+		// Completions only, one statement (PostgreSQL): its own
+		// transaction, the job ends announced after it (b.s.ends).
 		err = b.s.classify(b.s.completeSetAlone(ctx, completes, before, after))
 		b.s.noteWrite(err)
 		if err != nil && !isGroupFailure(err) {
 			err = errMemberRefused{err} // each member gets its own answer in runIsolated
+			before = ""                 // hit already, as the statement was sent: once per group
 		}
 	} else {
 		err = b.commitTx(ctx, batch, completes, rest, accounts, jobs, errs, now, t, &next, before, after)

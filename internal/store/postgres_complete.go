@@ -69,7 +69,7 @@ var completeSetSQL = `WITH now AS MATERIALIZED (SELECT COALESCE($1::timestamptz,
 // everything is rolled back, and the group runs again member by member
 // (outcomes.go). The failing CAST reads the counts, so that it is never
 // folded, and failed, while the statement is planned.
-var completeAloneSQL = strings.Replace(strings.Replace(strings.Replace(completeSetSQL,
+var completeAloneSQL = replaceOnce(replaceOnce(replaceOnce(completeSetSQL,
 	`input AS MATERIALIZED (`, `locked AS MATERIALIZED (
 		SELECT name FROM accounts
 		WHERE (name = ANY($5::text[])
@@ -77,15 +77,25 @@ var completeAloneSQL = strings.Replace(strings.Replace(strings.Replace(completeS
 		  AND budget_micros IS NOT NULL
 		ORDER BY name FOR UPDATE
 	),
-	input AS MATERIALIZED (`, 1),
+	input AS MATERIALIZED (`),
 	`completion_tokens)
 	),`, `completion_tokens)
 		WHERE (SELECT COUNT(*) FROM locked) >= 0
-	),`, 1),
+	),`),
 	`SELECT (SELECT COUNT(*) FROM job), (SELECT COUNT(*) FROM res), (SELECT COUNT(*) FROM chg)`,
 	`SELECT CASE WHEN (SELECT COUNT(*) FROM job) = cardinality($2::bigint[]) AND (SELECT COUNT(*) FROM res) = cardinality($2::bigint[])
 	                  AND (SELECT COUNT(*) FROM chg) = cardinality($2::bigint[]) THEN 0
-	             ELSE CAST('only ' || (SELECT COUNT(*) FROM job) || ' of the group were running' AS int) END`, 1)
+	             ELSE CAST('only ' || (SELECT COUNT(*) FROM job) || ' of the group were running' AS int) END`)
+
+// replaceOnce replaces old, which must appear exactly once in s: a
+// statement built from another must not lose a part (the accounts' lock,
+// unread, would simply not be taken) when that other one changes.
+func replaceOnce(s, old, new string) string {
+	if n := strings.Count(s, old); n != 1 {
+		panic(fmt.Sprintf("store: %q appears %d times in the statement, want once", old, n))
+	}
+	return strings.Replace(s, old, new, 1)
+}
 
 // completeSetAlone writes the completions cs with completeAloneSQL, hitting
 // the crash points before and after its commit, as writeTx does. An error

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,26 +21,20 @@ import (
 // lane claims and calls job B meanwhile, never two calls at once; job C
 // waits, because B's answer finds the one place for an answer written
 // without a slot taken, so B keeps its slot. When the lock is let go, all
-// three are done, each with one attempt.
+// three are done, each with one attempt; and the place is free again: a
+// later job D whose write is held the same way lets job E be called.
 func TestLane_SlotFreesWhileItsAnswerIsWritten(t *testing.T) {
 	t.Parallel()
 	st := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
 	a := accept(t, st, "a", "poem a", 5)
 	b := accept(t, st, "b", "poem b", 5)
 	c := accept(t, st, "c", "poem c", 5)
-	p := &heldCalls{inner: provider.NewSim(0), hold: "poem a", started: make(chan string, 8), ended: make(chan string, 8), release: make(chan struct{})}
+	p := &heldCalls{inner: provider.NewSim(0), started: make(chan string, 8), ended: make(chan string, 8),
+		hold: map[string]chan struct{}{"poem a": make(chan struct{}), "poem d": make(chan struct{})}}
 	startLane(t, st, worker.Config{Provider: p, Concurrency: 1, Poll: 10 * time.Millisecond})
 
-	p.wait(t, p.started, "poem a")
-	tx, err := st.DB().BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := p.holdWrite(t, st, a, "poem a")
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(t.Context(), `SELECT id FROM jobs WHERE id = $1 FOR UPDATE`, a.ID); err != nil {
-		t.Fatal(err)
-	}
-	close(p.release) // A's answer in hand; its completion waits on the lock
 	p.wait(t, p.started, "poem b")
 	p.wait(t, p.ended, "poem b")
 	time.Sleep(200 * time.Millisecond) // room for a wrong claim of C to happen
@@ -64,21 +59,49 @@ func TestLane_SlotFreesWhileItsAnswerIsWritten(t *testing.T) {
 			t.Errorf("job %d: %d attempts, charge %+v; want one attempt and its charge", j.ID, len(d.Attempts), d.Charge)
 		}
 	}
+	// The place for an answer written without a slot is free again.
+	d := accept(t, st, "d", "poem d", 5)
+	e := accept(t, st, "e", "poem e", 5)
+	tx = p.holdWrite(t, st, d, "poem d")
+	defer tx.Rollback()
+	p.wait(t, p.started, "poem e")
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []inkwell.Job{d, e} {
+		waitJob(t, st, j.ID, "done", isStatus(inkwell.StatusDone))
+	}
 	if n := p.most.Load(); n != 1 {
 		t.Errorf("%d provider calls in flight at once, want at most 1 (--concurrency 1)", n)
 	}
 }
 
 // heldCalls is the simulator behind a counter of calls in flight, which
-// holds the call whose prompt is hold until release is closed, and tells
-// each call's start and end by its prompt.
+// holds each call whose prompt is in hold until its channel is closed, and
+// tells each call's start and end by its prompt.
 type heldCalls struct {
 	inner          inkwell.Provider
-	hold           string
+	hold           map[string]chan struct{}
 	started, ended chan string
-	release        chan struct{}
 	inFlight, most atomic.Int64
 	mu             sync.Mutex
+}
+
+// holdWrite waits for job's call (prompt), locks the job's row in a
+// transaction it returns, then lets the call answer: the answer is in
+// hand and its completion waits on the lock until the transaction ends.
+func (h *heldCalls) holdWrite(t *testing.T, st *store.Store, job inkwell.Job, prompt string) *sql.Tx {
+	t.Helper()
+	h.wait(t, h.started, prompt)
+	tx, err := st.DB().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(t.Context(), `SELECT id FROM jobs WHERE id = $1 FOR UPDATE`, job.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(h.hold[prompt])
+	return tx
 }
 
 func (h *heldCalls) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
@@ -89,13 +112,13 @@ func (h *heldCalls) Generate(ctx context.Context, req inkwell.ProviderRequest) (
 	defer h.inFlight.Add(-1)
 	h.started <- req.Prompt
 	defer func() { h.ended <- req.Prompt }()
-	if req.Prompt == h.hold {
-		<-h.release
+	if ch, ok := h.hold[req.Prompt]; ok {
+		<-ch
 	}
 	return h.inner.Generate(ctx, req)
 }
 
-// wait waits for prompt on ch, failing on any other prompt first.
+// wait waits for prompt on ch, passing over the others.
 func (h *heldCalls) wait(t *testing.T, ch chan string, prompt string) {
 	t.Helper()
 	for {
