@@ -61,17 +61,25 @@ var notBilledSQL = func() string {
 // (job_counts, then account) can never wait for each other in a cycle.
 // SQLite has one writer at a time and needs none of it.
 
+// lockBudgetsSQL locks, in name order, the budgeted accounts among those
+// named by the text[] names and those of the open reservations of the
+// bigint[] jobs (PostgreSQL; the lock order above). lockAccountsTx runs
+// it; completeAloneSQL runs it as its first CTE.
+func lockBudgetsSQL(names, jobs string) string {
+	return `SELECT name FROM accounts
+		WHERE (name = ANY(` + names + `::text[])
+		       OR name IN (SELECT reservation_account FROM jobs WHERE id = ANY(` + jobs + `::bigint[]) AND reservation_state = 'open'))
+		  AND budget_micros IS NOT NULL
+		ORDER BY name FOR UPDATE`
+}
+
 // lockAccountsTx takes the row locks of the accounts named, and of the
 // accounts of the open reservations of jobs, in name order.
 func (s *Store) lockAccountsTx(ctx context.Context, tx *sql.Tx, names []string, jobs []int64) error {
 	if s.dialect.oneWriter || (len(names) == 0 && len(jobs) == 0) {
 		return nil
 	}
-	const lock = `SELECT name FROM accounts
-		WHERE (name = ANY($1::text[])
-		       OR name IN (SELECT reservation_account FROM jobs WHERE id = ANY($2::bigint[]) AND reservation_state = 'open'))
-		  AND budget_micros IS NOT NULL
-		ORDER BY name FOR UPDATE`
+	lock := lockBudgetsSQL("$1", "$2")
 	if names == nil {
 		names = []string{}
 	}

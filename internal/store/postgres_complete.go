@@ -70,13 +70,7 @@ var completeSetSQL = `WITH now AS MATERIALIZED (SELECT COALESCE($1::timestamptz,
 // (outcomes.go). The failing CAST reads the counts, so that it is never
 // folded, and failed, while the statement is planned.
 var completeAloneSQL = replaceOnce(replaceOnce(replaceOnce(completeSetSQL,
-	`input AS MATERIALIZED (`, `locked AS MATERIALIZED (
-		SELECT name FROM accounts
-		WHERE (name = ANY($5::text[])
-		       OR name IN (SELECT reservation_account FROM jobs WHERE id = ANY($2::bigint[]) AND reservation_state = 'open'))
-		  AND budget_micros IS NOT NULL
-		ORDER BY name FOR UPDATE
-	),
+	`input AS MATERIALIZED (`, `locked AS MATERIALIZED (`+lockBudgetsSQL("$5", "$2")+`),
 	input AS MATERIALIZED (`),
 	`completion_tokens)
 	),`, `completion_tokens)

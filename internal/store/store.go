@@ -43,7 +43,7 @@ type Store struct {
 	db        *sql.DB // writes (and transactions)
 	rdb       *sql.DB // reads; the same pool as db on PostgreSQL
 	cdb       *sql.DB // the claim's own connections on PostgreSQL (postgres_claim.go); nil on SQLite
-	gdb       *sql.DB // the group statements\' connections on PostgreSQL (openGroupPool); nil on SQLite
+	gdb       *sql.DB // the group statements' connections on PostgreSQL (openGroupPool); nil on SQLite
 	// ends announces the jobs outcome groups end, after their commits
 	// (postgres_notify.go); nil on SQLite.
 	ends *endNotifier
