@@ -27,6 +27,16 @@ func openClaimPool(dsn string) (*sql.DB, error) {
 	return openSessionPool(dsn, "inkwell/claim", claimPoolSize, claimSession)
 }
 
+// groupSessionSettings are the group pool's settings (openGroupPool): a
+// generic plan built once and kept, with no sequential or bitmap scan in
+// it. A connection builds its plan of a statement at the statement's first
+// run, usually on nearly empty tables, where a scan of the whole table (or
+// of a whole partial index, bitmap) costs least, and keeps it as the
+// tables grow: the completion found its attempts that way, reading every
+// running attempt's index entry and those of every attempt finished since
+// the last vacuum. TestStore_GroupPlansFindRowsByKey checks the plans.
+const groupSessionSettings = `SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; SET enable_bitmapscan = off`
+
 // groupPoolSize bounds the connections of the group statements' pool: an
 // accept group and an outcome group at a time (one of each batcher).
 const groupPoolSize = 2
@@ -35,10 +45,10 @@ const groupPoolSize = 2
 // (PostgreSQL): each connection keeps a generic plan of a statement once
 // built. The group statements take their members as arrays, and with a
 // custom plan PostgreSQL planned each anew on every run: a third of a lone
-// accept's time. The claim's other settings are not for them.
+// accept's time (groupSessionSettings).
 func openGroupPool(dsn string) (*sql.DB, error) {
 	return openSessionPool(dsn, "inkwell", groupPoolSize, func(ctx context.Context, c *pgconn.PgConn) error {
-		err := c.Exec(ctx, `SET plan_cache_mode = force_generic_plan`).Close()
+		err := c.Exec(ctx, groupSessionSettings).Close()
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42704" { // before PostgreSQL 12: planned each time, the same result
 			return nil

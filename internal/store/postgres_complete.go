@@ -15,7 +15,11 @@ import (
 // set-based over arrays, so a group costs one round trip and one firing
 // of each statement trigger, however many members it has. $1 is the
 // store's time (NULL: the database's clock); $2… the members' columns.
-// A job is done only where its attempt was: the job CTE joins att.
+// A job is done only where its attempt was: the job CTE joins att. The
+// running guards are written "(…) IS TRUE", which implies no partial
+// index's predicate, so that the attempts and jobs are found by primary
+// key: with "status = 'running'" the generic plan read job_attempts_running_lane
+// or jobs_running_since whole, for each group (groupSessionSettings).
 var completeSetSQL = `WITH now AS MATERIALIZED (SELECT COALESCE($1::timestamptz, clock_timestamp()) AS t),
 	input AS MATERIALIZED (
 		SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::text[],
@@ -24,12 +28,12 @@ var completeSetSQL = `WITH now AS MATERIALIZED (SELECT COALESCE($1::timestamptz,
 	),
 	att AS (
 		UPDATE job_attempts a SET status = 'done', finished_at = (SELECT t FROM now)
-		FROM input i WHERE a.id = i.attempt_id AND a.job_id = i.job_id AND a.status = 'running'
+		FROM input i WHERE a.id = i.attempt_id AND a.job_id = i.job_id AND (a.status = 'running') IS TRUE
 		RETURNING a.job_id
 	),
 	job AS (
 		UPDATE jobs SET status = 'done', error = NULL, finished_at = (SELECT t FROM now), ` + settleOnDone + `
-		FROM att WHERE jobs.id = att.job_id AND jobs.status = 'running'
+		FROM att WHERE jobs.id = att.job_id AND (jobs.status = 'running') IS TRUE
 		RETURNING jobs.id, ` + qualified("jobs", reservationColumns) + `
 	),
 	res AS (
