@@ -64,11 +64,14 @@ var notBilledSQL = func() string {
 // lockBudgetsSQL locks, in name order, the budgeted accounts among those
 // named by the text[] names and those of the open reservations of the
 // bigint[] jobs (PostgreSQL; the lock order above). lockAccountsTx runs
-// it; completeAloneSQL runs it as its first CTE.
+// it; completeAloneSQL runs it as its first CTE. The jobs are found by
+// primary key: "(…) IS TRUE" implies no partial index's predicate, where
+// "reservation_state = 'open'" let a generic plan read the whole of
+// jobs_reservation_open, every open reservation, for each group.
 func lockBudgetsSQL(names, jobs string) string {
 	return `SELECT name FROM accounts
 		WHERE (name = ANY(` + names + `::text[])
-		       OR name IN (SELECT reservation_account FROM jobs WHERE id = ANY(` + jobs + `::bigint[]) AND reservation_state = 'open'))
+		       OR name IN (SELECT reservation_account FROM jobs WHERE id = ANY(` + jobs + `::bigint[]) AND (reservation_state = 'open') IS TRUE))
 		  AND budget_micros IS NOT NULL
 		ORDER BY name FOR UPDATE`
 }

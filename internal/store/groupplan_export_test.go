@@ -27,6 +27,33 @@ func GroupPlan(ctx context.Context, s *Store, name string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("no group statement %q", name)
 	}
+	return groupExplain(ctx, s, st.SQL, "EXPLAIN EXECUTE inkwell_group_plan("+st.Args+")")
+}
+
+// AcceptGroupRun is what the accept group's statement did for n new jobs
+// of one account: run under EXPLAIN ANALYZE in a transaction rolled back,
+// so that nothing stays.
+func AcceptGroupRun(ctx context.Context, s *Store, account string, n int) (string, error) {
+	list := func(f func(i int) string) string {
+		v := make([]string, n)
+		for i := range v {
+			v[i] = f(i)
+		}
+		return "'{" + strings.Join(v, ",") + "}'"
+	}
+	args := strings.Join([]string{"NULL",
+		list(func(int) string { return account }),
+		list(func(i int) string { return fmt.Sprintf("explain-%d", i) }),
+		list(func(int) string { return "h" }),
+		list(func(int) string { return `"{}"` }),
+		"0", fmt.Sprint(n)}, ", ")
+	return groupExplain(ctx, s, acceptSetSQL, "BEGIN; EXPLAIN (ANALYZE, COSTS OFF) EXECUTE inkwell_group_plan("+args+"); ROLLBACK")
+}
+
+// groupExplain prepares query on a connection of the group pool, runs
+// explain (statements that EXECUTE inkwell_group_plan), and returns the
+// lines they answered.
+func groupExplain(ctx context.Context, s *Store, query, explain string) (string, error) {
 	conn, err := s.gdb.Conn(ctx)
 	if err != nil {
 		return "", err
@@ -36,11 +63,14 @@ func GroupPlan(ctx context.Context, s *Store, name string) (string, error) {
 	err = conn.Raw(func(dc any) error {
 		pc := dc.(*stdlib.Conn).Conn().PgConn()
 		// The simple protocol: the $n belong to the prepared statement.
-		results, err := pc.Exec(ctx, "PREPARE inkwell_group_plan AS "+st.SQL+"; EXPLAIN EXECUTE inkwell_group_plan("+st.Args+"); DEALLOCATE inkwell_group_plan").ReadAll()
+		results, err := pc.Exec(ctx, "PREPARE inkwell_group_plan AS "+query+"; "+explain+"; DEALLOCATE inkwell_group_plan").ReadAll()
 		if err != nil {
 			return err
 		}
 		for _, r := range results {
+			if r.Err != nil {
+				return r.Err
+			}
 			for _, row := range r.Rows {
 				plan = append(plan, string(row[0]))
 			}

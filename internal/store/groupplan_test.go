@@ -12,13 +12,13 @@ import (
 // generic plan it makes at a statement's first run, usually on nearly
 // empty tables, for as long as the connection lives. Made there, the
 // completion found its attempts with a bitmap scan of every running
-// attempt's index entries and each job with a scan of jobs_running_since,
-// entries of finished jobs included until a vacuum: each group read more
-// the longer the lane ran (one lane drained 5,000 queued jobs at about
-// 3,200 jobs/s, 40,000 at 3,000; with the plans checked here, 3,300-3,900
-// for either). Written so that a table's size cannot change them, the
-// plans look rows up by primary key, and no group statement scans a
-// whole table or a whole partial index of jobs or attempts.
+// attempt's index entries, each job with a scan of jobs_running_since
+// (entries of finished jobs included, until a vacuum) and the accounts to
+// lock with a scan of jobs_reservation_open (every open reservation):
+// each group read more the longer the lane ran and the larger the queue.
+// Written so that a table's size cannot change them, the plans look rows
+// up by primary key, and no group statement scans a whole table or a
+// whole partial index of jobs or attempts.
 func TestStore_GroupPlansFindRowsByKey(t *testing.T) {
 	t.Parallel()
 	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
@@ -37,7 +37,7 @@ func TestStore_GroupPlansFindRowsByKey(t *testing.T) {
 				}
 			}
 			for _, line := range strings.Split(plan, "\n") {
-				for _, bad := range []string{"Seq Scan on jobs", "Seq Scan on job_attempts", "Bitmap", "jobs_running_since", "job_attempts_running_lane"} {
+				for _, bad := range []string{"Seq Scan on jobs", "Seq Scan on job_attempts", "Bitmap", "jobs_running_since", "job_attempts_running_lane", "jobs_reservation_open"} {
 					if strings.Contains(line, bad) {
 						t.Errorf("the %s's plan reads %q: %s\n%s", name, bad, strings.TrimSpace(line), plan)
 					}
@@ -46,4 +46,41 @@ func TestStore_GroupPlansFindRowsByKey(t *testing.T) {
 			t.Logf("%s's plan:\n%s", name, plan)
 		})
 	}
+}
+
+// TestStore_AcceptGroupReadsEachAccountsTurnOnce: a group of 40 new jobs
+// of one account reads the account's last turn once, before it writes:
+// read per member as the rows went in, each probe stepped over the rows
+// the statement had already written (n²/2 heap fetches for n members).
+func TestStore_AcceptGroupReadsEachAccountsTurnOnce(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	storetest.MustQueue(t, s, "flood", "before", 100)
+	run, err := store.AcceptGroupRun(t.Context(), s, "flood", 40)
+	if err != nil {
+		t.Fatalf("run the accept group: %v", err)
+	}
+	if !strings.Contains(run, "Tuples Inserted: 40") {
+		t.Fatalf("the group inserted other than 40 jobs:\n%s", run)
+	}
+	lines := strings.Split(run, "\n")
+	probes := 0
+	for i, line := range lines {
+		if !strings.Contains(line, "jobs_account_turn") {
+			continue
+		}
+		probes++
+		if !strings.Contains(line, "loops=1)") {
+			t.Errorf("the account's turn was read more than once: %s\n%s", strings.TrimSpace(line), run)
+		}
+		for _, next := range lines[i+1 : min(i+4, len(lines))] {
+			if f := strings.TrimSpace(next); strings.HasPrefix(f, "Heap Fetches: ") && f != "Heap Fetches: 0" && f != "Heap Fetches: 1" {
+				t.Errorf("the read of the account's turn fetched rows it had written itself: %s\n%s", f, run)
+			}
+		}
+	}
+	if probes != 1 {
+		t.Errorf("the group read jobs_account_turn %d times in its plan, want once:\n%s", probes, run)
+	}
+	t.Logf("the accept group's run:\n%s", run)
 }
