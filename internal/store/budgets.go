@@ -64,17 +64,24 @@ var notBilledSQL = func() string {
 // lockBudgetsSQL locks, in name order, the budgeted accounts among those
 // named by the text[] names and those of the open reservations of the
 // bigint[] jobs (PostgreSQL; the lock order above). lockAccountsTx runs
-// it; completeAloneSQL runs it as its first CTE. The jobs are found by
-// primary key: "(…) IS TRUE" implies no partial index's predicate, where
-// "reservation_state = 'open'" let a generic plan read the whole of
-// jobs_reservation_open, every open reservation, for each group.
+// it; completeAloneSQL runs it as its first CTE. Each job is looked up by
+// primary key, one probe per id: "(…) IS TRUE" implies no partial index's
+// predicate (with "reservation_state = 'open'" a kept plan read the whole
+// of jobs_reservation_open, every open reservation), and "id = ANY(…)"
+// let a plan kept on the shared pool, made on a nearly empty table, read
+// all of jobs.
 func lockBudgetsSQL(names, jobs string) string {
 	return `SELECT name FROM accounts
 		WHERE (name = ANY(` + names + `::text[])
-		       OR name IN (SELECT reservation_account FROM jobs WHERE id = ANY(` + jobs + `::bigint[]) AND (reservation_state = 'open') IS TRUE))
+		       OR name IN (SELECT (SELECT j.reservation_account FROM jobs j WHERE j.id = w.id AND (j.reservation_state = 'open') IS TRUE)
+		                   FROM unnest(` + jobs + `::bigint[]) AS w(id)))
 		  AND budget_micros IS NOT NULL
 		ORDER BY name FOR UPDATE`
 }
+
+// closeReservation closes job $1's open reservation as $2 (settled or
+// released), found by primary key (the "IS TRUE" of doneJob).
+const closeReservation = `UPDATE jobs SET reservation_state = $2 WHERE id = $1 AND (reservation_state = 'open') IS TRUE`
 
 // lockAccountsTx takes the row locks of the accounts named, and of the
 // accounts of the open reservations of jobs, in name order.
@@ -178,9 +185,8 @@ func (s *Store) closeReservationTx(ctx context.Context, tx *sql.Tx, r Reservatio
 	if r.State != ReservationOpen {
 		return nil
 	}
-	const closeJob = `UPDATE jobs SET reservation_state = $2 WHERE id = $1 AND reservation_state = 'open'`
 	const unreserve = `UPDATE accounts SET reserved_micros = reserved_micros - $2 WHERE name = $1 AND budget_micros IS NOT NULL`
-	n, err := s.exec(ctx, tx, closeJob, r.JobID, state)
+	n, err := s.exec(ctx, tx, closeReservation, r.JobID, state)
 	if err != nil {
 		return fmt.Errorf("close reservation of job %d: %w", r.JobID, err)
 	}

@@ -51,6 +51,11 @@ type dialect struct {
 	clockOr func(arg string) string
 	// claimLock is appended to the claim's inner SELECT.
 	claimLock string
+	// picked is the condition "id is among the ids of the CTE named",
+	// for a write whose rows a CTE picked. PostgreSQL's is one array of
+	// primary-key probes: "id IN (SELECT …)" let a kept plan read a whole
+	// partial index and join.
+	picked func(cte string) string
 	// claimStatement: ClaimUpTo is one data-modifying statement, its own
 	// transaction (PostgreSQL: WITH … UPDATE … INSERT). SQLite has no
 	// data-modifying WITH, and its claim costs no round trips anyway.
@@ -108,6 +113,7 @@ var sqliteDialect = dialect{
 	ts:         func(t time.Time) any { return t.UTC().Format(TimeLayout) },
 	clockOr:    func(arg string) string { return arg }, // never NULL: the clock is this process's
 	claimLock:  "",                                     // BEGIN IMMEDIATE already holds the only write lock
+	picked:     func(cte string) string { return `id IN (SELECT id FROM ` + cte + `)` },
 	classify:   classifySQLite,
 	oneWriter:  true,
 	lockKind:   lockFlock,

@@ -170,11 +170,17 @@ func (s *Store) listenOnce(ctx context.Context, p WatchParams) error {
 	}
 }
 
+// endedAmong is which of the jobs $1 have ended, each looked up by
+// primary key: as "WHERE … AND id = ANY($1)" the plan PostgreSQL keeps
+// after a few runs, made on a nearly empty table, read all of jobs, every
+// second while anyone waited.
+const endedAmong = `SELECT w.id FROM unnest($1::bigint[]) AS w(id)
+	WHERE (SELECT j.status FROM jobs j WHERE j.id = w.id) IN ('done', 'failed')`
+
 // recheckEnded wakes, every endedRecheck until ctx ends, the waiters of
 // jobs that have ended: an end announced after its commit is lost when
 // the process that committed it dies first.
 func (s *Store) recheckEnded(ctx context.Context, p WatchParams) {
-	const endedAmong = `SELECT id FROM jobs WHERE status IN ('done', 'failed') AND id = ANY($1::bigint[])`
 	every := endedRecheck
 	if s.endedRecheck > 0 {
 		every = s.endedRecheck

@@ -79,3 +79,56 @@ func groupExplain(ctx context.Context, s *Store, query, explain string) (string,
 	})
 	return strings.Join(plan, "\n"), err
 }
+
+// KeptStatements names statements that run on the shared pool or in
+// outcome groups with a row named by id, with arguments, for the plan
+// PostgreSQL keeps for them (KeptPlan).
+func KeptStatements(s *Store) map[string]struct{ SQL, Args string } {
+	return map[string]struct{ SQL, Args string }{
+		"doneJob":          {doneJob, `now(), 1`},
+		"failJob":          {failJob, `'e', 'timeout', now(), NULL, 1`},
+		"rescheduleJob":    {rescheduleJob, `'e', 'timeout', now(), 1`},
+		"closeReservation": {closeReservation, `1, 'settled'`},
+		"lockBudgets":      {lockBudgetsSQL("$1", "$2"), `'{a}', '{1,2}'`},
+		"endedAmong":       {endedAmong, `'{1,2}'`},
+		"claimWebhooks":    {s.claimWebhooksSQL(), `now(), 8, now()`},
+		"webhookFailed":    {webhookFailed, `1, 1, 500, 'e', now(), NULL`},
+		"prunedUpdate":     {prunedUpdate, `1, '{}', now()`},
+	}
+}
+
+// KeptPlan is the generic plan of the statement named, as a connection of
+// the shared pool keeps it once it has run a statement a few times
+// (plan_cache_mode auto), made on the tables as they are now: prepared
+// and explained (not run) with plan_cache_mode = force_generic_plan set
+// for one transaction, rolled back.
+func KeptPlan(ctx context.Context, s *Store, name string) (string, error) {
+	st, ok := KeptStatements(s)[name]
+	if !ok {
+		return "", fmt.Errorf("no kept statement %q", name)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	var plan []string
+	err = conn.Raw(func(dc any) error {
+		pc := dc.(*stdlib.Conn).Conn().PgConn()
+		results, err := pc.Exec(ctx, "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; PREPARE inkwell_kept_plan AS "+st.SQL+
+			"; EXPLAIN EXECUTE inkwell_kept_plan("+st.Args+"); DEALLOCATE inkwell_kept_plan; ROLLBACK").ReadAll()
+		if err != nil {
+			return err
+		}
+		for _, r := range results {
+			if r.Err != nil {
+				return r.Err
+			}
+			for _, row := range r.Rows {
+				plan = append(plan, string(row[0]))
+			}
+		}
+		return nil
+	})
+	return strings.Join(plan, "\n"), err
+}

@@ -401,12 +401,17 @@ func idList(batch []pruneRow) string {
 	return b.String()
 }
 
+// prunedUpdate prunes job $1 in place (PostgreSQL), found by primary key
+// (the "IS TRUE" of doneJob; with the guard bare, a kept plan read all of
+// jobs_unpruned for each job pruned).
+const prunedUpdate = `UPDATE jobs SET payload = $2, pruned_at = $3 WHERE id = $1 AND (status IN ('done', 'failed') AND pruned_at IS NULL) IS TRUE`
+
 // updatePruned prunes the batch in place (PostgreSQL). Each UPDATE repeats
 // the guard: the rows are locked by the SELECT … FOR UPDATE, so it always
 // holds; it is there so that a change to the select can never prune a job
 // that is not finished.
 func (s *Store) updatePruned(ctx context.Context, tx *sql.Tx, batch []pruneRow, prunedAt any) error {
-	const upd = `UPDATE jobs SET payload = $2, pruned_at = $3 WHERE id = $1 AND status IN ('done', 'failed') AND pruned_at IS NULL`
+	upd := prunedUpdate
 	for _, r := range batch {
 		if err := s.execOne(ctx, tx, upd, r.id, prunedPayload(r.payload), prunedAt); err != nil {
 			return fmt.Errorf("prune job %d: %w", r.id, err)

@@ -73,6 +73,23 @@ func acceptInsertSQL(now string) string {
 		RETURNING ` + jobColumns
 }
 
+// Guards on a job's state are written "(…) IS TRUE" wherever the row is
+// named by its id: the form implies no partial index's predicate, so that
+// a plan PostgreSQL keeps (made at a connection's first runs, often on
+// nearly empty tables) looks the row up by primary key instead of reading
+// a whole partial index such as jobs_running_since, entries of finished
+// jobs included until a vacuum (TestStore_KeptPlansFindRowsByKey).
+var (
+	// doneJob: a running job done; its open budget reservation is settled
+	// in the same statement (budgets.go), which returns it.
+	doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1, ` + settleOnDone + `
+		WHERE id = $2 AND (status = 'running') IS TRUE
+		RETURNING ` + reservationColumns
+	// failJob: a running job failed for good.
+	failJob = `UPDATE jobs SET status = 'failed', error = $1, error_class = $2, finished_at = $3, gave_up_after = $4
+		WHERE id = $5 AND (status = 'running') IS TRUE`
+)
+
 var (
 	// rescheduleJob: a running job back to queued for an automatic retry
 	// after $3; it keeps the failure it waits out (error, error_class)
@@ -80,7 +97,7 @@ var (
 	// behind its account's last turn.
 	rescheduleJob = `UPDATE jobs SET status = 'queued', error = $1, error_class = $2, not_before = $3,
 			started_at = NULL, finished_at = NULL, claim_turn = ` + turnFor("jobs.account") + `
-		WHERE id = $4 AND status = 'running'`
+		WHERE id = $4 AND (status = 'running') IS TRUE`
 	// retryJob: a failed job back to queued by an operator or client,
 	// behind its account's last turn.
 	retryJob = `UPDATE jobs SET status = 'queued', error = NULL, error_class = NULL, gave_up_after = NULL, not_before = NULL,
@@ -503,11 +520,6 @@ func (s *Store) CompleteAndClaim(ctx context.Context, p CompleteParams, l *LaneL
 func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, now any) error {
 	const doneAttempt = `UPDATE job_attempts SET status = 'done', finished_at = $1
 		WHERE id = $2 AND job_id = $3 AND status = 'running'`
-	// The job's open budget reservation is settled in the same statement
-	// (budgets.go), which returns it.
-	const doneJob = `UPDATE jobs SET status = 'done', error = NULL, finished_at = $1, ` + settleOnDone + `
-		WHERE id = $2 AND status = 'running'
-		RETURNING ` + reservationColumns
 	const insertResult = `INSERT INTO results (job_id, attempt_id, text, created_at, response, model, finish_reason, prompt_tokens, completion_tokens)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	const insertCharge = `INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at, model, prompt_tokens, completion_tokens)
@@ -599,8 +611,6 @@ func (s *Store) FailAndClaim(ctx context.Context, p FailParams, l *LaneLock) (ne
 func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) error {
 	const failAttempt = `UPDATE job_attempts SET status = 'failed', error = $1, error_class = $2, finished_at = $3
 		WHERE id = $4 AND job_id = $5 AND status = 'running'`
-	const failJob = `UPDATE jobs SET status = 'failed', error = $1, error_class = $2, finished_at = $3, gave_up_after = $4
-		WHERE id = $5 AND status = 'running'`
 	if err := s.execOne(ctx, tx, failAttempt, p.Error, string(p.Class), now, p.AttemptID, p.JobID); err != nil {
 		return fmt.Errorf("fail attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 	}

@@ -270,18 +270,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 	if due == 0 {
 		return nil, nil
 	}
-	// Picked once in a materialized CTE: the PostgreSQL planner may rescan
-	// an IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED) and take more than n
-	// (see ClaimUpTo). EXISTS, not a join, so that only the delivery rows
-	// are locked, never the account's.
-	claim := `WITH due AS MATERIALIZED (
-		SELECT d.id FROM webhook_deliveries d
-		WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= $1
-		  AND EXISTS (SELECT 1 FROM accounts a WHERE a.name = d.account AND a.webhook_url IS NOT NULL)
-		ORDER BY d.next_attempt_at, d.id LIMIT $2` + s.dialect.claimLock + `)
-		UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = $3, last_attempt_at = $1
-		WHERE id IN (SELECT id FROM due) AND delivered_at IS NULL AND gave_up_at IS NULL
-		RETURNING id`
+	claim := s.claimWebhooksSQL()
 	var out []WebhookSend
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
@@ -352,13 +341,37 @@ type WebhookFailParams struct {
 	GiveUp   bool      // no more attempts: gave_up_at is set instead
 }
 
+// claimWebhooksSQL is ClaimWebhooks' statement: $1 now, $2 how many, $3
+// the lease's end.
+func (s *Store) claimWebhooksSQL() string {
+	// Picked once in a materialized CTE: the PostgreSQL planner may rescan
+	// an IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED) and take more than n
+	// (see ClaimUpTo). EXISTS, not a join, so that only the delivery rows
+	// are locked, never the account's.
+	return `WITH due AS MATERIALIZED (
+		SELECT d.id FROM webhook_deliveries d
+		WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= $1
+		  AND EXISTS (SELECT 1 FROM accounts a WHERE a.name = d.account AND a.webhook_url IS NOT NULL)
+		ORDER BY d.next_attempt_at, d.id LIMIT $2` + s.dialect.claimLock + `)
+		UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = $3, last_attempt_at = $1
+		WHERE ` + s.dialect.picked("due") + ` AND (delivered_at IS NULL AND gave_up_at IS NULL) IS TRUE
+		RETURNING id`
+}
+
+// webhookFailed is WebhookFailed's write. Its guard is written "(…) IS
+// TRUE", which implies no partial index: "delivered_at IS NULL AND
+// gave_up_at IS NULL" let a kept plan read all of webhook_deliveries_due,
+// every pending delivery, for each failed send (as deliveries pile up
+// while a receiver is down).
+const webhookFailed = `UPDATE webhook_deliveries SET last_status = $3, last_error = $4, next_attempt_at = $5, gave_up_at = $6
+		WHERE id = $1 AND attempts = $2 AND (delivered_at IS NULL AND gave_up_at IS NULL) IS TRUE`
+
 // WebhookFailed records a failed send: the error and when to try again,
 // or that the sender gave up. Fenced by the claim's attempts count: when
 // the lease ran out and another sender claimed the row since, this late
 // word changes nothing (and is no error).
 func (s *Store) WebhookFailed(ctx context.Context, p WebhookFailParams) error {
-	const upd = `UPDATE webhook_deliveries SET last_status = $3, last_error = $4, next_attempt_at = $5, gave_up_at = $6
-		WHERE id = $1 AND attempts = $2 AND delivered_at IS NULL AND gave_up_at IS NULL`
+	upd := webhookFailed
 	var status sql.NullInt64
 	if p.Status != 0 {
 		status = sql.NullInt64{Int64: int64(p.Status), Valid: true}
