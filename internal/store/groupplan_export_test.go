@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -54,30 +57,40 @@ func AcceptGroupRun(ctx context.Context, s *Store, account string, n int) (strin
 // explain (statements that EXECUTE inkwell_group_plan), and returns the
 // lines they answered.
 func groupExplain(ctx context.Context, s *Store, query, explain string) (string, error) {
-	conn, err := s.gdb.Conn(ctx)
+	return simpleScript(ctx, s.gdb, "PREPARE inkwell_group_plan AS "+query+"; "+explain+"; DEALLOCATE inkwell_group_plan")
+}
+
+// GroupSetting is a setting's value on a connection of the group pool.
+func GroupSetting(ctx context.Context, s *Store, name string) (string, error) {
+	return simpleScript(ctx, s.gdb, "SHOW "+name)
+}
+
+// simpleScript runs script on one connection of db over the simple
+// protocol (the $n in it belong to the statements it prepares) and
+// returns the first column of every row it answered, one per line. A
+// connection whose script failed is discarded, not pooled again: it may
+// still hold the script's prepared statement or transaction.
+func simpleScript(ctx context.Context, db *sql.DB, script string) (string, error) {
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close()
-	var plan []string
+	var lines []string
 	err = conn.Raw(func(dc any) error {
-		pc := dc.(*stdlib.Conn).Conn().PgConn()
-		// The simple protocol: the $n belong to the prepared statement.
-		results, err := pc.Exec(ctx, "PREPARE inkwell_group_plan AS "+query+"; "+explain+"; DEALLOCATE inkwell_group_plan").ReadAll()
-		if err != nil {
-			return err
-		}
+		results, err := dc.(*stdlib.Conn).Conn().PgConn().Exec(ctx, script).ReadAll()
 		for _, r := range results {
-			if r.Err != nil {
-				return r.Err
-			}
+			err = errors.Join(err, r.Err)
 			for _, row := range r.Rows {
-				plan = append(plan, string(row[0]))
+				lines = append(lines, string(row[0]))
 			}
+		}
+		if err != nil {
+			return errors.Join(err, driver.ErrBadConn)
 		}
 		return nil
 	})
-	return strings.Join(plan, "\n"), err
+	return strings.Join(lines, "\n"), err
 }
 
 // KeptStatements names statements that run on the shared pool or in
@@ -107,28 +120,6 @@ func KeptPlan(ctx context.Context, s *Store, name string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("no kept statement %q", name)
 	}
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	var plan []string
-	err = conn.Raw(func(dc any) error {
-		pc := dc.(*stdlib.Conn).Conn().PgConn()
-		results, err := pc.Exec(ctx, "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; PREPARE inkwell_kept_plan AS "+st.SQL+
-			"; EXPLAIN EXECUTE inkwell_kept_plan("+st.Args+"); DEALLOCATE inkwell_kept_plan; ROLLBACK").ReadAll()
-		if err != nil {
-			return err
-		}
-		for _, r := range results {
-			if r.Err != nil {
-				return r.Err
-			}
-			for _, row := range r.Rows {
-				plan = append(plan, string(row[0]))
-			}
-		}
-		return nil
-	})
-	return strings.Join(plan, "\n"), err
+	return simpleScript(ctx, s.db, "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; PREPARE inkwell_kept_plan AS "+st.SQL+
+		"; EXPLAIN EXECUTE inkwell_kept_plan("+st.Args+"); DEALLOCATE inkwell_kept_plan; ROLLBACK")
 }

@@ -131,3 +131,24 @@ func TestStore_KeptPlansFindRowsByKey(t *testing.T) {
 		})
 	}
 }
+
+// TestStore_GroupPoolSettings: the group pool's connections run with
+// sequential and bitmap scans off, and with JIT off. With a disabled scan
+// left in a plan (a table with no other path costs 10^10 more), a
+// connection with JIT on would compile every run of the statement: the
+// accept group took 170–480 ms a run that way in psql, against 0.4 ms.
+func TestStore_GroupPoolSettings(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	for name, want := range map[string]string{
+		"jit": "off", "enable_seqscan": "off", "enable_bitmapscan": "off", "plan_cache_mode": "force_generic_plan",
+	} {
+		got, err := store.GroupSetting(t.Context(), s, name)
+		if err != nil {
+			t.Fatalf("SHOW %s: %v", name, err)
+		}
+		if got != want {
+			t.Errorf("the group pool's %s = %q, want %q", name, got, want)
+		}
+	}
+}
