@@ -390,35 +390,61 @@ var chatForms = []struct {
 
 // BenchmarkChatRSSCallsInFlight: the resident memory a call in flight
 // takes in a real `inkwell serve` process (as BenchmarkServeRSSCallsInFlight
-// measures it: --concurrency 1000, the in-process sim provider at 30 s a
-// call), for each form's body: RSS once 1,000 calls are running less RSS
-// before the first request, per call, and the Go heap in use (not
-// collected first) from its /metrics at that moment. Compare the forms'
+// measures it: --concurrency as many as the calls, the in-process sim
+// provider at 30 s a call), for each form's body, with 1,000 and with
+// 4,000 calls: RSS once the calls are running less RSS before the first
+// request, per call, and the Go heap in use (not collected first) from its
+// /metrics at that moment. The RSS is split into what the Go runtime holds
+// and the rest, which is SQLite's page cache (its C runtime's memory): a
+// cache of the rows last written, bounded by cache_size per connection,
+// so its share per call falls as the calls grow. Compare the forms'
 // figures of the same run:
 //
 //	go test -run xxx -bench BenchmarkChatRSSCallsInFlight -benchtime 1x -count 5 ./internal/bench
 func BenchmarkChatRSSCallsInFlight(b *testing.B) {
-	const calls = 1000
 	bin := mustBuildInkwell(b)
-	for _, form := range chatForms {
-		b.Run("form="+form.name, func(b *testing.B) {
-			for range b.N {
-				db := filepath.Join(b.TempDir(), "inkwell.db")
-				serve := startProc(b, bin, listenRE, "serve", "--db", db, "--addr", "127.0.0.1:0",
-					"--concurrency", fmt.Sprint(calls), "--sim-latency", "30s")
-				url := "http://" + serve.addr
-				idle, _ := procMemory(b, serve.cmd.Process.Pid)
-				idleHeap, _ := metric(url, "go_memstats_heap_inuse_bytes")
-				postMany(b, url, calls, form.body)
-				waitRunning(b, mustStore(b, db), calls)
-				rss, _ := procMemory(b, serve.cmd.Process.Pid)
-				heap, _ := metric(url, "go_memstats_heap_inuse_bytes")
-				b.ReportMetric((rss-idle)*1024/calls, "RSS-KiB/call")
-				b.ReportMetric((heap-idleHeap)/1024/calls, "heap-inuse-KiB/call")
-				b.ReportMetric(rss, "RSS-MiB")
-			}
-		})
+	for _, n := range []int{1000, 4000} {
+		for _, form := range chatForms {
+			chatRSSCallsInFlight(b, bin, n, form.name, form.body)
+		}
 	}
+}
+
+func chatRSSCallsInFlight(b *testing.B, bin string, n int, name string, body []byte) {
+	calls := float64(n)
+	b.Run(fmt.Sprintf("calls=%d/form=%s", n, name), func(b *testing.B) {
+		for range b.N {
+			db := filepath.Join(b.TempDir(), "inkwell.db")
+			serve := startProc(b, bin, listenRE, "serve", "--db", db, "--addr", "127.0.0.1:0",
+				"--concurrency", fmt.Sprint(n), "--sim-latency", "30s")
+			url := "http://" + serve.addr
+			idle, _ := procMemory(b, serve.cmd.Process.Pid)
+			idleHeap, _ := metric(url, "go_memstats_heap_inuse_bytes")
+			idleGo := goResident(url)
+			postMany(b, url, n, body)
+			waitRunning(b, mustStore(b, db), n)
+			rss, _ := procMemory(b, serve.cmd.Process.Pid)
+			heap, _ := metric(url, "go_memstats_heap_inuse_bytes")
+			goRes := goResident(url)
+			b.ReportMetric((rss-idle)*1024/calls, "RSS-KiB/call")
+			b.ReportMetric((heap-idleHeap)/1024/calls, "heap-inuse-KiB/call")
+			// What of the RSS the Go runtime holds (heap, garbage not
+			// yet collected or returned, stacks) and what it does not
+			// (SQLite's page cache, allocated by its C runtime).
+			b.ReportMetric((goRes-idleGo)/1024/calls, "go-held-KiB/call")
+			b.ReportMetric(((rss-idle)*(1<<20)-(goRes-idleGo))/1024/calls, "not-go-KiB/call")
+			b.ReportMetric(rss, "RSS-MiB")
+		}
+	})
+}
+
+// goResident is the memory the Go runtime of the process serving url has
+// from the OS and has not returned (go_memstats_sys_bytes less
+// go_memstats_heap_released_bytes), in bytes.
+func goResident(url string) float64 {
+	sys, _ := metric(url, "go_memstats_sys_bytes")
+	released, _ := metric(url, "go_memstats_heap_released_bytes")
+	return sys - released
 }
 
 // BenchmarkChatHeapCallsInFlight: what stays reachable per call in flight,

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -132,11 +131,11 @@ func (p *Anthropic) messagesBody(c inkwell.ChatRequest) ([]byte, error) {
 }
 
 func (p *Anthropic) newRequest(ctx context.Context, key string, body []byte) (*http.Request, error) {
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, nil)
 	if err != nil {
 		return nil, fmt.Errorf("build messages request: %w", err)
 	}
-	sendOnce(r)
+	sendOnce(r, body)
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Accept", "application/json")
 	r.Header.Set("anthropic-version", p.cfg.Version)

@@ -127,11 +127,11 @@ func (p *OpenAI) newRequest(ctx context.Context, req inkwell.ProviderRequest) (*
 	if err != nil {
 		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, nil)
 	if err != nil {
 		return nil, fmt.Errorf("build chat request: %w", err)
 	}
-	sendOnce(r)
+	sendOnce(r, body)
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Accept", "application/json")
 	if p.cfg.APIKey != "" {

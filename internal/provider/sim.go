@@ -28,23 +28,50 @@ var _ inkwell.Provider = (*Sim)(nil)
 
 // Generate waits Latency and answers. If ctx ends first it returns ctx's
 // error, as a real call cut short would, and no text.
+//
+// It reads what the answer depends on (the prompt's seed and word count,
+// the request id, the model) before it waits, and keeps none of the
+// request while it waits: as with a provider over HTTP, whose request is
+// on the provider's side once sent, a call in flight holds nothing of its
+// request in this process (BenchmarkChatHeapCallsInFlight).
 func (s *Sim) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
+	a := planSimAnswer(req)
 	if err := s.wait(ctx); err != nil {
 		return inkwell.ProviderResponse{}, err
 	}
-	prompt := req.SimPrompt()
-	text := Generate(prompt, req.MaxWords)
-	u := UsageOf(prompt, text)
-	id := simRequestID(req)
+	text := generate(a.seed1, a.seed2, a.words)
+	u := Usage{PromptTokens: a.promptTokens, CompletionTokens: len(strings.Fields(text)) * TokensPerWord}
 	return inkwell.ProviderResponse{
 		Text:         text,
-		RequestID:    id,
+		RequestID:    a.id,
 		AmountMicros: Price(text),
 		TokensUsed:   u.TotalTokens(),
 		Usage:        true, PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens),
 		FinishReason: "stop",
-		Response:     Completion(id, cmp.Or(req.Chat.Model, "sim"), 0, text, u),
+		Response:     Completion(a.id, a.model, 0, text, u),
 	}, nil
+}
+
+// simAnswer is all of a request the sim's answer depends on: Generate's
+// seed and word count, the prompt's tokens (UsageOf), the request id and
+// the model named in the answer.
+type simAnswer struct {
+	seed1, seed2        uint64
+	words, promptTokens int
+	id, model           string
+}
+
+func planSimAnswer(req inkwell.ProviderRequest) simAnswer {
+	prompt := req.SimPrompt()
+	a := simAnswer{
+		words:        Words(req.MaxWords),
+		promptTokens: len(strings.Fields(prompt)) * TokensPerWord,
+		id:           simRequestID(req),
+		// A copy: the model name must not keep the request's bytes alive.
+		model: strings.Clone(cmp.Or(req.Chat.Model, "sim")),
+	}
+	a.seed1, a.seed2 = seed(prompt, a.words)
+	return a
 }
 
 // Completion is the chat.completion object of an answer: one choice, its

@@ -23,7 +23,13 @@ const TokensPerWord = inkwell.TokensPerWord
 // in sentences, so a test can count them.
 func Generate(prompt string, maxWords int) string {
 	n := Words(maxWords)
-	rng := rand.NewPCG(seed(prompt, n))
+	s1, s2 := seed(prompt, n)
+	return generate(s1, s2, n)
+}
+
+// generate writes n words from the seed of a prompt (seed).
+func generate(s1, s2 uint64, n int) string {
+	rng := rand.NewPCG(s1, s2)
 	var b strings.Builder
 	left := 0 // words left in the current sentence
 	for i := range n {

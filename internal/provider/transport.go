@@ -19,10 +19,44 @@ import (
 	"github.com/inkwell/inkwell"
 )
 
-// sendOnce makes r not replayable: with a body and no GetBody, net/http
-// never sends it a second time after it may have been written.
-func sendOnce(r *http.Request) {
+// sendOnce gives r its body and makes it not replayable: with a body and
+// no GetBody, net/http never sends it a second time after it may have been
+// written. The body lets go of its bytes once they are read or it is
+// closed, so a call waiting for its answer no longer holds the request it
+// sent (net/http keeps the request, and so its body, until the answer).
+func sendOnce(r *http.Request, body []byte) {
+	r.Body = &sentBody{b: body}
+	r.ContentLength = int64(len(body))
 	r.GetBody = nil
+}
+
+// sentBody is a request body read once, that drops its bytes at the end.
+// net/http may close it from another goroutine than the one reading it.
+type sentBody struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *sentBody) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.b) == 0 {
+		s.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, s.b)
+	s.b = s.b[n:]
+	if len(s.b) == 0 {
+		s.b = nil // read: the answer may be minutes away
+	}
+	return n, nil
+}
+
+func (s *sentBody) Close() error {
+	s.mu.Lock()
+	s.b = nil
+	s.mu.Unlock()
+	return nil
 }
 
 // noRedirects returns a copy of c (a new client when nil) whose redirects

@@ -103,14 +103,17 @@ type claimedJob struct {
 	callCtx context.Context
 	// route is where the call goes (nil until the payload is read).
 	route *Route
-	req   inkwell.ProviderRequest
+	// bounds is what the charge needs of the request (chargeMicros). The
+	// request itself is not kept: a call in flight holds nothing of it
+	// but what is on its way to the provider.
+	bounds callBounds
 }
 
 // call runs the provider outside any transaction. After ctx ends (a stop
 // was asked for) the call still gets the grace period to finish; a cancel
 // of its job aborts it at once (j.callCtx, see cancel.go).
 func (l *Lane) call(ctx context.Context, j *claimedJob, preq inkwell.ProviderRequest, est int) (resp inkwell.ProviderResponse, secs float64, err error) {
-	j.req = preq
+	j.bounds = boundsOf(preq)
 	callCtx, cancel := context.WithCancel(j.callCtx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
@@ -158,7 +161,7 @@ func (l *Lane) complete(ctx context.Context, j *claimedJob, resp inkwell.Provide
 	if account == "" {
 		account = inkwell.DefaultAccount
 	}
-	resp.AmountMicros = chargeMicros(j.route, j.req, resp)
+	resp.AmountMicros = chargeMicros(j.route, j.bounds, resp)
 	if j.route.Model.Priced() && resp.AmountMicros > inkwell.MaxChargeMicros {
 		// Usage no call could have had (a provider's bug): an answer whose
 		// cost cannot be told is not stored, as any malformed answer.

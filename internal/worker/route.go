@@ -105,7 +105,7 @@ func estimate(w inkwell.Work, req inkwell.ProviderRequest) int {
 // answer's bytes, at most the output bound it was sent with, as completion
 // tokens), which never passes what accept reserved. An unpriced model
 // charges what the provider says it billed.
-func chargeMicros(rt *Route, req inkwell.ProviderRequest, resp inkwell.ProviderResponse) int64 {
+func chargeMicros(rt *Route, b callBounds, resp inkwell.ProviderResponse) int64 {
 	if rt == nil || !rt.Model.Priced() {
 		return resp.AmountMicros
 	}
@@ -113,8 +113,17 @@ func chargeMicros(rt *Route, req inkwell.ProviderRequest, resp inkwell.ProviderR
 		return rt.Model.Cost(resp.PromptTokens, resp.CompletionTokens)
 	}
 	out := int64(len(resp.Text) + len(resp.Response))
-	if bound := int64(req.Chat.MaxOutputTokens); bound > 0 {
-		out = min(out, bound)
+	if b.outputBound > 0 {
+		out = min(out, b.outputBound)
 	}
-	return rt.Model.Cost(int64(req.Chat.InputBytes()), out)
+	return rt.Model.Cost(b.inputBytes, out)
+}
+
+// callBounds is what chargeMicros needs of a call's request: its size as
+// InputBytes counts it and the output bound it was sent with. A claimed
+// job keeps these two numbers instead of the request.
+type callBounds struct{ inputBytes, outputBound int64 }
+
+func boundsOf(req inkwell.ProviderRequest) callBounds {
+	return callBounds{int64(req.Chat.InputBytes()), int64(req.Chat.MaxOutputTokens)}
 }
