@@ -111,7 +111,10 @@ func newHTTPProvider(t *testing.T, kind, url string, client *http.Client) inkwel
 
 // TestSentBody_ReadsOnceThenLetsGo: the body reads its bytes in whatever
 // pieces the reader asks for, then EOF, and holds nothing after the last
-// byte or a close.
+// byte, or after a close once a read began. A close before any read keeps
+// them: the HTTP/2 transport closes a request's body when the connection
+// it chose became unusable before writing anything, then sends the same
+// request on another connection, which must still read the whole body.
 func TestSentBody_ReadsOnceThenLetsGo(t *testing.T) {
 	sb := &sentBody{b: []byte("hello, provider")}
 	var got []byte
@@ -131,7 +134,13 @@ func TestSentBody_ReadsOnceThenLetsGo(t *testing.T) {
 	}
 	sb = &sentBody{b: []byte("unsent")}
 	sb.Close()
+	if all, err := io.ReadAll(sb); err != nil || string(all) != "unsent" {
+		t.Fatalf("closed before any read, then read: %q, %v; want the whole body (an HTTP/2 retry)", all, err)
+	}
+	sb = &sentBody{b: []byte("half sent")}
+	sb.Read(buf)
+	sb.Close()
 	if n, err := sb.Read(buf); n != 0 || err != io.EOF || sb.b != nil {
-		t.Fatalf("after Close: Read = %d, %v, kept %q; want 0, EOF, nothing", n, err, sb.b)
+		t.Fatalf("closed after a read began: Read = %d, %v, kept %q; want 0, EOF, nothing", n, err, sb.b)
 	}
 }

@@ -32,9 +32,15 @@ func sendOnce(r *http.Request, body []byte) {
 
 // sentBody is a request body read once, that drops its bytes at the end.
 // net/http may close it from another goroutine than the one reading it.
+//
+// A close before any read keeps the bytes: the HTTP/2 transport closes the
+// body of a request it never wrote (a connection that became unusable
+// before the stream opened) and then sends the same request on another
+// connection, which must read the whole body.
 type sentBody struct {
-	mu sync.Mutex
-	b  []byte
+	mu   sync.Mutex
+	b    []byte
+	read bool // a read began: a close may drop what is left
 }
 
 func (s *sentBody) Read(p []byte) (int, error) {
@@ -44,6 +50,7 @@ func (s *sentBody) Read(p []byte) (int, error) {
 		s.b = nil
 		return 0, io.EOF
 	}
+	s.read = true
 	n := copy(p, s.b)
 	s.b = s.b[n:]
 	if len(s.b) == 0 {
@@ -54,7 +61,9 @@ func (s *sentBody) Read(p []byte) (int, error) {
 
 func (s *sentBody) Close() error {
 	s.mu.Lock()
-	s.b = nil
+	if s.read {
+		s.b = nil
+	}
 	s.mu.Unlock()
 	return nil
 }
