@@ -105,7 +105,7 @@ func KeptStatements(s *Store) map[string]struct{ SQL, Args string } {
 		"lockBudgets":      {lockBudgetsSQL("$1", "$2"), `'{a}', '{1,2}'`},
 		"endedAmong":       {endedAmong, `'{1,2}'`},
 		"claimWebhooks":    {s.claimWebhooksSQL(), `now(), 8, now()`},
-		"webhookFailed":    {webhookFailed, `1, 1, 500, 'e', now(), NULL, '9999-12-31'`},
+		"webhookFailed":    {webhookFailed, `1, 1, 500, 'e', now(), NULL`},
 		"prunedUpdate":     {prunedUpdate, `1, '{}', now()`},
 	}
 }

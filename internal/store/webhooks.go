@@ -62,12 +62,6 @@ func (d WebhookDelivery) State() string {
 	return "pending"
 }
 
-// Parked reports a pending delivery that waits for its account to have a
-// webhook URL again (WebhookParked).
-func (d WebhookDelivery) Parked() bool {
-	return d.DeliveredAt == nil && d.GaveUpAt == nil && !d.NextAttemptAt.Before(WebhookParked)
-}
-
 // MessageID is the Standard Webhooks webhook-id of the delivery: the same
 // on every attempt and for every replay of it, so that a receiver can
 // dedupe, and different across installations (the installation id).
@@ -131,40 +125,8 @@ func (s *Store) setWebhookTx(ctx context.Context, tx *sql.Tx, account, url strin
 	if err := s.execOne(ctx, tx, upd, account, u, sec, now); err != nil {
 		return "", fmt.Errorf("set webhook of %q: %w", account, err)
 	}
-	switch {
-	case url == "" && old.Valid:
-		// Removed: the account's pending deliveries wait for a URL,
-		// parked where the sender's scan of due ones never reaches.
-		_, err = s.exec(ctx, tx, parkWebhooks, account, s.ts(WebhookParked))
-	case url != "" && !old.Valid:
-		// A URL again: what waited for it is due now.
-		_, err = s.exec(ctx, tx, unparkWebhooks, account, now, s.ts(WebhookParked))
-	}
-	if err != nil {
-		return "", fmt.Errorf("set webhook of %q: pending deliveries: %w", account, err)
-	}
 	return secret, nil
 }
-
-// WebhookParked is the next_attempt_at of a pending delivery whose
-// account has no webhook URL (it was removed after the job ended): past
-// any time the sender looks for, so that the due index's scan
-// (next_attempt_at <= now) never reaches it, however many wait. Before
-// migration 0019 such deliveries stayed due and every poll of the sender
-// read all of them to send none (under SQLite's write lock). Setting a URL
-// again makes them due at once.
-var WebhookParked = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
-
-// parkWebhooks and unparkWebhooks are setWebhookTx's writes to the
-// account's pending deliveries: $1 the account, $2 the new next_attempt_at
-// (parked, or now), $3 parked. A delivery being sent as the URL goes is
-// parked too; WebhookFailed keeps it parked (webhookFailed).
-const (
-	parkWebhooks = `UPDATE webhook_deliveries SET next_attempt_at = $2
-		WHERE account = $1 AND delivered_at IS NULL AND gave_up_at IS NULL`
-	unparkWebhooks = `UPDATE webhook_deliveries SET next_attempt_at = $2
-		WHERE account = $1 AND delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at >= $3`
-)
 
 // SetWebhookParams says what SetWebhook changes.
 type SetWebhookParams struct {
@@ -401,11 +363,7 @@ func (s *Store) claimWebhooksSQL() string {
 // gave_up_at IS NULL" let a kept plan read all of webhook_deliveries_due,
 // every pending delivery, for each failed send (as deliveries pile up
 // while a receiver is down).
-//
-// A delivery parked while it was being sent (its account's URL removed)
-// stays parked: $7 is WebhookParked.
-const webhookFailed = `UPDATE webhook_deliveries SET last_status = $3, last_error = $4, gave_up_at = $6,
-		next_attempt_at = CASE WHEN next_attempt_at >= $7 THEN next_attempt_at ELSE $5 END
+const webhookFailed = `UPDATE webhook_deliveries SET last_status = $3, last_error = $4, next_attempt_at = $5, gave_up_at = $6
 		WHERE id = $1 AND attempts = $2 AND (delivered_at IS NULL AND gave_up_at IS NULL) IS TRUE`
 
 // WebhookFailed records a failed send: the error and when to try again,
@@ -423,7 +381,7 @@ func (s *Store) WebhookFailed(ctx context.Context, p WebhookFailParams) error {
 		gaveUp = s.nowTS()
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := s.exec(ctx, tx, upd, p.ID, p.Attempts, status, p.Error, s.ts(p.NextAt), gaveUp, s.ts(WebhookParked))
+		_, err := s.exec(ctx, tx, upd, p.ID, p.Attempts, status, p.Error, s.ts(p.NextAt), gaveUp)
 		return err
 	})
 }
