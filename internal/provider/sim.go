@@ -40,7 +40,7 @@ func (s *Sim) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwel
 		return inkwell.ProviderResponse{}, err
 	}
 	text := generate(a.seed1, a.seed2, a.words)
-	u := Usage{PromptTokens: a.promptTokens, CompletionTokens: len(strings.Fields(text)) * TokensPerWord}
+	u := Usage{PromptTokens: a.promptTokens, CompletionTokens: UsageOf("", text).CompletionTokens}
 	return inkwell.ProviderResponse{
 		Text:         text,
 		RequestID:    a.id,
@@ -53,7 +53,7 @@ func (s *Sim) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwel
 }
 
 // simAnswer is all of a request the sim's answer depends on: Generate's
-// seed and word count, the prompt's tokens (UsageOf), the request id and
+// seed and word count, the prompt's tokens, the request id and
 // the model named in the answer.
 type simAnswer struct {
 	seed1, seed2        uint64
@@ -65,7 +65,7 @@ func planSimAnswer(req inkwell.ProviderRequest) simAnswer {
 	prompt := req.SimPrompt()
 	a := simAnswer{
 		words:        Words(req.MaxWords),
-		promptTokens: len(strings.Fields(prompt)) * TokensPerWord,
+		promptTokens: UsageOf(prompt, "").PromptTokens,
 		id:           simRequestID(req),
 		// A copy: the model name must not keep the request's bytes alive.
 		model: strings.Clone(cmp.Or(req.Chat.Model, "sim")),
