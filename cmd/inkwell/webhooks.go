@@ -182,6 +182,9 @@ func whenText(d store.WebhookDelivery) string {
 	case d.GaveUpAt != nil:
 		return "gave up " + timeOrDash(d.GaveUpAt)
 	}
+	if d.Parked() {
+		return "waits for a URL"
+	}
 	next := d.NextAttemptAt.UTC()
 	return "next " + next.Format(time.RFC3339)
 }

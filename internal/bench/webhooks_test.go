@@ -123,3 +123,63 @@ func BenchmarkWebhookSend(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWebhookPollOrphans: one sender poll (ClaimWebhooks of 16) while
+// 200,000 deliveries of an account whose URL was removed wait, due, on
+// SQLite (synchronous=FULL). The first polls meet them and park them,
+// 10,000 a poll (store.WebhookParked): polls-meeting-them counts those
+// polls (50: still due after that many) and longest-of-those-ms is the
+// slowest; every later poll is what ns/op measures, as serve's sender runs
+// one a second. Before parking, every poll read all of them under the
+// write lock to send none.
+//
+//	go test -run xxx -bench WebhookPollOrphans -benchtime 200x ./internal/bench
+func BenchmarkWebhookPollOrphans(b *testing.B) {
+	const orphans = 200_000
+	ctx := context.Background()
+	st := benchOpen(b, benchDSN(b, "sqlite"), nil)
+	if _, err := st.CreateAccount(ctx, store.Account{Name: "gone"}); err != nil {
+		b.Fatal(err)
+	}
+	const at = `'2026-12-01T00:00:00.000000Z'`
+	for _, q := range []string{
+		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ` + fmt.Sprint(orphans) + `)
+		INSERT INTO jobs (id, account, idempotency_key, request_hash, payload, status, created_at, finished_at, claim_turn)
+		SELECT i, 'gone', 'k' || i, 'h', '{"prompt":"p"}', 'done', ` + at + `, ` + at + `, i FROM n`,
+		`INSERT INTO webhook_deliveries (job_id, account, event, occurred_at, created_at, next_attempt_at)
+		SELECT id, 'gone', 'job.done', ` + at + `, ` + at + `, ` + at + ` FROM jobs`,
+	} {
+		if _, err := st.DB().ExecContext(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The polls that meet them, until a poll finds none due (before
+	// parking: never).
+	var polls int
+	var longest time.Duration
+	for due := true; due && polls < 50; polls++ {
+		start := time.Now()
+		if cs, err := st.ClaimWebhooks(ctx, 16, time.Minute); err != nil || len(cs) != 0 {
+			b.Fatalf("poll %d: %d claims, %v", polls+1, len(cs), err)
+		}
+		longest = max(longest, time.Since(start))
+		if err := st.DB().QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+			WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < '9000-01-01')`).Scan(&due); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if cs, err := st.ClaimWebhooks(ctx, 16, time.Minute); err != nil || len(cs) != 0 {
+			b.Fatalf("poll: %d claims, %v", len(cs), err)
+		}
+	}
+	b.StopTimer()
+	bl, err := st.WebhookBacklog(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(bl.Parked), "parked")
+	b.ReportMetric(float64(polls), "polls-meeting-them")
+	b.ReportMetric(float64(longest.Microseconds())/1000, "longest-of-those-ms")
+}

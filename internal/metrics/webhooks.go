@@ -37,9 +37,11 @@ func newWebhookMetrics(reg prometheus.Registerer, src stateSource) webhookMetric
 	if ws, ok := src.(webhookSource); ok {
 		reg.MustRegister(&webhookCollector{src: ws,
 			pending: prometheus.NewDesc("inkwell_webhook_deliveries_pending",
-				"Webhook deliveries neither delivered nor given up, at scrape time (aggregate with max across processes).", nil, nil),
+				"Webhook deliveries neither delivered nor given up nor parked, at scrape time (aggregate with max across processes).", nil, nil),
 			oldest: prometheus.NewDesc("inkwell_webhook_oldest_pending_age_seconds",
 				"Age of the oldest pending webhook delivery (0 when there is none).", nil, nil),
+			parked: prometheus.NewDesc("inkwell_webhook_deliveries_parked",
+				"Webhook deliveries waiting for their account to have a webhook URL again (removed after their job ended); not in inkwell_webhook_deliveries_pending.", nil, nil),
 		})
 	}
 	return w
@@ -55,13 +57,14 @@ func (m *Metrics) WebhookSent(outcome string, seconds float64) {
 }
 
 type webhookCollector struct {
-	src             webhookSource
-	pending, oldest *prometheus.Desc
+	src                     webhookSource
+	pending, oldest, parked *prometheus.Desc
 }
 
 func (c *webhookCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.oldest
+	ch <- c.parked
 }
 
 func (c *webhookCollector) Collect(ch chan<- prometheus.Metric) {
@@ -77,4 +80,5 @@ func (c *webhookCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(b.Pending))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
+	ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(b.Parked))
 }

@@ -51,6 +51,10 @@ type dialect struct {
 	clockOr func(arg string) string
 	// claimLock is appended to the claim's inner SELECT.
 	claimLock string
+	// shareLock is appended to a SELECT of rows another transaction may
+	// be changing, whose change must be waited for and then read
+	// (PostgreSQL FOR SHARE; SQLite's one writer waits anyway).
+	shareLock string
 	// picked is the condition "id is among the ids of the CTE named",
 	// for a write whose rows a CTE picked. PostgreSQL's is one array of
 	// primary-key probes: "id IN (SELECT …)" let a kept plan read a whole

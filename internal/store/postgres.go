@@ -34,6 +34,7 @@ var postgresDialect = dialect{
 	ts:          func(t time.Time) any { return t.UTC() },
 	clockOr:     func(arg string) string { return `COALESCE(` + arg + `::timestamptz, clock_timestamp())` },
 	claimLock:   " FOR UPDATE SKIP LOCKED",
+	shareLock:   " FOR SHARE",
 	picked:      func(cte string) string { return `id = ANY (ARRAY(SELECT id FROM ` + cte + `))` },
 	classify:    classifyPostgres,
 	migrateLock: `SELECT pg_advisory_xact_lock(` + migrateLockKey + `)`,

@@ -62,6 +62,22 @@ func (d WebhookDelivery) State() string {
 	return "pending"
 }
 
+// Parked reports a pending delivery that waits for its account to have a
+// webhook URL again (WebhookParked).
+func (d WebhookDelivery) Parked() bool {
+	return d.DeliveredAt == nil && d.GaveUpAt == nil && !d.NextAttemptAt.Before(WebhookParked)
+}
+
+// WebhookParked is the next_attempt_at of a pending delivery whose account
+// has no webhook URL (it was removed after the job ended): past any time a
+// sender looks for, so that the due index's scan (next_attempt_at <= now)
+// never reaches it however many wait. A sender parks such deliveries when
+// its claim meets them (parkOrphanWebhooks); setting a URL again makes
+// them due at once (unparkWebhooks). Before, they stayed due, and every
+// poll of every sender read all of them to send none: with 200,000
+// waiting, 63 ms a second under SQLite's write lock.
+var WebhookParked = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 // MessageID is the Standard Webhooks webhook-id of the delivery: the same
 // on every attempt and for every replay of it, so that a receiver can
 // dedupe, and different across installations (the installation id).
@@ -125,8 +141,23 @@ func (s *Store) setWebhookTx(ctx context.Context, tx *sql.Tx, account, url strin
 	if err := s.execOne(ctx, tx, upd, account, u, sec, now); err != nil {
 		return "", fmt.Errorf("set webhook of %q: %w", account, err)
 	}
+	if url != "" {
+		// After the account's row is written (its lock held on
+		// PostgreSQL, so a sender's park waits for this transaction
+		// and then sees the URL): what waited for a URL is due now.
+		if _, err := s.exec(ctx, tx, unparkWebhooks, account, now, s.ts(WebhookParked)); err != nil {
+			return "", fmt.Errorf("set webhook of %q: deliveries waiting for a URL: %w", account, err)
+		}
+	}
 	return secret, nil
 }
+
+// unparkWebhooks makes account $1's parked deliveries due at $2 ($3 is
+// WebhookParked). Only parked ones: a delivery being sent keeps its lease
+// (its next_attempt_at), so no second sender takes it meanwhile. It reads
+// the due index from WebhookParked on: the parked deliveries only.
+const unparkWebhooks = `UPDATE webhook_deliveries SET next_attempt_at = $2
+	WHERE account = $1 AND delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at >= $3`
 
 // SetWebhookParams says what SetWebhook changes.
 type SetWebhookParams struct {
@@ -272,8 +303,9 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 	}
 	claim := s.claimWebhooksSQL()
 	var out []WebhookSend
+	var parked int64
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
+		out, parked = out[:0], 0
 		rows, err := s.txQuery(ctx, tx, claim, s.ts(now), n, s.ts(now.Add(lease)))
 		if err != nil {
 			return fmt.Errorf("claim webhook deliveries: %w", err)
@@ -289,6 +321,11 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 		}
 		if err := rows.Close(); err != nil {
 			return err
+		}
+		if len(ids) < n {
+			if parked, err = s.parkOrphans(ctx, tx, now); err != nil {
+				return err
+			}
 		}
 		if len(ids) == 0 {
 			return nil
@@ -315,7 +352,60 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 	if err != nil {
 		return nil, err
 	}
+	if parked > 0 {
+		s.log.Info("webhooks: parked the due deliveries of accounts without a webhook URL; they are sent once one is set",
+			"deliveries", parked)
+	}
 	return out, nil
+}
+
+// parkOrphans parks, in the claim's transaction, due deliveries of
+// accounts that have no webhook URL: a claim that took fewer than it
+// asked for while deliveries were due may have met some. They are parked
+// once; no poll reads them again until a URL is set (WebhookParked). At
+// most maxParkPerPoll a poll, so that one poll's hold of SQLite's write
+// lock is bounded however many wait: with 200,000 waiting, 20 polls of
+// 0.26-0.76 s, then 15 µs a poll (all at once: one poll of 1.1-1.6 s;
+// before parking, 70-100 ms every poll; BenchmarkWebhookPollOrphans).
+func (s *Store) parkOrphans(ctx context.Context, tx *sql.Tx, now time.Time) (int64, error) {
+	n, err := s.exec(ctx, tx, s.parkOrphanWebhooksSQL(), s.ts(now), s.ts(WebhookParked), maxParkPerPoll)
+	if err != nil {
+		return 0, fmt.Errorf("park webhook deliveries of accounts without a URL: %w", err)
+	}
+	return n, nil
+}
+
+// maxParkPerPoll bounds the deliveries one poll parks.
+const maxParkPerPoll = 10_000
+
+// parkOrphanWebhooksSQL is parkOrphans' statement: $1 now, $2
+// WebhookParked, $3 at most how many. Only due deliveries: one being sent
+// holds its lease (next_attempt_at in the future) and is parked, if its
+// account still has no URL, once a failed send makes it due again. On
+// PostgreSQL the accounts met are locked FOR SHARE before any delivery is
+// written: a SetWebhook giving one a URL either waits for this park and
+// then makes its deliveries due (unparkWebhooks, in its transaction after
+// the account's row), or commits first, and the lock, having waited for
+// it, reads the URL and leaves the account out. Only the accounts of the
+// first $3 due deliveries without a URL are locked: none on an ordinary
+// poll. The UPDATE's own guard is read again on a row another
+// transaction changed meanwhile (PostgreSQL).
+func (s *Store) parkOrphanWebhooksSQL() string {
+	const due = `d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= $1`
+	return `WITH met AS MATERIALIZED (
+		SELECT DISTINCT account FROM (SELECT d.account FROM webhook_deliveries d
+			WHERE ` + due + `
+			  AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.name = d.account AND a.webhook_url IS NOT NULL)
+			ORDER BY d.next_attempt_at LIMIT $3) x
+	), orphan AS MATERIALIZED (
+		SELECT a.name FROM accounts a WHERE a.name IN (SELECT account FROM met) AND a.webhook_url IS NULL` + s.dialect.shareLock + `
+	), park AS MATERIALIZED (
+		SELECT d.id FROM webhook_deliveries d
+		WHERE ` + due + ` AND d.account IN (SELECT name FROM orphan)
+		ORDER BY d.next_attempt_at LIMIT $3
+	)
+	UPDATE webhook_deliveries SET next_attempt_at = $2
+	WHERE ` + s.dialect.picked("park") + ` AND (delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= $1) IS TRUE`
 }
 
 // WebhookDelivered records a 2xx for a delivery. It is idempotent: a
@@ -423,15 +513,21 @@ func (s *Store) ReplayWebhook(ctx context.Context, id int64) (WebhookDelivery, b
 
 // WebhookBacklog is what the metrics say of the deliveries not sent yet.
 type WebhookBacklog struct {
-	Pending int64
-	Oldest  *time.Time // the oldest pending delivery's created_at
+	Pending int64      // to be sent: not delivered, not given up, not parked
+	Oldest  *time.Time // the oldest of those's created_at
+	Parked  int64      // waiting for their account to have a URL (WebhookParked)
 }
 
-// WebhookBacklog counts the pending deliveries (the due index only).
+// WebhookBacklog counts the pending deliveries (the due index only). The
+// parked ones are counted apart: they wait for an operator, not for a
+// sender, and would hold the oldest pending age up for as long as they
+// wait.
 func (s *Store) WebhookBacklog(ctx context.Context) (WebhookBacklog, error) {
 	var b WebhookBacklog
 	var oldest nullTime
-	err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*), MIN(created_at) FROM webhook_deliveries WHERE delivered_at IS NULL AND gave_up_at IS NULL`).Scan(&b.Pending, &oldest)
+	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT COUNT(*) - COUNT(CASE WHEN next_attempt_at >= $1 THEN 1 END),
+			COUNT(CASE WHEN next_attempt_at >= $1 THEN 1 END), MIN(CASE WHEN next_attempt_at < $1 THEN created_at END)
+		FROM webhook_deliveries WHERE delivered_at IS NULL AND gave_up_at IS NULL`), s.ts(WebhookParked)).Scan(&b.Pending, &b.Parked, &oldest)
 	if err != nil {
 		return b, s.classify(fmt.Errorf("webhook backlog: %w", err))
 	}

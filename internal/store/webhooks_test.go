@@ -285,8 +285,8 @@ func TestStore_WebhookClaimAndOutcomes(t *testing.T) {
 		if _, _, err := s.ReplayWebhook(ctx, c.ID); inkwell.ErrorCode(err) != inkwell.EINVALID {
 			t.Errorf("replay without a URL: %v, want EINVALID", err)
 		}
-		if b, err := s.WebhookBacklog(ctx); err != nil || b.Pending != 1 || b.Oldest == nil {
-			t.Errorf("backlog %+v, %v; want the replay pending", b, err)
+		if b, err := s.WebhookBacklog(ctx); err != nil || b.Pending != 0 || b.Parked != 1 || b.Oldest != nil {
+			t.Errorf("backlog %+v, %v; want the replay parked (the claim met it due), none pending", b, err)
 		}
 	})
 }

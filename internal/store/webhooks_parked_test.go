@@ -1,0 +1,204 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+)
+
+// A pending delivery of an account whose webhook URL was removed is parked
+// by the first claim that meets it due (next_attempt_at WebhookParked), so
+// no later poll of a sender (its read, then its claim under the write
+// lock) reads it, however many wait. Before, they stayed due: 200,000 of
+// them cost every poll 63 ms under SQLite's write lock to send none.
+
+// unparkedCount is the pending deliveries not parked: due now or leased
+// to a sender.
+func unparkedCount(t *testing.T, s *store.Store) int {
+	t.Helper()
+	var n int
+	if err := s.DB().QueryRow(`SELECT COUNT(*) FROM webhook_deliveries
+		WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < '9000-01-01T00:00:00Z'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// webhookJobs accepts and completes one job of account per key, so that
+// each leaves a delivery.
+func webhookJobs(t *testing.T, s *store.Store, l *store.LaneLock, account string, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		mustAccept(t, s, acceptKeyFor(account, k))
+		if err := s.CompleteIfRunning(t.Context(), completeParams(claimOne(t, s, l))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestStore_WebhookOrphansParkedByTheClaim: after acme's URL goes, a claim
+// sends other's delivery and parks acme's due ones; the one acme had in
+// flight keeps its lease and is parked only once its failed send makes it
+// due; a URL set again makes the parked ones due at once but leaves a
+// lease alone (no second sender takes a delivery being sent).
+func TestStore_WebhookOrphansParkedByTheClaim(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		mustWebhookAccount(t, s, "acme", "http://127.0.0.1:9/hook")
+		mustWebhookAccount(t, s, "other", "http://127.0.0.1:9/other")
+		l := mustLockLane(t, s, "local")
+		webhookJobs(t, s, l, "acme", "acme-1", "acme-2", "acme-3")
+		inFlight, err := s.ClaimWebhooks(ctx, 1, time.Hour) // being sent as the URL goes
+		if err != nil || len(inFlight) != 1 {
+			t.Fatalf("ClaimWebhooks: %+v, %v; want one", inFlight, err)
+		}
+		webhookJobs(t, s, l, "other", "other-1")
+		if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "acme", Remove: true}); err != nil {
+			t.Fatal(err)
+		}
+		if n := unparkedCount(t, s); n != 4 {
+			t.Fatalf("%d not parked after acme's URL went; want 4 (acme's 3, other's): the removal itself parks nothing", n)
+		}
+
+		claims, err := s.ClaimWebhooks(ctx, 10, time.Hour)
+		if err != nil || len(claims) != 1 || claims[0].Account != "other" {
+			t.Fatalf("claim with acme's URL removed: %+v, %v; want other's one", claims, err)
+		}
+		if n := unparkedCount(t, s); n != 2 {
+			t.Errorf("%d not parked after the claim; want 2, both leased (acme's in flight, other's): acme's due ones parked", n)
+		}
+		acme, err := s.WebhookDeliveries(ctx, store.WebhookFilter{Account: "acme", Limit: 10})
+		if err != nil || len(acme) != 3 {
+			t.Fatalf("acme's deliveries: %d, %v; want 3", len(acme), err)
+		}
+		for _, d := range acme {
+			if want := d.ID != inFlight[0].ID; d.Parked() != want || d.State() != "pending" {
+				t.Errorf("delivery %d: state %s, parked %t (next %v); want pending, parked %t", d.ID, d.State(), d.Parked(), d.NextAttemptAt, want)
+			}
+		}
+		if b, err := s.WebhookBacklog(ctx); err != nil || b.Pending != 2 || b.Parked != 2 {
+			t.Errorf("backlog %+v, %v; want 2 pending (other's, acme's in flight) and 2 parked", b, err)
+		}
+
+		// acme's send in flight fails: due again, it is parked by the next claim.
+		if err := s.WebhookFailed(ctx, store.WebhookFailParams{ID: inFlight[0].ID, Attempts: 1, Status: 500, Error: "HTTP 500", NextAt: time.Now().Add(-time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if claims, err := s.ClaimWebhooks(ctx, 10, time.Hour); err != nil || len(claims) != 0 {
+			t.Fatalf("claim: %+v, %v; want none", claims, err)
+		}
+		if d, _ := s.WebhookDelivery(ctx, inFlight[0].ID); !d.Parked() || d.Attempts != 1 || d.LastError != "HTTP 500" {
+			t.Errorf("the failed one after the next claim: %+v; want parked, its attempt and error kept", d)
+		}
+
+		if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "acme", URL: "http://127.0.0.1:9/back"}); err != nil {
+			t.Fatal(err)
+		}
+		claims, err = s.ClaimWebhooks(ctx, 10, time.Hour)
+		if err != nil || len(claims) != 3 {
+			t.Fatalf("claim once acme has a URL again: %d claims, %v; want its 3", len(claims), err)
+		}
+		for _, c := range claims {
+			if c.Account != "acme" || c.URL != "http://127.0.0.1:9/back" {
+				t.Errorf("claim %+v; want acme's to the new URL", c)
+			}
+		}
+
+		// Removed and set again while a send is in flight: its lease holds.
+		if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "acme", Remove: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "acme", URL: "http://127.0.0.1:9/again"}); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := s.ClaimWebhooks(ctx, 10, time.Hour); err != nil || len(again) != 0 {
+			t.Errorf("claim while acme's 3 are being sent, after its URL went and came back: %+v, %v; want none (their leases hold)", again, err)
+		}
+	})
+}
+
+// TestStore_WebhookParkWaitsForAURLBeingSet (PostgreSQL: SQLite has one
+// writer): a URL set in a transaction that has written the account's row
+// and made its parked deliveries due (none yet), not yet committed, when a
+// sender's claim meets the account's due deliveries: the park waits for
+// it, reads the URL, and leaves them due. Without the accounts' lock the
+// park read the account as it was before and parked them, after the URL's
+// transaction had looked for parked ones: they waited, parked, with a URL.
+func TestStore_WebhookParkWaitsForAURLBeingSet(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	ctx := t.Context()
+	mustWebhookAccount(t, s, "acme", "http://127.0.0.1:9/hook")
+	l := mustLockLane(t, s, "local")
+	webhookJobs(t, s, l, "acme", "acme-1", "acme-2")
+	if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "acme", Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	// setWebhookTx's writes in its order, held open: the account's row,
+	// then its parked deliveries made due.
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`UPDATE accounts SET webhook_url = 'http://127.0.0.1:9/back' WHERE name = 'acme'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`UPDATE webhook_deliveries SET next_attempt_at = now() WHERE account = 'acme' AND next_attempt_at >= '9999-12-31'`); err != nil {
+		t.Fatal(err)
+	}
+	claimed := make(chan error, 1)
+	go func() {
+		c, err := s.ClaimWebhooks(ctx, 10, time.Hour)
+		if err == nil && len(c) != 0 {
+			err = fmt.Errorf("claimed %d before the URL was committed", len(c))
+		}
+		claimed <- err
+	}()
+	waitForLockWaitOr(t, s, claimed)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-claimed; err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.WebhookBacklog(ctx); err != nil || b.Parked != 0 || b.Pending != 2 {
+		t.Errorf("backlog %+v, %v; want acme's 2 pending, none parked: acme has a URL", b, err)
+	}
+	if c, err := s.ClaimWebhooks(ctx, 10, time.Hour); err != nil || len(c) != 2 {
+		t.Errorf("claim after the URL's commit: %d, %v; want acme's 2", len(c), err)
+	}
+}
+
+// waitForLockWaitOr waits until a session of s's database waits for a
+// lock, or for done to hold a value (put back for the caller): the claim
+// ended without waiting.
+func waitForLockWaitOr(t *testing.T, s *store.Store, done chan error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for {
+		var n int
+		if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case err := <-done:
+			done <- err
+			return
+		case <-ctx.Done():
+			t.Fatal("the claim neither waited for a lock nor ended within 10 s")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
