@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -153,4 +154,105 @@ func TestCLI_AccountsWebhook(t *testing.T) {
 	if code, out, _ = runCLI(t, "accounts", "webhook", "acme", "--remove", "--db", db); code != 0 || !strings.Contains(out, "no webhook now") {
 		t.Errorf("remove = %d\n%s", code, out)
 	}
+}
+
+// TestServe_WebhookRemovedURLParksThenSends: a delivery whose send failed
+// is pending when the operator removes the account's URL; the running
+// serve's sender parks it when it falls due (its log says so, the parked
+// gauge counts it, 'webhooks list' shows it waiting for a URL, and no
+// poll reads it again), and a URL set again with the CLI makes it due:
+// the same serve sends it, once.
+func TestServe_WebhookRemovedURLParksThenSends(t *testing.T) {
+	t.Parallel()
+	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+		var mu sync.Mutex
+		failing, sends := true, 0
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			mu.Lock()
+			defer mu.Unlock()
+			sends++
+			if failing {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(hook.Close)
+		sent := func() int { mu.Lock(); defer mu.Unlock(); return sends }
+		if code, out, errOut := runCLI(t, "accounts", "add", "acme", "--webhook-url", hook.URL+"/h", "--db", b.DSN); code != 0 {
+			t.Fatalf("accounts add = %d\n%s%s", code, out, errOut)
+		}
+		st := storetest.MustOpen(t, b.DSN, store.Options{NoMigrate: true})
+		srv := startServe(t, b.DSN, "--sim-latency", "0s", "--webhook-retry-base", "300ms", "--webhook-retry-cap", "300ms")
+		submit(t, srv.URL, "k1", `{"prompt":"ink","account":"acme"}`)
+		storetest.WaitFor(t, waitLimit, "a first send, answered 500", func() bool { return sent() >= 1 })
+		if code, out, errOut := runCLI(t, "accounts", "webhook", "acme", "--remove", "--db", b.DSN); code != 0 {
+			t.Fatalf("accounts webhook --remove = %d\n%s%s", code, out, errOut)
+		}
+		var d store.WebhookDelivery
+		storetest.WaitFor(t, waitLimit, "the delivery parked", func() bool {
+			ds, err := st.WebhookDeliveries(t.Context(), store.WebhookFilter{Account: "acme"})
+			if err == nil && len(ds) == 1 {
+				d = ds[0]
+			}
+			return d.Parked()
+		})
+		if d.State() != "pending" {
+			t.Errorf("parked delivery %+v; want pending", d)
+		}
+		if !strings.Contains(srv.Log(), "parked the due deliveries of accounts without a webhook URL") {
+			t.Errorf("serve's log does not say it parked a delivery:\n%s", srv.Log())
+		}
+		if got := gauge(t, srv.URL, "inkwell_webhook_deliveries_parked"); got != 1 {
+			t.Errorf("inkwell_webhook_deliveries_parked = %v, want 1", got)
+		}
+		if got := gauge(t, srv.URL, "inkwell_webhook_oldest_pending_age_seconds"); got != 0 {
+			t.Errorf("inkwell_webhook_oldest_pending_age_seconds = %v, want 0: a parked delivery waits for an operator", got)
+		}
+		if code, out, errOut := runCLI(t, "webhooks", "list", "--account", "acme", "--db", b.DSN); code != 0 || !strings.Contains(out, "waits for a URL") {
+			t.Errorf("webhooks list = %d, want the delivery shown waiting for a URL\n%s%s", code, out, errOut)
+		}
+		before := sent()
+		mu.Lock()
+		failing = false
+		mu.Unlock()
+		if code, out, errOut := runCLI(t, "accounts", "webhook", "acme", "--url", hook.URL+"/back", "--db", b.DSN); code != 0 {
+			t.Fatalf("accounts webhook --url = %d\n%s%s", code, out, errOut)
+		}
+		storetest.WaitFor(t, waitLimit, "the delivery sent once a URL is set", func() bool {
+			got, err := st.WebhookDelivery(t.Context(), d.ID)
+			return err == nil && got.State() == "delivered"
+		})
+		if n := sent() - before; n != 1 {
+			t.Errorf("%d sends after the URL was set again, want 1", n)
+		}
+		if strings.Contains(srv.Log(), "level=ERROR") {
+			t.Errorf("serve logged errors:\n%s", srv.Log())
+		}
+	})
+}
+
+// gauge reads one unlabelled sample from url's /metrics; -1 when absent.
+func gauge(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return -1
 }

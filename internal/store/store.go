@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -74,6 +75,9 @@ type Store struct {
 	// health is what the last write said of the database, for /readyz
 	// (write_health.go).
 	health writeHealth
+	// lastPark is when this process last looked for webhook deliveries
+	// to park (unix nanoseconds of the store's clock; webhooks.go).
+	lastPark atomic.Int64
 }
 
 // Open opens the database named by dsn (a SQLite file path or a

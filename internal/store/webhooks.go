@@ -322,7 +322,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 		if err := rows.Close(); err != nil {
 			return err
 		}
-		if len(ids) < n {
+		if len(ids) < n || now.UnixNano()-s.lastPark.Load() >= int64(parkEvery) {
 			if parked, err = s.parkOrphans(ctx, tx, now); err != nil {
 				return err
 			}
@@ -361,13 +361,16 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 
 // parkOrphans parks, in the claim's transaction, due deliveries of
 // accounts that have no webhook URL: a claim that took fewer than it
-// asked for while deliveries were due may have met some. They are parked
-// once; no poll reads them again until a URL is set (WebhookParked). At
+// asked for while deliveries were due may have met some, and a run of
+// full claims (a backlog being sent) looks for them once per parkEvery.
+// They are parked once; no poll reads them again until a URL is set
+// (WebhookParked). At
 // most maxParkPerPoll a poll, so that one poll's hold of SQLite's write
 // lock is bounded however many wait: with 200,000 waiting, 20 polls of
 // 0.26-0.76 s, then 15 µs a poll (all at once: one poll of 1.1-1.6 s;
 // before parking, 70-100 ms every poll; BenchmarkWebhookPollOrphans).
 func (s *Store) parkOrphans(ctx context.Context, tx *sql.Tx, now time.Time) (int64, error) {
+	s.lastPark.Store(now.UnixNano())
 	n, err := s.exec(ctx, tx, s.parkOrphanWebhooksSQL(), s.ts(now), s.ts(WebhookParked), maxParkPerPoll)
 	if err != nil {
 		return 0, fmt.Errorf("park webhook deliveries of accounts without a URL: %w", err)
@@ -377,6 +380,12 @@ func (s *Store) parkOrphans(ctx context.Context, tx *sql.Tx, now time.Time) (int
 
 // maxParkPerPoll bounds the deliveries one poll parks.
 const maxParkPerPoll = 10_000
+
+// parkEvery: a sender whose claims are all full (it sends a backlog, and
+// polls again at once) still looks for deliveries to park this often.
+// Not on every full claim: with a backlog of deliveries to send, the look
+// reads past all of them.
+const parkEvery = time.Minute
 
 // parkOrphanWebhooksSQL is parkOrphans' statement: $1 now, $2
 // WebhookParked, $3 at most how many. Only due deliveries: one being sent
@@ -388,8 +397,13 @@ const maxParkPerPoll = 10_000
 // the account's row), or commits first, and the lock, having waited for
 // it, reads the URL and leaves the account out. Only the accounts of the
 // first $3 due deliveries without a URL are locked: none on an ordinary
-// poll. The UPDATE's own guard is read again on a row another
-// transaction changed meanwhile (PostgreSQL).
+// poll. The deliveries are taken FOR UPDATE SKIP LOCKED, as a claim takes
+// them: two senders parking at once never wait on each other's rows
+// (they deadlocked, each holding a row the other wanted), and a row
+// another transaction holds (a claim leasing it) is left to a later poll.
+// The UPDATE's own guard is read again on a row another transaction
+// changed meanwhile (PostgreSQL): a lease committed since this statement
+// began is never overwritten.
 func (s *Store) parkOrphanWebhooksSQL() string {
 	const due = `d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= $1`
 	return `WITH met AS MATERIALIZED (
@@ -402,7 +416,7 @@ func (s *Store) parkOrphanWebhooksSQL() string {
 	), park AS MATERIALIZED (
 		SELECT d.id FROM webhook_deliveries d
 		WHERE ` + due + ` AND d.account IN (SELECT name FROM orphan)
-		ORDER BY d.next_attempt_at LIMIT $3
+		ORDER BY d.next_attempt_at LIMIT $3` + s.dialect.claimLock + `
 	)
 	UPDATE webhook_deliveries SET next_attempt_at = $2
 	WHERE ` + s.dialect.picked("park") + ` AND (delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= $1) IS TRUE`

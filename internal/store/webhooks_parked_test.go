@@ -202,3 +202,146 @@ func waitForLockWaitOr(t *testing.T, s *store.Store, done chan error) {
 		}
 	}
 }
+
+// TestStore_WebhookFullPollsParkOncePerMinute: a sender whose claims are
+// all full (a backlog being sent; it polls again at once) still parks,
+// once per minute of the store's clock: the first full poll parks gone's
+// delivery; one of an account whose URL went since waits, due, until a
+// minute has passed, and is parked then.
+func TestStore_WebhookFullPollsParkOncePerMinute(t *testing.T) {
+	t.Parallel()
+	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+		clock := newClock()
+		s := storetest.MustOpen(t, b.DSN, store.Options{NowFunc: clock.Now})
+		ctx := t.Context()
+		for _, a := range []string{"gone", "late", "acme"} {
+			mustWebhookAccount(t, s, a, "http://127.0.0.1:9/"+a)
+		}
+		l := mustLockLane(t, s, "local")
+		webhookJobs(t, s, l, "gone", "g1")
+		webhookJobs(t, s, l, "acme", "a1", "a2", "a3", "a4", "a5", "a6")
+		fullPoll := func(when string) {
+			t.Helper()
+			if c, err := s.ClaimWebhooks(ctx, 2, time.Hour); err != nil || len(c) != 2 {
+				t.Fatalf("%s: a poll of 2 claimed %d, %v; want a full one", when, len(c), err)
+			}
+		}
+		parked := func(want int64, when string) {
+			t.Helper()
+			if b, err := s.WebhookBacklog(ctx); err != nil || b.Parked != want {
+				t.Errorf("%s: backlog %+v, %v; want %d parked", when, b, err, want)
+			}
+		}
+		if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "gone", Remove: true}); err != nil {
+			t.Fatal(err)
+		}
+		fullPoll("first")
+		parked(1, "after the first full poll")
+		webhookJobs(t, s, l, "late", "l1") // due after acme's, by id
+		if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "late", Remove: true}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(59 * time.Second)
+		fullPoll("59 s later")
+		parked(1, "59 s after the last park")
+		clock.Advance(time.Second)
+		fullPoll("a minute later")
+		parked(2, "a minute after the last park")
+	})
+}
+
+// TestStore_WebhookParkKeepsALeaseCommittedMeanwhile (PostgreSQL): a
+// sender's claim leases a delivery (not yet committed) as its account's
+// URL is removed; another sender's park, whose snapshot saw the delivery
+// due, must not overwrite the lease: setting a URL would then make it due
+// while it is being sent, and a third sender would send it too.
+func TestStore_WebhookParkKeepsALeaseCommittedMeanwhile(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	ctx := t.Context()
+	mustWebhookAccount(t, s, "acme", "http://127.0.0.1:9/hook")
+	l := mustLockLane(t, s, "local")
+	webhookJobs(t, s, l, "acme", "acme-1")
+	ds, err := s.WebhookDeliveries(ctx, store.WebhookFilter{Account: "acme", Limit: 10})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("deliveries: %+v, %v", ds, err)
+	}
+	r := ds[0].ID
+	leasing, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leasing.Rollback()
+	if _, err := leasing.Exec(`UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = now() + interval '1 hour' WHERE id = $1`, r); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "acme", Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := s.ClaimWebhooks(ctx, 10, time.Hour); done <- err }()
+	waitForLockWaitOr(t, s, done)
+	if err := leasing.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.WebhookDelivery(ctx, r); d.Parked() {
+		t.Errorf("delivery %d parked while leased (next %v)", r, d.NextAttemptAt)
+	}
+}
+
+// TestStore_WebhookTwoSendersParkAtOnce (PostgreSQL): sender A's claim
+// leased x (acme's URL still set in its snapshot) and A has not
+// committed; acme's URL goes; sender B's poll parks gone's old y and meets
+// x; then A parks too. Both polls succeed: the park takes its rows SKIP
+// LOCKED, where waiting on x while holding y deadlocked with A wanting y.
+func TestStore_WebhookTwoSendersParkAtOnce(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	ctx := t.Context()
+	mustWebhookAccount(t, s, "gone", "http://127.0.0.1:9/gone")
+	mustWebhookAccount(t, s, "acme", "http://127.0.0.1:9/hook")
+	l := mustLockLane(t, s, "local")
+	webhookJobs(t, s, l, "gone", "gone-1")
+	webhookJobs(t, s, l, "acme", "acme-1")
+	if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "gone", Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	a, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Rollback()
+	rows, err := a.Query(store.ClaimWebhooksSQL(s), now, 10, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if err := rows.Close(); err != nil || n != 1 {
+		t.Fatalf("A claimed %d, %v; want acme's 1", n, err)
+	}
+	if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "acme", Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := s.ClaimWebhooks(ctx, 10, time.Hour); done <- err }()
+	waitForLockWaitOr(t, s, done)
+	if _, err := a.Exec(store.ParkOrphanWebhooksSQL(s), now, store.WebhookParked, 10_000); err != nil {
+		t.Errorf("sender A's park: %v", err)
+	}
+	if err := a.Commit(); err != nil {
+		t.Errorf("sender A's commit: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("sender B's poll: %v", err)
+	}
+	if b, err := s.WebhookBacklog(ctx); err != nil || b.Parked != 1 || b.Pending != 1 {
+		t.Errorf("backlog %+v, %v; want gone's parked and acme's leased one pending", b, err)
+	}
+}
