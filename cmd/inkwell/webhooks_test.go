@@ -201,9 +201,9 @@ func TestServe_WebhookRemovedURLParksThenSends(t *testing.T) {
 		if d.State() != "pending" {
 			t.Errorf("parked delivery %+v; want pending", d)
 		}
-		if !strings.Contains(srv.Log(), "parked the due deliveries of accounts without a webhook URL") {
-			t.Errorf("serve's log does not say it parked a delivery:\n%s", srv.Log())
-		}
+		storetest.WaitFor(t, waitLimit, "serve's log saying it parked a delivery", func() bool {
+			return strings.Contains(srv.Log(), "parked the due deliveries of accounts without a webhook URL")
+		})
 		if got := gauge(t, srv.URL, "inkwell_webhook_deliveries_parked"); got != 1 {
 			t.Errorf("inkwell_webhook_deliveries_parked = %v, want 1", got)
 		}

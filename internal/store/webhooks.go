@@ -304,8 +304,9 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 	claim := s.claimWebhooksSQL()
 	var out []WebhookSend
 	var parked int64
+	var looked bool // for deliveries to park
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		out, parked = out[:0], 0
+		out, parked, looked = out[:0], 0, false
 		rows, err := s.txQuery(ctx, tx, claim, s.ts(now), n, s.ts(now.Add(lease)))
 		if err != nil {
 			return fmt.Errorf("claim webhook deliveries: %w", err)
@@ -322,10 +323,11 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 		if err := rows.Close(); err != nil {
 			return err
 		}
-		if len(ids) < n || now.UnixNano()-s.lastPark.Load() >= int64(parkEvery) {
+		if since := now.UnixNano() - s.lastPark.Load(); len(ids) < n || since >= int64(parkEvery) || since < 0 {
 			if parked, err = s.parkOrphans(ctx, tx, now); err != nil {
 				return err
 			}
+			looked = true
 		}
 		if len(ids) == 0 {
 			return nil
@@ -352,6 +354,9 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 	if err != nil {
 		return nil, err
 	}
+	if looked {
+		s.lastPark.Store(now.UnixNano())
+	}
 	if parked > 0 {
 		s.log.Info("webhooks: parked the due deliveries of accounts without a webhook URL; they are sent once one is set",
 			"deliveries", parked)
@@ -370,7 +375,6 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 // 0.26-0.76 s, then 15 µs a poll (all at once: one poll of 1.1-1.6 s;
 // before parking, 70-100 ms every poll; BenchmarkWebhookPollOrphans).
 func (s *Store) parkOrphans(ctx context.Context, tx *sql.Tx, now time.Time) (int64, error) {
-	s.lastPark.Store(now.UnixNano())
 	n, err := s.exec(ctx, tx, s.parkOrphanWebhooksSQL(), s.ts(now), s.ts(WebhookParked), maxParkPerPoll)
 	if err != nil {
 		return 0, fmt.Errorf("park webhook deliveries of accounts without a URL: %w", err)
@@ -382,7 +386,8 @@ func (s *Store) parkOrphans(ctx context.Context, tx *sql.Tx, now time.Time) (int
 const maxParkPerPoll = 10_000
 
 // parkEvery: a sender whose claims are all full (it sends a backlog, and
-// polls again at once) still looks for deliveries to park this often.
+// polls again at once) still looks for deliveries to park this often, and
+// at once when the clock stepped back past its last look.
 // Not on every full claim: with a backlog of deliveries to send, the look
 // reads past all of them.
 const parkEvery = time.Minute
@@ -396,8 +401,10 @@ const parkEvery = time.Minute
 // then makes its deliveries due (unparkWebhooks, in its transaction after
 // the account's row), or commits first, and the lock, having waited for
 // it, reads the URL and leaves the account out. Only the accounts of the
-// first $3 due deliveries without a URL are locked: none on an ordinary
-// poll. The deliveries are taken FOR UPDATE SKIP LOCKED, as a claim takes
+// first $3 due deliveries without a URL are locked (none on an ordinary
+// poll), in name order, the order every transaction that locks several
+// accounts takes them in (lockBudgetsSQL): in the table's order the park
+// deadlocked with an outcome group locking two budgeted accounts. The deliveries are taken FOR UPDATE SKIP LOCKED, as a claim takes
 // them: two senders parking at once never wait on each other's rows
 // (they deadlocked, each holding a row the other wanted), and a row
 // another transaction holds (a claim leasing it) is left to a later poll.
@@ -412,7 +419,8 @@ func (s *Store) parkOrphanWebhooksSQL() string {
 			  AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.name = d.account AND a.webhook_url IS NOT NULL)
 			ORDER BY d.next_attempt_at LIMIT $3) x
 	), orphan AS MATERIALIZED (
-		SELECT a.name FROM accounts a WHERE a.name IN (SELECT account FROM met) AND a.webhook_url IS NULL` + s.dialect.shareLock + `
+		SELECT a.name FROM accounts a WHERE a.name IN (SELECT account FROM met) AND a.webhook_url IS NULL
+		ORDER BY a.name` + s.dialect.shareLock + `
 	), park AS MATERIALIZED (
 		SELECT d.id FROM webhook_deliveries d
 		WHERE ` + due + ` AND d.account IN (SELECT name FROM orphan)
@@ -535,15 +543,15 @@ type WebhookBacklog struct {
 // WebhookBacklog counts the pending deliveries (the due index only). The
 // parked ones are counted apart: they wait for an operator, not for a
 // sender, and would hold the oldest pending age up for as long as they
-// wait. Their count reads the due index's entries from WebhookParked on
-// and no row, so that a scrape stays cheap however many are parked.
+// wait. Each part reads its own range of the due index (the pending ones
+// once, for their count and oldest), so that the parked ones cost a scrape
+// only their count, however many wait.
 func (s *Store) WebhookBacklog(ctx context.Context) (WebhookBacklog, error) {
 	var b WebhookBacklog
 	var oldest nullTime
 	const pending = `FROM webhook_deliveries WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at`
-	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT
-			(SELECT COUNT(*) `+pending+` < $1), (SELECT COUNT(*) `+pending+` >= $1),
-			(SELECT MIN(created_at) `+pending+` < $1)`), s.ts(WebhookParked)).Scan(&b.Pending, &b.Parked, &oldest)
+	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT p.n, (SELECT COUNT(*) `+pending+` >= $1), p.oldest
+		FROM (SELECT COUNT(*) AS n, MIN(created_at) AS oldest `+pending+` < $1) p`), s.ts(WebhookParked)).Scan(&b.Pending, &b.Parked, &oldest)
 	if err != nil {
 		return b, s.classify(fmt.Errorf("webhook backlog: %w", err))
 	}

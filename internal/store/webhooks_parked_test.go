@@ -214,7 +214,7 @@ func TestStore_WebhookFullPollsParkOncePerMinute(t *testing.T) {
 		clock := newClock()
 		s := storetest.MustOpen(t, b.DSN, store.Options{NowFunc: clock.Now})
 		ctx := t.Context()
-		for _, a := range []string{"gone", "late", "acme"} {
+		for _, a := range []string{"gone", "late", "later", "acme"} {
 			mustWebhookAccount(t, s, a, "http://127.0.0.1:9/"+a)
 		}
 		l := mustLockLane(t, s, "local")
@@ -247,6 +247,18 @@ func TestStore_WebhookFullPollsParkOncePerMinute(t *testing.T) {
 		clock.Advance(time.Second)
 		fullPoll("a minute later")
 		parked(2, "a minute after the last park")
+
+		// The clock steps back (NTP, a failover to a database whose
+		// clock is behind): the next full poll looks at once, rather
+		// than an hour and a minute later.
+		clock.Advance(-time.Hour)
+		webhookJobs(t, s, l, "acme", "a7", "a8")
+		webhookJobs(t, s, l, "later", "x1")
+		if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "later", Remove: true}); err != nil {
+			t.Fatal(err)
+		}
+		fullPoll("after the clock stepped back an hour")
+		parked(3, "after the clock stepped back an hour")
 	})
 }
 
@@ -309,7 +321,10 @@ func TestStore_WebhookTwoSendersParkAtOnce(t *testing.T) {
 	if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "gone", Remove: true}); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
+	var now time.Time // the database's clock, which the rows carry
+	if err := s.DB().QueryRowContext(ctx, `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
 	a, err := s.DB().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -343,5 +358,103 @@ func TestStore_WebhookTwoSendersParkAtOnce(t *testing.T) {
 	}
 	if b, err := s.WebhookBacklog(ctx); err != nil || b.Parked != 1 || b.Pending != 1 {
 		t.Errorf("backlog %+v, %v; want gone's parked and acme's leased one pending", b, err)
+	}
+}
+
+// TestStore_WebhookParkLocksAccountsInNameOrder (PostgreSQL): the park
+// locks the accounts it parks for in name order, as every transaction
+// that locks several accounts does (lockBudgetsSQL). In the table's order
+// it locked bb, then waited for aa, held by a transaction that locks aa
+// then bb: a deadlock.
+func TestStore_WebhookParkLocksAccountsInNameOrder(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	ctx := t.Context()
+	budget := int64(1_000_000_000)
+	for _, name := range []string{"bb", "aa"} { // bb's row first in the table
+		if _, err := s.CreateAccount(ctx, store.Account{Name: name, WebhookURL: "http://127.0.0.1:9/" + name, BudgetMicros: &budget}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := mustLockLane(t, s, "local")
+	webhookJobs(t, s, l, "aa", "a1")
+	webhookJobs(t, s, l, "bb", "b1")
+	for _, name := range []string{"bb", "aa"} {
+		if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: name, Remove: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locker, err := s.DB().BeginTx(ctx, nil) // lockBudgetsSQL's order: aa, then bb
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Rollback()
+	if _, err := locker.Exec(`SELECT name FROM accounts WHERE name = 'aa' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := s.ClaimWebhooks(ctx, 10, time.Hour); done <- err }()
+	waitForLockWaitOr(t, s, done)
+	if _, err := locker.Exec(`SELECT name FROM accounts WHERE name = 'bb' FOR UPDATE`); err != nil {
+		t.Errorf("the name-order locker: %v", err)
+	}
+	if err := locker.Commit(); err != nil {
+		t.Errorf("the name-order locker's commit: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the sender's poll: %v", err)
+	}
+	if b, err := s.WebhookBacklog(ctx); err != nil || b.Parked != 2 {
+		t.Errorf("backlog %+v, %v; want aa's and bb's parked", b, err)
+	}
+}
+
+// TestStore_WebhookParkKeepsALeaseCommittedAfterItsSnapshot (PostgreSQL):
+// the park waits on the account's row (another transaction holds it) while
+// a lease of a delivery it saw due commits: once it goes on, it reads the
+// row again and leaves the lease (the guard of its pick, read again on a
+// row changed since the statement began).
+func TestStore_WebhookParkKeepsALeaseCommittedAfterItsSnapshot(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	ctx := t.Context()
+	mustWebhookAccount(t, s, "acme", "http://127.0.0.1:9/hook")
+	l := mustLockLane(t, s, "local")
+	webhookJobs(t, s, l, "acme", "acme-1")
+	ds, err := s.WebhookDeliveries(ctx, store.WebhookFilter{Account: "acme", Limit: 10})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("deliveries: %+v, %v", ds, err)
+	}
+	r := ds[0].ID
+	if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "acme", Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := s.DB().BeginTx(ctx, nil) // a budget change on acme, say
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.Exec(`UPDATE accounts SET rpm = rpm WHERE name = 'acme'`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := s.ClaimWebhooks(ctx, 10, time.Hour); done <- err }()
+	waitForLockWaitOr(t, s, done)
+	select {
+	case err := <-done:
+		t.Fatalf("the poll ended without waiting on acme's row: %v", err)
+	default:
+	}
+	if _, err := s.DB().ExecContext(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = now() + interval '1 hour' WHERE id = $1`, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.WebhookDelivery(ctx, r); d.Parked() {
+		t.Errorf("delivery %d parked while leased (next %v)", r, d.NextAttemptAt)
 	}
 }
