@@ -1,21 +1,19 @@
 package main_test
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	cli "github.com/inkwell/inkwell/cmd/inkwell"
+	"github.com/inkwell/inkwell/internal/metrics/metricstest"
 	"github.com/inkwell/inkwell/internal/provider/providersim"
 	"github.com/inkwell/inkwell/internal/provider/providersim/simtest"
 	"github.com/inkwell/inkwell/internal/store/storetest"
@@ -68,16 +66,16 @@ func TestServe_ProviderLimits(t *testing.T) {
 			}
 		}
 		storetest.WaitFor(t, limitsWait, "every job finished", func() bool {
-			return metric(t, lane.URL, `inkwell_provider_limiter_wait_seconds_count`) == jobs &&
-				metric(t, lane.URL, "inkwell_provider_calls_in_flight") == 0
+			return metricstest.Must(t, lane.URL, `inkwell_provider_limiter_wait_seconds_count`) == jobs &&
+				metricstest.Must(t, lane.URL, "inkwell_provider_calls_in_flight") == 0
 		})
-		if n := metric(t, lane.URL, "inkwell_provider_429_total"); n > 3 {
+		if n := metricstest.Must(t, lane.URL, "inkwell_provider_429_total"); n > 3 {
 			t.Errorf("inkwell_provider_429_total = %v, want at most 3", n)
 		}
 		if l := sim.MustLedger(t); l.TotalBills < jobs-3 {
 			t.Errorf("simulator billed %d calls, want at least %d", l.TotalBills, jobs-3)
 		}
-		if n := metric(t, lane.URL, "inkwell_provider_paused_until_seconds"); n != 0 {
+		if n := metricstest.Must(t, lane.URL, "inkwell_provider_paused_until_seconds"); n != 0 {
 			t.Errorf("inkwell_provider_paused_until_seconds = %v, want 0 (not paused)", n)
 		}
 	})
@@ -91,10 +89,10 @@ func TestServe_ProviderLimits(t *testing.T) {
 			}
 		}
 		storetest.WaitFor(t, limitsWait, "a 429 and the pause it starts", func() bool {
-			return metric(t, lane.URL, "inkwell_provider_429_total") >= 1 &&
-				metric(t, lane.URL, "inkwell_provider_paused_until_seconds") > float64(time.Now().Unix())
+			return metricstest.Must(t, lane.URL, "inkwell_provider_429_total") >= 1 &&
+				metricstest.Must(t, lane.URL, "inkwell_provider_paused_until_seconds") > float64(time.Now().Unix())
 		})
-		until := metric(t, lane.URL, "inkwell_provider_paused_until_seconds")
+		until := metricstest.Must(t, lane.URL, "inkwell_provider_paused_until_seconds")
 		if ahead := time.Until(time.Unix(int64(until), 0)); ahead < 5*time.Second || ahead > 11*time.Second {
 			t.Errorf("paused until %v from now, want about the simulator's Retry-After of 10 s", ahead)
 		}
@@ -111,25 +109,4 @@ func startLimitedServe(t *testing.T, bin, simURL string, extra ...string) *cli.C
 		"--provider", "openai", "--provider-url", simURL, "--provider-timeout", "30s",
 		"--concurrency", "32", "--poll", "50ms", "--grace", "5s"}, extra...)
 	return cli.StartChild(t, bin, append(os.Environ(), "INKWELL_CRASH_AT="), limitsWait, args...)
-}
-
-// metric reads one unlabelled sample from /metrics; -1 when absent.
-func metric(t *testing.T, url, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", sc.Text(), err)
-			}
-			return f
-		}
-	}
-	return -1
 }

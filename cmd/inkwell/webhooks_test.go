@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/metrics/metricstest"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 	"github.com/inkwell/inkwell/internal/webhook"
@@ -204,10 +204,10 @@ func TestServe_WebhookRemovedURLParksThenSends(t *testing.T) {
 		storetest.WaitFor(t, waitLimit, "serve's log saying it parked a delivery", func() bool {
 			return strings.Contains(srv.Log(), "parked the due deliveries of accounts without a webhook URL")
 		})
-		if got := gauge(t, srv.URL, "inkwell_webhook_deliveries_parked"); got != 1 {
+		if got := metricstest.Must(t, srv.URL, "inkwell_webhook_deliveries_parked"); got != 1 {
 			t.Errorf("inkwell_webhook_deliveries_parked = %v, want 1", got)
 		}
-		if got := gauge(t, srv.URL, "inkwell_webhook_oldest_pending_age_seconds"); got != 0 {
+		if got := metricstest.Must(t, srv.URL, "inkwell_webhook_oldest_pending_age_seconds"); got != 0 {
 			t.Errorf("inkwell_webhook_oldest_pending_age_seconds = %v, want 0: a parked delivery waits for an operator", got)
 		}
 		if code, out, errOut := runCLI(t, "webhooks", "list", "--account", "acme", "--db", b.DSN); code != 0 || !strings.Contains(out, "waits for a URL") {
@@ -231,28 +231,4 @@ func TestServe_WebhookRemovedURLParksThenSends(t *testing.T) {
 			t.Errorf("serve logged errors:\n%s", srv.Log())
 		}
 	})
-}
-
-// gauge reads one unlabelled sample from url's /metrics; -1 when absent.
-func gauge(t *testing.T, url, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return f
-		}
-	}
-	return -1
 }

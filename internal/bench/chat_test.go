@@ -23,6 +23,7 @@ import (
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/catalog"
+	"github.com/inkwell/inkwell/internal/metrics/metricstest"
 	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/worker"
@@ -419,12 +420,12 @@ func chatRSSCallsInFlight(b *testing.B, bin string, n int, name string, body []b
 				"--concurrency", fmt.Sprint(n), "--sim-latency", "30s")
 			url := "http://" + serve.addr
 			idle, _ := procMemory(b, serve.cmd.Process.Pid)
-			idleHeap, _ := metric(url, "go_memstats_heap_inuse_bytes")
+			idleHeap, _ := metricstest.Sample(url, "go_memstats_heap_inuse_bytes")
 			idleGo := goResident(url)
 			postMany(b, url, n, body)
 			waitRunning(b, mustStore(b, db), n)
 			rss, _ := procMemory(b, serve.cmd.Process.Pid)
-			heap, _ := metric(url, "go_memstats_heap_inuse_bytes")
+			heap, _ := metricstest.Sample(url, "go_memstats_heap_inuse_bytes")
 			goRes := goResident(url)
 			b.ReportMetric((rss-idle)*1024/calls, "RSS-KiB/call")
 			b.ReportMetric((heap-idleHeap)/1024/calls, "heap-inuse-KiB/call")
@@ -442,8 +443,8 @@ func chatRSSCallsInFlight(b *testing.B, bin string, n int, name string, body []b
 // from the OS and has not returned (go_memstats_sys_bytes less
 // go_memstats_heap_released_bytes), in bytes.
 func goResident(url string) float64 {
-	sys, _ := metric(url, "go_memstats_sys_bytes")
-	released, _ := metric(url, "go_memstats_heap_released_bytes")
+	sys, _ := metricstest.Sample(url, "go_memstats_sys_bytes")
+	released, _ := metricstest.Sample(url, "go_memstats_heap_released_bytes")
 	return sys - released
 }
 

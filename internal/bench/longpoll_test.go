@@ -1,20 +1,19 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/client"
+	"github.com/inkwell/inkwell/internal/metrics/metricstest"
 )
 
 // BenchmarkServeLongPolls: a real `inkwell serve` (SQLite) with 10,000
@@ -86,31 +85,15 @@ func waitGauge(b *testing.B, url, gauge string, want int) {
 	b.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		if v, ok := metric(url, gauge); ok && int(v) == want {
+		if v, ok := metricstest.Sample(url, gauge); ok && int(v) == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			v, _ := metric(url, gauge)
+			v, _ := metricstest.Sample(url, gauge)
 			b.Fatalf("%s = %v after 3m, want %d", gauge, v, want)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func metric(url, name string) (float64, bool) {
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		return 0, false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == name {
-			v, err := strconv.ParseFloat(f[1], 64)
-			return v, err == nil
-		}
-	}
-	return 0, false
 }
 
 // cancelAll ends jobs 1..n from another process.

@@ -72,8 +72,8 @@ func (d WebhookDelivery) Parked() bool {
 // has no webhook URL (it was removed after the job ended): past any time a
 // sender looks for, so that the due index's scan (next_attempt_at <= now)
 // never reaches it however many wait. A sender parks such deliveries when
-// its claim meets them (parkOrphanWebhooks); setting a URL again makes
-// them due at once (unparkWebhooks). Before, they stayed due, and every
+// its claim meets them (parkOrphans); setting a URL again makes them due
+// at once (unparkWebhooks). Before, they stayed due, and every
 // poll of every sender read all of them to send none: with 200,000
 // waiting, 63 ms a second under SQLite's write lock.
 var WebhookParked = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
@@ -323,7 +323,7 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 		if err := rows.Close(); err != nil {
 			return err
 		}
-		if since := now.UnixNano() - s.lastPark.Load(); len(ids) < n || since >= int64(parkEvery) || since < 0 {
+		if len(ids) < n || s.parkLookDue(now) {
 			if parked, err = s.parkOrphans(ctx, tx, now); err != nil {
 				return err
 			}
@@ -369,11 +369,11 @@ func (s *Store) ClaimWebhooks(ctx context.Context, n int, lease time.Duration) (
 // asked for while deliveries were due may have met some, and a run of
 // full claims (a backlog being sent) looks for them once per parkEvery.
 // They are parked once; no poll reads them again until a URL is set
-// (WebhookParked). At
-// most maxParkPerPoll a poll, so that one poll's hold of SQLite's write
-// lock is bounded however many wait: with 200,000 waiting, 20 polls of
-// 0.26-0.76 s, then 15 µs a poll (all at once: one poll of 1.1-1.6 s;
-// before parking, 70-100 ms every poll; BenchmarkWebhookPollOrphans).
+// (WebhookParked). At most maxParkPerPoll a poll, so that one poll's hold
+// of SQLite's write lock is bounded however many wait: with 200,000
+// waiting, 20 polls of 0.2-0.8 s, then 15 µs a poll (all at once: one
+// poll of 1.1-1.6 s; before parking, 70-100 ms every poll;
+// BenchmarkWebhookPollOrphans).
 func (s *Store) parkOrphans(ctx context.Context, tx *sql.Tx, now time.Time) (int64, error) {
 	n, err := s.exec(ctx, tx, s.parkOrphanWebhooksSQL(), s.ts(now), s.ts(WebhookParked), maxParkPerPoll)
 	if err != nil {
@@ -382,35 +382,43 @@ func (s *Store) parkOrphans(ctx context.Context, tx *sql.Tx, now time.Time) (int
 	return n, nil
 }
 
+// parkLookDue reports whether a full claim at now looks for deliveries to
+// park: parkEvery after the last look, or at once when the clock went back
+// past it.
+func (s *Store) parkLookDue(now time.Time) bool {
+	since := now.UnixNano() - s.lastPark.Load()
+	return since >= int64(parkEvery) || since < 0
+}
+
 // maxParkPerPoll bounds the deliveries one poll parks.
 const maxParkPerPoll = 10_000
 
 // parkEvery: a sender whose claims are all full (it sends a backlog, and
-// polls again at once) still looks for deliveries to park this often, and
-// at once when the clock stepped back past its last look.
-// Not on every full claim: with a backlog of deliveries to send, the look
-// reads past all of them.
+// polls again at once) still looks for deliveries to park this often. Not
+// on every full claim: with a backlog of deliveries to send, the look reads
+// past all of them.
 const parkEvery = time.Minute
 
 // parkOrphanWebhooksSQL is parkOrphans' statement: $1 now, $2
 // WebhookParked, $3 at most how many. Only due deliveries: one being sent
 // holds its lease (next_attempt_at in the future) and is parked, if its
-// account still has no URL, once a failed send makes it due again. On
-// PostgreSQL the accounts met are locked FOR SHARE before any delivery is
-// written: a SetWebhook giving one a URL either waits for this park and
-// then makes its deliveries due (unparkWebhooks, in its transaction after
-// the account's row), or commits first, and the lock, having waited for
-// it, reads the URL and leaves the account out. Only the accounts of the
-// first $3 due deliveries without a URL are locked (none on an ordinary
-// poll), in name order, the order every transaction that locks several
-// accounts takes them in (lockBudgetsSQL): in the table's order the park
-// deadlocked with an outcome group locking two budgeted accounts. The deliveries are taken FOR UPDATE SKIP LOCKED, as a claim takes
-// them: two senders parking at once never wait on each other's rows
-// (they deadlocked, each holding a row the other wanted), and a row
-// another transaction holds (a claim leasing it) is left to a later poll.
-// The UPDATE's own guard is read again on a row another transaction
-// changed meanwhile (PostgreSQL): a lease committed since this statement
-// began is never overwritten.
+// account still has no URL, once a failed send makes it due again.
+//
+// On PostgreSQL, the locks say why no row is parked on a guess:
+//   - orphan locks the accounts met FOR SHARE before any delivery is
+//     written. A SetWebhook giving one a URL either waits for this park
+//     and then makes its deliveries due (unparkWebhooks, after the
+//     account's row), or commits first, and the lock, having waited, reads
+//     the URL and leaves the account out. Only the accounts of the first
+//     $3 due deliveries without a URL (none on an ordinary poll), in name
+//     order, as every transaction that locks several accounts takes them
+//     (lockBudgetsSQL): in table order the park deadlocked with an
+//     outcome group locking two budgeted accounts.
+//   - park takes the deliveries FOR UPDATE SKIP LOCKED, as a claim does:
+//     two senders parking at once never wait on each other's rows (they
+//     deadlocked), a row a claim holds is left to a later poll, and a row
+//     leased since this statement began is read again as it is now, no
+//     longer due, and left out.
 func (s *Store) parkOrphanWebhooksSQL() string {
 	const due = `d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= $1`
 	return `WITH met AS MATERIALIZED (
@@ -427,7 +435,7 @@ func (s *Store) parkOrphanWebhooksSQL() string {
 		ORDER BY d.next_attempt_at LIMIT $3` + s.dialect.claimLock + `
 	)
 	UPDATE webhook_deliveries SET next_attempt_at = $2
-	WHERE ` + s.dialect.picked("park") + ` AND (delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= $1) IS TRUE`
+	WHERE ` + s.dialect.picked("park")
 }
 
 // WebhookDelivered records a 2xx for a delivery. It is idempotent: a

@@ -263,31 +263,20 @@ func TestStore_WebhookFullPollsParkOncePerMinute(t *testing.T) {
 }
 
 // TestStore_WebhookParkKeepsALeaseCommittedMeanwhile (PostgreSQL): a
-// sender's claim leases a delivery (not yet committed) as its account's
-// URL is removed; another sender's park, whose snapshot saw the delivery
+// sender's claim leases a delivery (not yet committed) whose account's
+// URL was removed; another sender's park, whose snapshot saw the delivery
 // due, must not overwrite the lease: setting a URL would then make it due
 // while it is being sent, and a third sender would send it too.
 func TestStore_WebhookParkKeepsALeaseCommittedMeanwhile(t *testing.T) {
 	t.Parallel()
-	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	s, r := oneDeliveryWithoutURL(t)
 	ctx := t.Context()
-	mustWebhookAccount(t, s, "acme", "http://127.0.0.1:9/hook")
-	l := mustLockLane(t, s, "local")
-	webhookJobs(t, s, l, "acme", "acme-1")
-	ds, err := s.WebhookDeliveries(ctx, store.WebhookFilter{Account: "acme", Limit: 10})
-	if err != nil || len(ds) != 1 {
-		t.Fatalf("deliveries: %+v, %v", ds, err)
-	}
-	r := ds[0].ID
 	leasing, err := s.DB().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer leasing.Rollback()
-	if _, err := leasing.Exec(`UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = now() + interval '1 hour' WHERE id = $1`, r); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "acme", Remove: true}); err != nil {
+	if _, err := leasing.Exec(leaseSQL, r); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -303,6 +292,27 @@ func TestStore_WebhookParkKeepsALeaseCommittedMeanwhile(t *testing.T) {
 		t.Errorf("delivery %d parked while leased (next %v)", r, d.NextAttemptAt)
 	}
 }
+
+// oneDeliveryWithoutURL is a PostgreSQL store holding one due delivery,
+// of account acme, whose URL was removed since; it returns the delivery's
+// id.
+func oneDeliveryWithoutURL(t *testing.T) (*store.Store, int64) {
+	t.Helper()
+	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	mustWebhookAccount(t, s, "acme", "http://127.0.0.1:9/hook")
+	webhookJobs(t, s, mustLockLane(t, s, "local"), "acme", "acme-1")
+	ds, err := s.WebhookDeliveries(t.Context(), store.WebhookFilter{Account: "acme", Limit: 10})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("deliveries: %+v, %v; want one", ds, err)
+	}
+	if _, _, err := s.SetWebhook(t.Context(), store.SetWebhookParams{Account: "acme", Remove: true}); err != nil {
+		t.Fatal(err)
+	}
+	return s, ds[0].ID
+}
+
+// leaseSQL leases delivery $1 as a sender's claim does, outside the store.
+const leaseSQL = `UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = now() + interval '1 hour' WHERE id = $1`
 
 // TestStore_WebhookTwoSendersParkAtOnce (PostgreSQL): sender A's claim
 // leased x (acme's URL still set in its snapshot) and A has not
@@ -411,24 +421,12 @@ func TestStore_WebhookParkLocksAccountsInNameOrder(t *testing.T) {
 
 // TestStore_WebhookParkKeepsALeaseCommittedAfterItsSnapshot (PostgreSQL):
 // the park waits on the account's row (another transaction holds it) while
-// a lease of a delivery it saw due commits: once it goes on, it reads the
-// row again and leaves the lease (the guard of its pick, read again on a
-// row changed since the statement began).
+// a lease of a delivery it saw due commits: once it goes on, its pick's
+// lock reads the row again as it is now, no longer due, and leaves it.
 func TestStore_WebhookParkKeepsALeaseCommittedAfterItsSnapshot(t *testing.T) {
 	t.Parallel()
-	s := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+	s, r := oneDeliveryWithoutURL(t)
 	ctx := t.Context()
-	mustWebhookAccount(t, s, "acme", "http://127.0.0.1:9/hook")
-	l := mustLockLane(t, s, "local")
-	webhookJobs(t, s, l, "acme", "acme-1")
-	ds, err := s.WebhookDeliveries(ctx, store.WebhookFilter{Account: "acme", Limit: 10})
-	if err != nil || len(ds) != 1 {
-		t.Fatalf("deliveries: %+v, %v", ds, err)
-	}
-	r := ds[0].ID
-	if _, _, err := s.SetWebhook(ctx, store.SetWebhookParams{Account: "acme", Remove: true}); err != nil {
-		t.Fatal(err)
-	}
 	holder, err := s.DB().BeginTx(ctx, nil) // a budget change on acme, say
 	if err != nil {
 		t.Fatal(err)
@@ -445,7 +443,7 @@ func TestStore_WebhookParkKeepsALeaseCommittedAfterItsSnapshot(t *testing.T) {
 		t.Fatalf("the poll ended without waiting on acme's row: %v", err)
 	default:
 	}
-	if _, err := s.DB().ExecContext(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = now() + interval '1 hour' WHERE id = $1`, r); err != nil {
+	if _, err := s.DB().ExecContext(ctx, leaseSQL, r); err != nil {
 		t.Fatal(err)
 	}
 	if err := holder.Commit(); err != nil {
