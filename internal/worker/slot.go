@@ -12,19 +12,35 @@ package worker
 //     claims the next job during that write instead of after it, and a
 //     call never waits for another job's commit. The answer is written all
 //     the same, by the same goroutine, before the lane may stop. At most
-//     Concurrency answers are written this way at once (Lane.writing);
-//     beyond that a slot stays taken until its answer is written, so a
-//     database slower than the provider holds the lane back instead of
-//     letting answers pile up.
+//     answersPerSlot × Concurrency answers are written this way at once
+//     (Lane.writing); beyond that a slot stays taken until its answer is
+//     written, so a database slower than the provider holds the lane back
+//     instead of letting answers pile up.
 //
 // Either way a lane has at most Concurrency provider calls in flight
 // (design §8); what the overview calls running may include, on
-// PostgreSQL, up to as many again whose answers are being written.
+// PostgreSQL, up to answersPerSlot times as many again whose answers are
+// being written.
 type slot struct {
 	l       *Lane
 	freed   bool // freed when its call ended
 	writing bool // holds one of Lane.writing
 }
+
+// answersPerSlot bounds the answers a lane writes after their slots were
+// freed: answersPerSlot × Concurrency. It only binds when the database
+// writes answers more slowly than the provider gives them (with a real
+// provider an answer waits one group commit, a few milliseconds, and a
+// lane of 16 slots at 200 ms a call has about one answer being written at
+// a time). Then the answers waiting form the next outcome group, and a
+// group of 16 is written for little more than a group of 9. At one per
+// slot the slots stayed taken behind the writes, so the lane's claims
+// stayed at half its slots however long it gathered (gatherFreed): one
+// lane × 16 on PostgreSQL drained 2,697–2,992 zero-latency jobs/s, and
+// 3,812–4,012 at four with claims of three quarters (docs/benchmarks.md).
+// Eight gained nothing more, and each answer waiting is one a crash
+// would lose (in memory only, paid for), so the bound stays small.
+const answersPerSlot = 4
 
 // callEnded frees the slot early where the store allows it and an answer
 // may still be written without a slot.

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,49 +18,55 @@ import (
 
 // TestLane_SlotFreesWhileItsAnswerIsWritten: on PostgreSQL, where a claim
 // is a statement of its own, a slot frees when its call ends. With one
-// slot, and job A's completion held behind a row lock the test takes, the
-// lane claims and calls job B meanwhile, never two calls at once; job C
-// waits, because B's answer finds the one place for an answer written
-// without a slot taken, so B keeps its slot. When the lock is let go, all
-// three are done, each with one attempt; and the place is free again: a
-// later job D whose write is held the same way lets job E be called.
+// slot, and job 0's completion held behind a row lock the test takes, the
+// lane claims and calls the next jobs meanwhile, one at a time, each
+// answer taking one of the answersPerSlot places for answers written
+// without a slot taken (job 0's is the first). The call after the last
+// place is taken keeps its slot, so the job after it stays queued. When
+// the lock is let go, all are done, each with one attempt; and the places
+// are free again: a later job D whose write is held the same way lets job
+// E be called.
 func TestLane_SlotFreesWhileItsAnswerIsWritten(t *testing.T) {
 	t.Parallel()
 	st := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
-	a := accept(t, st, "a", "poem a", 5)
-	b := accept(t, st, "b", "poem b", 5)
-	c := accept(t, st, "c", "poem c", 5)
-	p := &heldCalls{inner: provider.NewSim(0), started: make(chan string, 8), ended: make(chan string, 8),
-		hold: map[string]chan struct{}{"poem a": make(chan struct{}), "poem d": make(chan struct{})}}
+	places := worker.AnswersPerSlot
+	jobs := make([]inkwell.Job, places+2) // places answers written, one call keeping its slot, one job queued
+	for i := range jobs {
+		jobs[i] = accept(t, st, fmt.Sprint("j", i), fmt.Sprint("poem ", i), 5)
+	}
+	p := &heldCalls{inner: provider.NewSim(0), started: make(chan string, 16), ended: make(chan string, 16),
+		hold: map[string]chan struct{}{"poem 0": make(chan struct{}), "poem d": make(chan struct{})}}
 	startLane(t, st, worker.Config{Provider: p, Concurrency: 1, Poll: 10 * time.Millisecond})
 
-	tx := p.holdWrite(t, st, a, "poem a")
+	tx := p.holdWrite(t, st, jobs[0], "poem 0")
 	defer tx.Rollback()
-	p.wait(t, p.started, "poem b")
-	p.wait(t, p.ended, "poem b")
-	time.Sleep(200 * time.Millisecond) // room for a wrong claim of C to happen
-	for _, j := range []struct {
-		id   int64
-		want string
-	}{{a.ID, inkwell.StatusRunning}, {b.ID, inkwell.StatusRunning}, {c.ID, inkwell.StatusQueued}} {
-		d, err := st.Show(t.Context(), j.id)
+	last := fmt.Sprint("poem ", places) // the call that finds every place taken
+	p.wait(t, p.started, last)
+	p.wait(t, p.ended, last)
+	time.Sleep(200 * time.Millisecond) // room for a wrong claim of the last job to happen
+	for i, j := range jobs {
+		want := inkwell.StatusRunning
+		if i == len(jobs)-1 {
+			want = inkwell.StatusQueued
+		}
+		d, err := st.Show(t.Context(), j.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Job.Status != j.want {
-			t.Errorf("job %d is %s while A's answer waits to be written, want %s", j.id, d.Job.Status, j.want)
+		if d.Job.Status != want {
+			t.Errorf("job %d (the %d-th) is %s while job 0's answer waits to be written, want %s", j.ID, i, d.Job.Status, want)
 		}
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range []inkwell.Job{a, b, c} {
+	for _, j := range jobs {
 		d := waitJob(t, st, j.ID, "done", isStatus(inkwell.StatusDone))
 		if len(d.Attempts) != 1 || d.Charge == nil {
 			t.Errorf("job %d: %d attempts, charge %+v; want one attempt and its charge", j.ID, len(d.Attempts), d.Charge)
 		}
 	}
-	// The place for an answer written without a slot is free again.
+	// The places for answers written without a slot are free again.
 	d := accept(t, st, "d", "poem d", 5)
 	e := accept(t, st, "e", "poem e", 5)
 	tx = p.holdWrite(t, st, d, "poem d")
