@@ -51,7 +51,7 @@ func (s *slot) callEnded() {
 	select {
 	case s.l.writing <- struct{}{}:
 	default:
-		return // Concurrency answers already being written: keep the slot
+		return // answersPerSlot × Concurrency answers already being written: keep the slot
 	}
 	s.writing, s.freed = true, true
 	s.l.release()
