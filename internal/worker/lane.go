@@ -372,9 +372,10 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) error
 // PostgreSQL, where a claim is a statement of its own, a claim of 15
 // jobs costs little more than one of 8 (most of a claim's cost is the
 // statement's, not its rows'): one lane × 16 drained zero-latency jobs
-// about 8 % faster gathering every slot than three quarters (claims of
-// 15.5 jobs against 12), and about 20 % faster at three quarters than at
-// half (docs/benchmarks.md). That holds only since answers no longer hold
+// 7–14 % faster gathering every slot than three quarters (claims of 15.5
+// jobs against 12; measured before gatherIdle, which changed nothing
+// there), and about 20 % faster at three quarters than at half
+// (docs/benchmarks.md). That holds only since answers no longer hold
 // the slots (answersPerSlot): before, gathering more changed nothing. On
 // SQLite, where an outcome claims its slot's next job, it changed nothing
 // measurable. With a real provider slots free one by one, so a claim

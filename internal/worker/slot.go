@@ -37,8 +37,8 @@ type slot struct {
 // slot the slots stayed taken behind the writes, so the lane's claims
 // stayed at half its slots however long it gathered (gatherFreed): one
 // lane × 16 on PostgreSQL drained 2,697–2,992 zero-latency jobs/s, and
-// 3,812–4,012 at four with claims of three quarters of the slots
-// (4,202–4,591 gathering them all; docs/benchmarks.md).
+// 3,812–4,012 at four with claims of three quarters of the slots, and
+// 4,111–4,309 gathering them all (gatherFreed; docs/benchmarks.md).
 // Eight gained nothing more, and each answer waiting is one a crash
 // would lose (in memory only, paid for), so the bound stays small.
 const answersPerSlot = 4

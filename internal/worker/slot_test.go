@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -17,125 +16,122 @@ import (
 )
 
 // TestLane_SlotFreesWhileItsAnswerIsWritten: on PostgreSQL, where a claim
-// is a statement of its own, a slot frees when its call ends. With one
-// slot, and job 0's completion held behind a row lock the test takes, the
-// lane claims and calls the next jobs meanwhile, one at a time, each
-// answer taking one of the answersPerSlot places for answers written
-// without a slot taken (job 0's is the first). The call after the last
-// place is taken keeps its slot, so the job after it stays queued. When
-// the lock is let go, all are done, each with one attempt; and the places
-// are free again: a later job D whose write is held the same way lets job
-// E be called.
+// is a statement of its own, a slot frees when its call ends. With C
+// slots, and every completion held back (the test holds a SHARE lock on
+// results, which every completion inserts into and no claim touches), the
+// lane goes on calling: each answer takes one of the answersPerSlot × C
+// places for answers written without a slot taken, and once they are all
+// taken each of the C slots keeps its answered call. So exactly
+// (answersPerSlot + 1) × C jobs are running and the rest stay queued,
+// never more than C calls at once. When the lock is let go every job is
+// done with one attempt; a second round shows every place came back.
 func TestLane_SlotFreesWhileItsAnswerIsWritten(t *testing.T) {
 	t.Parallel()
-	st := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
-	places := worker.AnswersPerSlot
-	jobs := make([]inkwell.Job, places+2) // places answers written, one call keeping its slot, one job queued
-	for i := range jobs {
-		jobs[i] = accept(t, st, fmt.Sprint("j", i), fmt.Sprint("poem ", i), 5)
-	}
-	p := &heldCalls{inner: provider.NewSim(0), started: make(chan string, 16), ended: make(chan string, 16),
-		hold: map[string]chan struct{}{"poem 0": make(chan struct{}), "poem d": make(chan struct{})}}
-	startLane(t, st, worker.Config{Provider: p, Concurrency: 1, Poll: 10 * time.Millisecond})
-
-	tx := p.holdWrite(t, st, jobs[0], "poem 0")
-	defer tx.Rollback()
-	last := fmt.Sprint("poem ", places) // the call that finds every place taken
-	p.wait(t, p.started, last)
-	p.wait(t, p.ended, last)
-	time.Sleep(200 * time.Millisecond) // room for a wrong claim of the last job to happen
-	for i, j := range jobs {
-		want := inkwell.StatusRunning
-		if i == len(jobs)-1 {
-			want = inkwell.StatusQueued
-		}
-		d, err := st.Show(t.Context(), j.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Job.Status != want {
-			t.Errorf("job %d (the %d-th) is %s while job 0's answer waits to be written, want %s", j.ID, i, d.Job.Status, want)
-		}
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range jobs {
-		d := waitJob(t, st, j.ID, "done", isStatus(inkwell.StatusDone))
-		if len(d.Attempts) != 1 || d.Charge == nil {
-			t.Errorf("job %d: %d attempts, charge %+v; want one attempt and its charge", j.ID, len(d.Attempts), d.Charge)
-		}
-	}
-	// The places for answers written without a slot are free again.
-	d := accept(t, st, "d", "poem d", 5)
-	e := accept(t, st, "e", "poem e", 5)
-	tx = p.holdWrite(t, st, d, "poem d")
-	defer tx.Rollback()
-	p.wait(t, p.started, "poem e")
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range []inkwell.Job{d, e} {
-		waitJob(t, st, j.ID, "done", isStatus(inkwell.StatusDone))
-	}
-	if n := p.most.Load(); n != 1 {
-		t.Errorf("%d provider calls in flight at once, want at most 1 (--concurrency 1)", n)
+	for _, slots := range []int{1, 3} {
+		t.Run(fmt.Sprint("slots=", slots), func(t *testing.T) {
+			t.Parallel()
+			st := storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})
+			want := (worker.AnswersPerSlot + 1) * slots // running while the writes are held
+			p := &countedCalls{inner: provider.NewSim(0)}
+			var lane *running
+			for round := range 2 {
+				tx, err := st.DB().BeginTx(t.Context(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+				if _, err := tx.ExecContext(t.Context(), `LOCK TABLE results IN SHARE MODE`); err != nil {
+					t.Fatal(err)
+				}
+				jobs := make([]inkwell.Job, want+3)
+				for i := range jobs {
+					jobs[i] = accept(t, st, fmt.Sprint("r", round, "j", i), fmt.Sprint("round ", round, " poem ", i), 5)
+				}
+				if lane == nil {
+					lane = startLane(t, st, worker.Config{Provider: p, Concurrency: slots, Poll: 10 * time.Millisecond})
+				}
+				running := func() (n int) {
+					if err := st.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM jobs WHERE status = 'running'`).Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					return n
+				}
+				for deadline := time.Now().Add(waitLimit); running() < want; time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("round %d: %d jobs running after %v, want %d while the writes are held", round, running(), waitLimit, want)
+					}
+				}
+				time.Sleep(200 * time.Millisecond) // room for a wrong claim to happen
+				if n := running(); n != want {
+					t.Errorf("round %d: %d jobs running while the writes are held, want %d ((answersPerSlot + 1) × %d slots)", round, n, want, slots)
+				}
+				for i, j := range jobs[want:] {
+					if d, err := st.Show(t.Context(), j.ID); err != nil || d.Job.Status != inkwell.StatusQueued {
+						t.Errorf("round %d: job %d (the %d-th) is %s (%v) while the writes are held, want queued", round, j.ID, want+i, d.Job.Status, err)
+					}
+				}
+				if err := tx.Rollback(); err != nil {
+					t.Fatal(err)
+				}
+				for _, j := range jobs {
+					d := waitJob(t, st, j.ID, "done", isStatus(inkwell.StatusDone))
+					if len(d.Attempts) != 1 || d.Charge == nil {
+						t.Errorf("job %d: %d attempts, charge %+v; want one attempt and its charge", j.ID, len(d.Attempts), d.Charge)
+					}
+				}
+			}
+			if n := p.most.Load(); n > int64(slots) {
+				t.Errorf("%d provider calls in flight at once, want at most %d (--concurrency %d)", n, slots, slots)
+			}
+		})
 	}
 }
 
-// heldCalls is the simulator behind a counter of calls in flight, which
-// holds each call whose prompt is in hold until its channel is closed, and
-// tells each call's start and end by its prompt.
-type heldCalls struct {
+// TestLane_HungCallDoesNotHoldBackTheBacklog: with a backlog a lane
+// gathers freed slots before it claims (gatherFreed), but a call that
+// never ends must not hold back its other slots: the gather gives up on
+// it, and sixty fast jobs queued behind it are all done while it hangs.
+func TestLane_HungCallDoesNotHoldBackTheBacklog(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, st *store.Store) {
+		accept(t, st, "hang", "hang", 5)
+		var jobs []inkwell.Job
+		for i := range 60 {
+			jobs = append(jobs, accept(t, st, fmt.Sprint("f", i), fmt.Sprint("poem ", i), 5))
+		}
+		startLane(t, st, worker.Config{Provider: hangOne{provider.NewSim(0)}, Concurrency: 4, Grace: 10 * time.Millisecond})
+		for _, j := range jobs {
+			waitJob(t, st, j.ID, "done", isStatus(inkwell.StatusDone))
+		}
+	})
+}
+
+// hangOne is the simulator, but the call whose prompt is "hang" never
+// answers (until its context ends), and every other takes 2 ms.
+type hangOne struct{ inner inkwell.Provider }
+
+func (h hangOne) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
+	if req.Prompt == "hang" {
+		<-ctx.Done()
+		return inkwell.ProviderResponse{}, ctx.Err()
+	}
+	time.Sleep(2 * time.Millisecond)
+	return h.inner.Generate(ctx, req)
+}
+
+// countedCalls is the simulator behind a counter of calls in flight,
+// which keeps the most it saw at once.
+type countedCalls struct {
 	inner          inkwell.Provider
-	hold           map[string]chan struct{}
-	started, ended chan string
 	inFlight, most atomic.Int64
 	mu             sync.Mutex
 }
 
-// holdWrite waits for job's call (prompt), locks the job's row in a
-// transaction it returns, then lets the call answer: the answer is in
-// hand and its completion waits on the lock until the transaction ends.
-func (h *heldCalls) holdWrite(t *testing.T, st *store.Store, job inkwell.Job, prompt string) *sql.Tx {
-	t.Helper()
-	h.wait(t, h.started, prompt)
-	tx, err := st.DB().BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.ExecContext(t.Context(), `SELECT id FROM jobs WHERE id = $1 FOR UPDATE`, job.ID); err != nil {
-		t.Fatal(err)
-	}
-	close(h.hold[prompt])
-	return tx
-}
-
-func (h *heldCalls) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
+func (h *countedCalls) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
 	n := h.inFlight.Add(1)
 	h.mu.Lock()
 	h.most.Store(max(h.most.Load(), n))
 	h.mu.Unlock()
 	defer h.inFlight.Add(-1)
-	h.started <- req.Prompt
-	defer func() { h.ended <- req.Prompt }()
-	if ch, ok := h.hold[req.Prompt]; ok {
-		<-ch
-	}
 	return h.inner.Generate(ctx, req)
-}
-
-// wait waits for prompt on ch, passing over the others.
-func (h *heldCalls) wait(t *testing.T, ch chan string, prompt string) {
-	t.Helper()
-	for {
-		select {
-		case got := <-ch:
-			if got == prompt {
-				return
-			}
-		case <-time.After(waitLimit):
-			t.Fatalf("no call of %q within %v", prompt, waitLimit)
-		}
-	}
 }
