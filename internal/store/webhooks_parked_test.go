@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -282,15 +283,7 @@ func TestStore_WebhookParkKeepsALeaseCommittedMeanwhile(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := s.ClaimWebhooks(ctx, 10, time.Hour); done <- err }()
 	waitForLockWaitOr(t, s, done)
-	if err := leasing.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if d, _ := s.WebhookDelivery(ctx, r); d.Parked() {
-		t.Errorf("delivery %d parked while leased (next %v)", r, d.NextAttemptAt)
-	}
+	commitThenNotParked(t, s, leasing, done, r)
 }
 
 // oneDeliveryWithoutURL is a PostgreSQL store holding one due delivery,
@@ -446,13 +439,20 @@ func TestStore_WebhookParkKeepsALeaseCommittedAfterItsSnapshot(t *testing.T) {
 	if _, err := s.DB().ExecContext(ctx, leaseSQL, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := holder.Commit(); err != nil {
+	commitThenNotParked(t, s, holder, done, r)
+}
+
+// commitThenNotParked commits tx, which the poll (its result on done) was
+// waiting on, and checks that delivery r, leased meanwhile, was not parked.
+func commitThenNotParked(t *testing.T, s *store.Store, tx *sql.Tx, done chan error, r int64) {
+	t.Helper()
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := s.WebhookDelivery(ctx, r); d.Parked() {
+	if d, _ := s.WebhookDelivery(t.Context(), r); d.Parked() {
 		t.Errorf("delivery %d parked while leased (next %v)", r, d.NextAttemptAt)
 	}
 }

@@ -367,20 +367,15 @@ func (l *Lane) loop(ctx context.Context, stopLane context.CancelCauseFunc) error
 
 // gatherFreed waits, briefly, for more slots to free once the queue is
 // known to have a backlog (the last claim filled every free slot): until
-// every slot is free or coalesceWait has passed. A lane whose last claim
-// emptied the queue skips it, so a new job's claim never waits. On
-// PostgreSQL, where a claim is a statement of its own, a claim of 15
-// jobs costs little more than one of 8 (most of a claim's cost is the
-// statement's, not its rows'): one lane × 16 drained zero-latency jobs
-// 7–14 % faster gathering every slot than three quarters (claims of 15.5
-// jobs against 12; measured before gatherIdle, which changed nothing
-// there), and about 20 % faster at three quarters than at half
-// (docs/benchmarks.md). That holds only since answers no longer hold
-// the slots (answersPerSlot): before, gathering more changed nothing. On
-// SQLite, where an outcome claims its slot's next job, it changed nothing
-// measurable. With a real provider slots free one by one, so a claim
-// waits gatherIdle after the last slot freed (coalesceWait at the most),
-// short next to any call.
+// every slot is free, gatherIdle passes with none freeing, or
+// coalesceWait has passed. A lane whose last claim emptied the queue
+// skips it, so a new job's claim never waits. On PostgreSQL, where a
+// claim is a statement of its own, a claim of 15 jobs costs little more
+// than one of 8 (most of its cost is the statement's, not its rows'), so
+// larger claims drain faster; that holds only since answers no longer
+// hold the slots (answersPerSlot). Figures: docs/benchmarks.md, "A fourth
+// sitting". On SQLite, where an outcome claims its slot's next job, it
+// changed nothing measurable.
 func (l *Lane) gatherFreed(ctx context.Context) {
 	if l.inFlight.Load() == 0 {
 		return

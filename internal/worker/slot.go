@@ -34,13 +34,12 @@ type slot struct {
 // lane of 16 slots at 200 ms a call has about one answer being written at
 // a time). Then the answers waiting form the next outcome group, and a
 // group of 16 is written for little more than a group of 9. At one per
-// slot the slots stayed taken behind the writes, so the lane's claims
-// stayed at half its slots however long it gathered (gatherFreed): one
-// lane × 16 on PostgreSQL drained 2,697–2,992 zero-latency jobs/s, and
-// 3,812–4,012 at four with claims of three quarters of the slots, and
-// 4,111–4,309 gathering them all (gatherFreed; docs/benchmarks.md).
-// Eight gained nothing more, and each answer waiting is one a crash
-// would lose (in memory only, paid for), so the bound stays small.
+// slot the slots stayed taken behind the writes, and the lane's claims
+// stayed at half its slots however long it gathered (gatherFreed); at
+// four, one lane × 16 on PostgreSQL drains about 40 % more zero-latency
+// jobs/s (docs/benchmarks.md, "A fourth sitting"). Eight gained nothing
+// more, and each answer waiting is one a crash would lose (in memory
+// only, paid for), so the bound stays small.
 const answersPerSlot = 4
 
 // callEnded frees the slot early where the store allows it and an answer
