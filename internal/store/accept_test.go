@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -113,6 +114,38 @@ func TestStore_AcceptGroupCommit(t *testing.T) {
 			})
 		})
 	}
+}
+
+// An accept answers with the job as it is stored, payload included,
+// though it does not read the payload back (it answers with the caller's
+// own bytes): every member of a group, on each way a group is written (on
+// PostgreSQL, one statement for the plain members and a transaction for
+// one with a budget), and a re-send, which reads the stored row.
+func TestStore_AcceptAnswersTheStoredJob(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		withBudget(t, s, ptr(int64(1_000_000)))
+		chat := []byte(`{"account":"default","messages":[{"content":"` + strings.Repeat("ink ", 500) + `","role":"user"}],"model":"gpt-4o-mini"}`)
+		ps := []store.AcceptParams{
+			acceptParams("plain", "a poem"),
+			{IdempotencyKey: "chat", RequestHash: inkwell.RequestHash(chat), Payload: chat},
+			budgetParams("budgeted", 100),
+		}
+		for round, want := range []bool{true, false} { // then a re-send of each
+			for i, r := range acceptBatch(t, s, ps...) {
+				if r.Err != nil || r.Created != want {
+					t.Fatalf("round %d, %s: created %t, err %v; want created %t", round, ps[i].IdempotencyKey, r.Created, r.Err, want)
+				}
+				stored := mustShow(t, s, r.Job.ID).Job
+				if !reflect.DeepEqual(r.Job, stored) {
+					t.Errorf("round %d, %s: accept answered\n%+v\nthe row is\n%+v", round, ps[i].IdempotencyKey, r.Job, stored)
+				}
+				if string(stored.Payload) != string(ps[i].Payload) {
+					t.Errorf("round %d, %s: stored payload %.60s…, want the caller's %.60s…", round, ps[i].IdempotencyKey, stored.Payload, ps[i].Payload)
+				}
+			}
+		}
+	})
 }
 
 func acceptBatch(t *testing.T, s *store.Store, ps ...store.AcceptParams) []store.AcceptResult {

@@ -45,7 +45,7 @@ var acceptSetSQL = `WITH i AS MATERIALIZED (
 	  AND ($6::bigint = 0 OR (SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE kind = 'queued') + $7::bigint <= $6::bigint)
 	ORDER BY i.n
 	ON CONFLICT (account, idempotency_key) DO NOTHING
-	RETURNING ` + jobColumns
+	RETURNING ` + insertedJobColumns
 
 // lockAndCountSQL is an accept group's first statement (PostgreSQL): the
 // row locks of lockBudgetsTx, and admission's count of queued jobs, in one
@@ -165,6 +165,7 @@ func (s *Store) insertSet(ctx context.Context, live []*acceptReq, fast []bool, n
 		k := setKey{r.p.account(), r.p.IdempotencyKey}
 		if job, ok := byKey[k]; ok && fast[i] && job.RequestHash == r.p.RequestHash {
 			out[i] = job
+			out[i].Payload = r.p.Payload // stored as it is (insertedJobColumns)
 			delete(byKey, k) // the same key twice: the second is a re-send
 		}
 	}

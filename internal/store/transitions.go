@@ -70,7 +70,7 @@ func acceptInsertSQL(now string) string {
 			reservation_micros, reservation_account, reservation_state, claim_turn)
 		VALUES ($1, $2, $3, $4, 'queued', ` + now + `, $6, $7, $8, ` + turnFor("$1") + `)
 		ON CONFLICT (account, idempotency_key) DO NOTHING
-		RETURNING ` + jobColumns
+		RETURNING ` + insertedJobColumns
 }
 
 // Guards on a job's state are written "(…) IS TRUE" wherever the row is
@@ -137,6 +137,7 @@ func (s *Store) acceptOne(ctx context.Context, tx *sql.Tx, p AcceptParams, now a
 	job, err := scanJob(s.txQueryRow(ctx, tx, s.acceptInsert, p.account(), p.IdempotencyKey, p.RequestHash, string(p.Payload), now, micros, account, state))
 	if err == nil {
 		adm.queued++
+		job.Payload = p.Payload // stored as it is (insertedJobColumns)
 		return job, true, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
