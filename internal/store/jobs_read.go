@@ -22,8 +22,8 @@ const jobColumns = `id, idempotency_key, request_hash, payload, status, error, e
 // insertedJobColumns is jobColumns for a row an accept has just written:
 // its payload is the accepting caller's own bytes, bound as they are, so
 // it is not read back (an empty string in its place, where the caller
-// puts its bytes).
-// A 2 KiB chat request read back cost two more copies of it per accept.
+// puts its bytes): read back, a 2 KiB chat request cost two more copies
+// of it per accept.
 var insertedJobColumns = strings.Replace(jobColumns, "payload,", "'' AS payload,", 1)
 
 type rowScanner interface{ Scan(dest ...any) error }

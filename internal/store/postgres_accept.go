@@ -165,7 +165,7 @@ func (s *Store) insertSet(ctx context.Context, live []*acceptReq, fast []bool, n
 		k := setKey{r.p.account(), r.p.IdempotencyKey}
 		if job, ok := byKey[k]; ok && fast[i] && job.RequestHash == r.p.RequestHash {
 			out[i] = job
-			delete(byKey, k) // the same key twice: the second is a re-send
+			delete(byKey, k)             // the same key twice: the second is a re-send
 			out[i].Payload = r.p.Payload // stored as it is (insertedJobColumns)
 		}
 	}
