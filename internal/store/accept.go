@@ -90,6 +90,12 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 			return err
 		}
 		var adm admission
+		if b.s.dialect.oneWriter {
+			var err error
+			if adm.budgeted, err = b.s.budgetedTx(ctx, tx, accountsOf(live)); err != nil {
+				return err
+			}
+		}
 		for i, r := range live {
 			job, created, err := b.s.acceptOne(ctx, tx, r.p, now, &adm)
 			if err := groupErr(err); err != nil {
