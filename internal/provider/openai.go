@@ -158,6 +158,11 @@ func (p *OpenAI) chatBody(c inkwell.ChatRequest) map[string]json.RawMessage {
 		model = p.cfg.Model
 	}
 	body["model"], _ = json.Marshal(model)
+	for _, limit := range []string{"max_tokens", "max_completion_tokens"} {
+		if v, ok := body[limit]; ok && string(bytes.TrimSpace(v)) == "null" {
+			delete(body, limit) // a null limit names none: the bound goes out instead
+		}
+	}
 	_, hasMax := body["max_tokens"]
 	_, hasMaxCompletion := body["max_completion_tokens"]
 	if !hasMax && !hasMaxCompletion && c.MaxOutputTokens > 0 {
