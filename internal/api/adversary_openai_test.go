@@ -42,6 +42,18 @@ func send(srv *httptest.Server, method, path string, header map[string]string, b
 	return reply{status: resp.StatusCode, header: resp.Header, body: b}, err
 }
 
+// sendAtOnce sends the same request n times at once and returns each
+// reply and error, in no particular order of arrival.
+func sendAtOnce(n int, srv *httptest.Server, method, path string, header map[string]string, body string) ([]reply, []error) {
+	replies, errs := make([]reply, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { replies[i], errs[i] = send(srv, method, path, header, body) })
+	}
+	wg.Wait()
+	return replies, errs
+}
+
 // countRows is the number of rows of each table named.
 func countRows(t *testing.T, st *store.Store, tables ...string) map[string]int {
 	t.Helper()
@@ -172,17 +184,7 @@ func TestAdversary_ConcurrentCreateWithoutKey(t *testing.T) {
 			if key != "" {
 				h["Idempotency-Key"] = key
 			}
-			replies := make([]reply, 6)
-			errs := make([]error, len(replies))
-			var wg sync.WaitGroup
-			for i := range replies {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					replies[i], errs[i] = send(e.srv, http.MethodPost, "/v1/batches", h, createBody(f.ID, `{"run":"1"}`))
-				}()
-			}
-			wg.Wait()
+			replies, errs := sendAtOnce(6, e.srv, http.MethodPost, "/v1/batches", h, createBody(f.ID, `{"run":"1"}`))
 			ids := map[string]bool{}
 			for i, r := range replies {
 				if errs[i] != nil {
@@ -248,17 +250,7 @@ func TestAdversary_ChatCompletionsConcurrentResend(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{SyncWait: 50 * time.Millisecond})
 		h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "chat-race"}
-		replies := make([]reply, 6)
-		errs := make([]error, len(replies))
-		var wg sync.WaitGroup
-		for i := range replies {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				replies[i], errs[i] = send(e.srv, http.MethodPost, "/v1/chat/completions", h, syncBody)
-			}()
-		}
-		wg.Wait()
+		replies, errs := sendAtOnce(6, e.srv, http.MethodPost, "/v1/chat/completions", h, syncBody)
 		jobs := map[string]bool{}
 		for i, r := range replies {
 			if errs[i] != nil {
