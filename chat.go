@@ -18,8 +18,9 @@ import (
 type ChatRequest struct {
 	Model    string        // the model the client named; "" is the default model
 	Messages []ChatMessage // at least one
-	// MaxOutputTokens is max_completion_tokens, else max_tokens; 0 when
-	// the request names neither (the model's max_output_tokens applies).
+	// MaxOutputTokens is max_completion_tokens or max_tokens (a request
+	// naming both must name the same number); 0 when it names neither (the
+	// model's max_output_tokens applies).
 	MaxOutputTokens int
 	Temperature     *float64
 	TopP            *float64
@@ -141,19 +142,24 @@ func checkContent(m ChatMessage) error {
 }
 
 func (c *ChatRequest) parseLimits(fields map[string]json.RawMessage) error {
-	for _, name := range []string{"max_tokens", "max_completion_tokens"} {
+	var limits [2]int // max_tokens, max_completion_tokens; 0 when absent or null
+	for i, name := range []string{"max_tokens", "max_completion_tokens"} {
 		raw, ok := fields[name]
 		if !ok || string(raw) == "null" {
 			continue
 		}
-		var n int
-		if err := json.Unmarshal(raw, &n); err != nil || n < 1 || n > MaxOutputLimit {
+		if err := json.Unmarshal(raw, &limits[i]); err != nil || limits[i] < 1 || limits[i] > MaxOutputLimit {
 			return Errorf(EINVALID, "%s must be a whole number from 1 to %d", name, MaxOutputLimit)
 		}
-		if name == "max_completion_tokens" || c.MaxOutputTokens == 0 {
-			c.MaxOutputTokens = n
-		}
 	}
+	// Both named and different is refused, not resolved: the body goes to an
+	// OpenAI-compatible server unchanged, and which of the two a server
+	// honours is its own choice. Whichever Inkwell picked, the other could
+	// be the one obeyed, past the bound checked and the money reserved.
+	if limits[0] > 0 && limits[1] > 0 && limits[0] != limits[1] {
+		return Errorf(EINVALID, "max_tokens (%d) and max_completion_tokens (%d) disagree: send one of them (max_completion_tokens is OpenAI's current name)", limits[0], limits[1])
+	}
+	c.MaxOutputTokens = max(limits[0], limits[1])
 	if raw, ok := fields["n"]; ok && string(raw) != "null" && string(raw) != "1" {
 		return Errorf(EINVALID, "n must be 1 (or left out): a job is one answer; send one job per answer wanted")
 	}

@@ -47,7 +47,7 @@ func TestParseChat_FullParameterSet(t *testing.T) {
 			{"role": "tool", "tool_call_id": "call_1", "content": "ink is black"},
 			{"role": "user", "content": "and now in French", "name": "ana"}
 		],
-		"max_tokens": 300,
+		"max_tokens": 200,
 		"max_completion_tokens": 200,
 		"temperature": 0.7,
 		"top_p": 0.9,
@@ -90,7 +90,7 @@ func TestParseChat_FullParameterSet(t *testing.T) {
 	want := got
 	want.Model = "gpt-4o-mini"
 	want.Roles = []string{"system", "developer", "user", "assistant", "tool", "user"}
-	want.MaxOutputTokens = 200 // max_completion_tokens wins
+	want.MaxOutputTokens = 200 // both named, the same
 	want.Temperature, want.TopP, want.Seed = &temp, &topP, &seed
 	want.Stop = []string{"\n\n", "END", "STOP", "###"}
 	want.ResponseFormat = "json_schema"
@@ -224,23 +224,35 @@ func TestChatRequest_UnknownSorted(t *testing.T) {
 	}
 }
 
-func TestParseChat_MaxCompletionTokensWins(t *testing.T) {
+// TestParseChat_OutputLimits: max_tokens and max_completion_tokens name
+// one limit; a pair that disagrees is refused (a server may obey either,
+// so neither can be the one checked and reserved), a null names none.
+func TestParseChat_OutputLimits(t *testing.T) {
 	t.Parallel()
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
 	for _, tc := range []struct {
 		body string
 		want int
 	}{
-		{`{"max_tokens":100,"max_completion_tokens":50,` + msgs + `}`, 50},
-		{`{"max_completion_tokens":50,"max_tokens":100,` + msgs + `}`, 50},
-		{`{"max_completion_tokens":500,"max_tokens":100,` + msgs + `}`, 500},
+		{`{"max_tokens":100,"max_completion_tokens":100,` + msgs + `}`, 100},
 		{`{"max_tokens":100,` + msgs + `}`, 100},
 		{`{"max_completion_tokens":7,` + msgs + `}`, 7},
 		{`{"max_tokens":100,"max_completion_tokens":null,` + msgs + `}`, 100},
+		{`{"max_tokens":null,"max_completion_tokens":9,` + msgs + `}`, 9},
 		{`{` + msgs + `}`, 0},
 	} {
 		if got := mustParseChat(t, tc.body).MaxOutputTokens; got != tc.want {
 			t.Errorf("MaxOutputTokens of %s = %d, want %d", tc.body, got, tc.want)
+		}
+	}
+	for _, body := range []string{
+		`{"max_tokens":5000,"max_completion_tokens":10,` + msgs + `}`,
+		`{"max_completion_tokens":10,"max_tokens":5000,` + msgs + `}`,
+		`{"max_tokens":10,"max_completion_tokens":5000,` + msgs + `}`,
+	} {
+		_, err := inkwell.ParseChat(mustFields(t, body))
+		if inkwell.ErrorCode(err) != inkwell.EINVALID || !strings.Contains(inkwell.ErrorMessage(err), "disagree") {
+			t.Errorf("ParseChat(%s) = %v, want EINVALID naming the two limits that disagree", body, err)
 		}
 	}
 }

@@ -208,6 +208,7 @@ func TestChatForm_Catalog(t *testing.T) {
 		{"MaxTokensOverTheModel", `{"model":"gpt-mini","max_tokens":1001,` + msgs + `}`, "1001"},
 		{"MaxCompletionTokensOverTheModel", `{"model":"claude","max_completion_tokens":501,` + msgs + `}`, "501"},
 		{"DefaultModelBound", `{"max_tokens":1001,` + msgs + `}`, `"gpt-mini"`},
+		{"LimitsDisagreeUnderTheModel", `{"model":"gpt-mini","max_tokens":5000,"max_completion_tokens":10,` + msgs + `}`, "max_tokens (5000) and max_completion_tokens (10) disagree"},
 		{"SeedOnAnthropic", `{"model":"claude","seed":1,` + msgs + `}`, `"seed"`},
 		{"HotTemperatureOnAnthropic", `{"model":"claude","temperature":1.5,` + msgs + `}`, "temperature 1.5"},
 		{"JSONOnAnthropic", `{"model":"claude","response_format":{"type":"json_object"},` + msgs + `}`, "json_object"},
