@@ -23,11 +23,14 @@ type messagesAnswer struct {
 		Input json.RawMessage `json:"input"`
 	} `json:"content"`
 	StopReason string `json:"stop_reason"`
-	Usage      *struct {
-		InputTokens              int64 `json:"input_tokens"`
-		OutputTokens             int64 `json:"output_tokens"`
-		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	// Usage without input_tokens or output_tokens (an empty object, a null
+	// count) reports no usage, and is charged at its bound rather than as
+	// zero tokens.
+	Usage *struct {
+		InputTokens              *int64 `json:"input_tokens"`
+		OutputTokens             *int64 `json:"output_tokens"`
+		CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
 	} `json:"usage"`
 }
 
@@ -66,11 +69,11 @@ func (p *Anthropic) parse(status int, body []byte) (inkwell.ProviderResponse, er
 		return inkwell.ProviderResponse{}, malformed(status, "answer has no text and no tool call")
 	}
 	resp := inkwell.ProviderResponse{Text: text, RequestID: a.ID, AmountMicros: Price(text), FinishReason: a.finishReason()}
-	if a.Usage != nil {
+	if u := a.Usage; u != nil && u.InputTokens != nil && u.OutputTokens != nil {
 		resp.Usage = true
-		resp.PromptTokens = a.Usage.InputTokens + a.Usage.CacheCreationInputTokens + a.Usage.CacheReadInputTokens
-		resp.CompletionTokens = a.Usage.OutputTokens
-		if total := resp.PromptTokens + resp.CompletionTokens; total > 0 && total <= math.MaxInt32 {
+		resp.PromptTokens = sumTokens(*u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens)
+		resp.CompletionTokens = *u.OutputTokens
+		if total := sumTokens(resp.PromptTokens, resp.CompletionTokens); total > 0 && total <= math.MaxInt32 {
 			resp.TokensUsed = int(total)
 		}
 	}
@@ -79,6 +82,24 @@ func (p *Anthropic) parse(status int, body []byte) (inkwell.ProviderResponse, er
 		return inkwell.ProviderResponse{}, malformed(status, "%s", err)
 	}
 	return resp, nil
+}
+
+// sumTokens adds token counts without wrapping around: a negative count
+// makes the sum that count (storable refuses a negative usage), and a sum
+// past int64 is math.MaxInt64 (a usage no model's prices can charge, which
+// the worker refuses), so that no part can lower what the others count.
+func sumTokens(counts ...int64) int64 {
+	var sum int64
+	for _, n := range counts {
+		switch {
+		case n < 0:
+			return n
+		case n > math.MaxInt64-sum:
+			return math.MaxInt64
+		}
+		sum += n
+	}
+	return sum
 }
 
 // text is the text blocks, joined as they follow each other.
@@ -139,7 +160,7 @@ func (p *Anthropic) completion(a messagesAnswer, resp inkwell.ProviderResponse, 
 		c["usage"] = map[string]int64{
 			"prompt_tokens":     resp.PromptTokens,
 			"completion_tokens": resp.CompletionTokens,
-			"total_tokens":      resp.PromptTokens + resp.CompletionTokens,
+			"total_tokens":      sumTokens(resp.PromptTokens, resp.CompletionTokens),
 		}
 	}
 	b, _ := json.Marshal(c)

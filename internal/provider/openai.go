@@ -188,10 +188,13 @@ type chatResponse struct {
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
+	// Usage's two counts are pointers: a usage without them (an empty
+	// object, total_tokens alone, a null count) reports no usage, and is
+	// charged at its bound rather than as zero tokens.
 	Usage *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
-		TotalTokens      int64 `json:"total_tokens"`
+		PromptTokens     *int64 `json:"prompt_tokens"`
+		CompletionTokens *int64 `json:"completion_tokens"`
+		TotalTokens      int64  `json:"total_tokens"`
 	} `json:"usage"`
 	InkwellAmountMicros *int64 `json:"inkwell_amount_micros"`
 }
@@ -230,8 +233,8 @@ func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error
 	}
 	resp := inkwell.ProviderResponse{Text: text, RequestID: cr.ID, AmountMicros: p.amount(cr, text), TokensUsed: tokensUsed(cr),
 		FinishReason: cr.Choices[0].FinishReason, Response: compactJSON(body)}
-	if cr.Usage != nil {
-		resp.Usage, resp.PromptTokens, resp.CompletionTokens = true, cr.Usage.PromptTokens, cr.Usage.CompletionTokens
+	if u := cr.Usage; u != nil && u.PromptTokens != nil && u.CompletionTokens != nil {
+		resp.Usage, resp.PromptTokens, resp.CompletionTokens = true, *u.PromptTokens, *u.CompletionTokens
 	}
 	if err := storable(resp); err != nil {
 		return inkwell.ProviderResponse{}, malformed(status, "%s", err)

@@ -40,7 +40,7 @@ func (s *Sim) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwel
 		return inkwell.ProviderResponse{}, err
 	}
 	text := generate(a.seed1, a.seed2, a.words)
-	u := Usage{PromptTokens: a.promptTokens, CompletionTokens: UsageOf("", text).CompletionTokens}
+	u := Usage{PromptTokens: a.promptTokens, CompletionTokens: UsageOf("", text).CompletionTokens}.Within(a.maxTokens)
 	return inkwell.ProviderResponse{
 		Text:         text,
 		RequestID:    a.id,
@@ -58,6 +58,7 @@ func (s *Sim) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwel
 type simAnswer struct {
 	seed1, seed2        uint64
 	words, promptTokens int
+	maxTokens           int // the output bound it was sent (0: none)
 	id, model           string
 }
 
@@ -66,6 +67,7 @@ func planSimAnswer(req inkwell.ProviderRequest) simAnswer {
 	a := simAnswer{
 		words:        Words(req.MaxWords),
 		promptTokens: UsageOf(prompt, "").PromptTokens,
+		maxTokens:    req.Chat.MaxOutputTokens,
 		id:           simRequestID(req),
 		// A copy: the model name must not keep the request's bytes alive.
 		model: strings.Clone(cmp.Or(req.Chat.Model, "sim")),
@@ -109,6 +111,16 @@ type Usage struct {
 
 // TotalTokens is what the call used in all.
 func (u Usage) TotalTokens() int { return u.PromptTokens + u.CompletionTokens }
+
+// Within is u as an answer sent maxTokens reports it: a provider stops
+// writing at max_tokens, and the simulators' words are two tokens each, so
+// max_tokens 1 gets one whole word that counts as 1 (0: no bound).
+func (u Usage) Within(maxTokens int) Usage {
+	if maxTokens > 0 {
+		u.CompletionTokens = min(u.CompletionTokens, maxTokens)
+	}
+	return u
+}
 
 // UsageOf counts the tokens of a prompt and of the text that answered it.
 func UsageOf(prompt, text string) Usage {

@@ -65,7 +65,7 @@ func (s *Server) beforeBilling(w http.ResponseWriter, r *http.Request, form apiF
 	}
 	words = provider.WordsForMaxTokens(maxTokens)
 	text = provider.Generate(prompt, words)
-	if no, ok := s.limits.admit(s.cfg.NowFunc(), provider.UsageOf(prompt, text).TotalTokens()); !ok {
+	if no, ok := s.limits.admit(s.cfg.NowFunc(), provider.UsageOf(prompt, text).Within(maxTokens).TotalTokens()); !ok {
 		s.log.InfoContext(r.Context(), "rate limited", "key", key, "limit", no.limit, "retry_after", no.retryAfterHeader())
 		form.writeLimited(no, w)
 		return key, words, text, false
@@ -135,7 +135,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, key string, req 
 	}
 	s.log.InfoContext(r.Context(), "chat completion", "key", key, "request_id", stored.RequestID,
 		"billed", billed, "calls", stored.Calls, "amount_micros", stored.Amount)
-	writeJSON(w, http.StatusOK, completion(stored, req.prompt))
+	writeJSON(w, http.StatusOK, completion(stored, req.prompt, req.maxTokens()))
 }
 
 // newRequestID names a completion. With a key it derives from the key, so
@@ -208,8 +208,8 @@ func lastUserText(msgs []chatMessage) string {
 
 // completion is the OpenAI chat.completion object, with its usage, plus
 // inkwell_amount_micros: exactly what this answer was billed.
-func completion(e entry, prompt string) map[string]any {
-	u := provider.UsageOf(prompt, e.Text)
+func completion(e entry, prompt string, maxTokens int) map[string]any {
+	u := provider.UsageOf(prompt, e.Text).Within(maxTokens)
 	return map[string]any{
 		"id":      e.RequestID,
 		"object":  "chat.completion",

@@ -69,7 +69,7 @@ func (s *Server) answerMessage(w http.ResponseWriter, r *http.Request, key strin
 		return
 	}
 	s.log.InfoContext(r.Context(), "message", "key", key, "request_id", stored.RequestID, "amount_micros", stored.Amount)
-	writeJSON(w, http.StatusOK, message(stored, req.prompt))
+	writeJSON(w, http.StatusOK, message(stored, req.prompt, *req.MaxTokens))
 }
 
 // decodeMessages reads and checks a request as the Messages API does:
@@ -115,8 +115,8 @@ func newMessageID() string {
 
 // message is the Messages API answer: one text block, end_turn, and the
 // usage the simulator counts.
-func message(e entry, prompt string) map[string]any {
-	u := provider.UsageOf(prompt, e.Text)
+func message(e entry, prompt string, maxTokens int) map[string]any {
+	u := provider.UsageOf(prompt, e.Text).Within(maxTokens)
 	return map[string]any{
 		"id":            e.RequestID,
 		"type":          "message",
