@@ -219,7 +219,7 @@ func (r *reader) providerEndpoint(e entry, p *Provider) error {
 		return e.errorf("", "url is missing: kind %q needs the API's base URL, such as %q", p.Kind, exampleURL(p.Kind))
 	}
 	if err := checkURL(u); err != nil {
-		return e.errorf("url", "url %q %v: give the API's base URL, such as %q", redactURL(u), err, exampleURL(p.Kind))
+		return e.errorf("url", "url %s %v: give the API's base URL, such as %q", shownURL(u), err, exampleURL(p.Kind))
 	}
 	// The value is not quoted back: a key written here by mistake must not
 	// reach a log.
@@ -243,16 +243,38 @@ func checkURL(s string) error {
 		return errors.New("has no host")
 	case u.User != nil:
 		return errors.New("holds credentials (put the key in the variable key_env names)")
+	case u.RawQuery != "" || u.ForceQuery:
+		return errors.New("has a query (?...): a provider's URL is its API's base, to which Inkwell adds the path it calls, and serve logs it (a key goes in the variable key_env names)")
+	case u.Fragment != "":
+		return errors.New("has a fragment (#...): a provider's URL is its API's base, and a fragment is never sent")
 	}
 	return nil
 }
 
-// redactURL hides a password written in a URL, so that it reaches no log.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		return u.Redacted()
+// shownURL is a refused url as its error quotes it. A key written there by
+// mistake must reach no log: a user, a password, a query or a fragment is
+// shown as xxxxx; a value that is no URL with a host is quoted only when
+// it looks like a host or a URL (a '.', ':' or '/', and no '@', '?' or '#'),
+// since a key pasted into url has none of these.
+func shownURL(s string) string {
+	const hidden = "(not shown: it may hold a key)"
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		if strings.ContainsAny(s, "@?#") || !strings.ContainsAny(s, ".:/") {
+			return hidden
+		}
+		return fmt.Sprintf("%q", s)
 	}
-	return s
+	if u.User != nil {
+		u.User = url.User("xxxxx")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "xxxxx", false
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = "xxxxx", ""
+	}
+	return fmt.Sprintf("%q", u.String())
 }
 
 func exampleURL(kind string) string {
@@ -344,8 +366,17 @@ func (r *reader) model(e entry, c *Catalog) (inkwell.Model, error) {
 	if m.OutputMicrosPerMTok, err = e.price("output_micros_per_mtok", "completion"); err != nil {
 		return m, err
 	}
-	m.MaxOutputTokens, err = r.maxOutput(e)
-	return m, err
+	if m.MaxOutputTokens, err = r.maxOutput(e); err != nil {
+		return m, err
+	}
+	// A bound that alone costs more than any job may would have every
+	// request naming no limit refused at accept.
+	if m.Cost(0, int64(m.MaxOutputTokens)) > inkwell.MaxChargeMicros {
+		most := int64(inkwell.MaxChargeMicros) / m.OutputMicrosPerMTok * 1_000_000
+		return m, e.errorf("max_output_tokens", "max_output_tokens %d at output_micros_per_mtok %d costs more than any job may (%d micros, a million units), so every request naming no limit would be refused: give at most %d, or check the price is per million tokens",
+			m.MaxOutputTokens, m.OutputMicrosPerMTok, int64(inkwell.MaxChargeMicros), most)
+	}
+	return m, nil
 }
 
 func (r *reader) modelProvider(e entry, providers []Provider) (string, error) {
