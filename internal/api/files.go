@@ -113,13 +113,35 @@ func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {
 }
 
 // ownFile reads an uploaded file as its caller may see it: a client
-// token's another account's file is ENOTFOUND, worded as no such file.
+// token's another account's file is ENOTFOUND, worded as no such file. An
+// id of another shape than the store makes (isUploadID) is ENOTFOUND
+// before any query, in the same words: PostgreSQL refuses a string with
+// NUL or invalid UTF-8 in a query (SQLSTATE 22021), which was a 500.
 func (s *Server) ownFile(r *http.Request, id string) (store.File, error) {
+	if !isUploadID(id) {
+		return store.File{}, inkwell.Errorf(inkwell.ENOTFOUND, "file %q not found", id)
+	}
 	f, err := s.cfg.Store.File(r.Context(), id)
 	if tok := principalOf(r.Context()); err == nil && tok != nil && tok.Role != store.RoleOperator && f.Account != tok.Account {
 		err = inkwell.Errorf(inkwell.ENOTFOUND, "file %q not found", id)
 	}
 	return f, err
+}
+
+// isUploadID reports whether id has the shape of an uploaded file's id,
+// as the store makes one (store.File.ID): "file-" and 24 lowercase hex
+// digits.
+func isUploadID(id string) bool {
+	hex, ok := strings.CutPrefix(id, "file-")
+	if !ok || len(hex) != 24 {
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		if c := hex[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // The virtual files of batch n: its done lines and its failed lines.
