@@ -46,3 +46,33 @@ func TestAdversaryFix_MalformedFileID(t *testing.T) {
 		e.assertUnchanged("malformed file ids", before)
 	})
 }
+
+// TestAdversaryFix_BatchCreateWithoutContentType: POST /v1/batches
+// without Content-Type is JSON (docs/api.md: a request without
+// Content-Type is read as JSON), so the OpenAI create body works and a
+// bad one is refused for what it is, not for a missing Idempotency-Key;
+// a body of another type is refused for its Content-Type first.
+func TestAdversaryFix_BatchCreateWithoutContentType(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, st *store.Store) {
+		e := oaEnv(t, st, api.Config{})
+		f := e.upload("", "batch", "in.jsonl", chatLine("a", "x")+chatLine("b", "y")).file(t)
+		before := e.snapshot()
+		got := assertError(t, e.do(http.MethodPost, "/v1/batches", nil, `{"endpoint":"/v1/chat/completions","completion_window":"24h"}`), http.StatusBadRequest, inkwell.EINVALID)
+		if !strings.Contains(got.Message, "input_file_id is required") || strings.Contains(got.Message, "Idempotency-Key") {
+			t.Errorf("a create without input_file_id and without Content-Type: %q; want input_file_id named", got.Message)
+		}
+		got = assertError(t, e.do(http.MethodPost, "/v1/batches", map[string]string{"Content-Type": "text/plain"}, createBody(f.ID, "")), http.StatusBadRequest, inkwell.EINVALID)
+		if !strings.Contains(got.Message, `"text/plain"`) || strings.Contains(got.Message, "Idempotency-Key") {
+			t.Errorf("a create labelled text/plain, without a key: %q; want the Content-Type named", got.Message)
+		}
+		e.assertUnchanged("a refused create without Content-Type", before)
+		b := e.do(http.MethodPost, "/v1/batches", nil, createBody(f.ID, "")).openAIBatch(t)
+		if b.InputFileID != f.ID || b.RequestCounts.Total != 2 {
+			t.Errorf("create without Content-Type: %+v; want a batch of %s's 2 lines", b, f.ID)
+		}
+		if again := e.createBatch("", createBody(f.ID, "")).openAIBatch(t); again.ID != b.ID {
+			t.Errorf("the same create with Content-Type: %s; want the same batch %s", again.ID, b.ID)
+		}
+	})
+}

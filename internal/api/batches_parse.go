@@ -47,11 +47,11 @@ type batchInputLine struct {
 // parseBatch reads and checks every line of POST /v1/batches in the JSONL
 // form before anything is written (parseBatchLines).
 func parseBatch(w http.ResponseWriter, r *http.Request) (store.BatchParams, []batchWork, error) {
-	key, err := idempotencyKey(r)
-	if err != nil {
+	if err := batchContentType(r); err != nil { // first: a body of another type is not this form at all
 		return store.BatchParams{}, nil, err
 	}
-	if err := batchContentType(r); err != nil {
+	key, err := idempotencyKey(r)
+	if err != nil {
 		return store.BatchParams{}, nil, err
 	}
 	if r.ContentLength > MaxBatchBytes {
@@ -248,7 +248,7 @@ func batchContentType(r *http.Request) error {
 	if err == nil && (mt == "application/jsonl" || mt == "application/x-ndjson") {
 		return nil
 	}
-	return inkwell.Errorf(inkwell.EINVALID, "Content-Type must be application/jsonl or application/x-ndjson (one JSON object per line), not %q", ct)
+	return inkwell.Errorf(inkwell.EINVALID, "Content-Type must be application/json (the OpenAI form, {\"input_file_id\", \"endpoint\", \"completion_window\"}) or application/jsonl or application/x-ndjson (the lines in the body, one JSON object per line), not %q", ct)
 }
 
 // lineError names the line in a line's refusal, keeping its code.

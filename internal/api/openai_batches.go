@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -298,11 +297,11 @@ func openAIBatch(st store.BatchStatus) OpenAIBatch {
 	return o
 }
 
-// isJSONRequest reports whether the body is labelled JSON (the OpenAI
-// form of POST /v1/batches).
+// isJSONRequest reports whether the body is JSON (the OpenAI form of
+// POST /v1/batches): labelled JSON as jsonContentType accepts it, or not
+// labelled at all, which docs/api.md reads as JSON for every route.
 func isJSONRequest(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && mt == "application/json"
+	return jsonContentType(r) == nil
 }
 
 // jsonLine writes v as one line of JSON, as writeBatchLines does.
