@@ -47,6 +47,45 @@ func TestAdversaryFix_MalformedFileID(t *testing.T) {
 	})
 }
 
+// TestAdversaryFix_ChatLineNeedsChatBody: a batch line naming url
+// /v1/chat/completions must carry a chat request; Inkwell's short form
+// there is refused, naming the line, in both forms of create (an uploaded
+// file, JSONL in the body), nothing written. The short form stays valid
+// on a /v1/jobs line.
+func TestAdversaryFix_ChatLineNeedsChatBody(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, st *store.Store) {
+		e := oaEnv(t, st, api.Config{})
+		shortLine := func(id, body string) string {
+			return fmt.Sprintf(`{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":%s}`, id, body) + "\n"
+		}
+		bodies := []string{`{"prompt":"a haiku","max_words":20}`, `{"prompt":"a haiku"}`, `{"max_words":20}`, `{}`}
+		before := e.snapshot()
+		for i, body := range bodies {
+			content := chatLine("a", "x") + shortLine("b", body)
+			f := e.upload("", "batch", "short.jsonl", content).file(t)
+			before = e.snapshot()
+			got := assertError(t, e.createBatch("", createBody(f.ID, "")), http.StatusBadRequest, inkwell.EINVALID)
+			if !strings.Contains(got.Message, "line 2") || !strings.Contains(got.Message, "chat request") {
+				t.Errorf("file with body %s: %q; want line 2 named and a chat request asked for", body, got.Message)
+			}
+			got = assertError(t, e.postBatch(fmt.Sprint("short-", i), content), http.StatusBadRequest, inkwell.EINVALID)
+			if !strings.Contains(got.Message, "line 2") || !strings.Contains(got.Message, "chat request") {
+				t.Errorf("JSONL with body %s: %q; want line 2 named and a chat request asked for", body, got.Message)
+			}
+			e.assertUnchanged("a chat line with a short-form body "+body, before)
+		}
+		if got := countRows(t, st, "batches", "jobs"); got["batches"] != 0 || got["jobs"] != 0 {
+			t.Errorf("rows %v; want none", got)
+		}
+		// The short form on a /v1/jobs line is still a job request.
+		b := e.postBatch("jobs-short", batchLine("a", `{"prompt":"a haiku","max_words":20}`)+"\n").batch(t)
+		if b.Lines != 1 {
+			t.Errorf("a /v1/jobs line in the short form: %+v; want a batch of 1 line", b)
+		}
+	})
+}
+
 // TestAdversaryFix_BatchCreateWithoutContentType: POST /v1/batches
 // without Content-Type is JSON (docs/api.md: a request without
 // Content-Type is read as JSON), so the OpenAI create body works and a
@@ -73,6 +112,77 @@ func TestAdversaryFix_BatchCreateWithoutContentType(t *testing.T) {
 		}
 		if again := e.createBatch("", createBody(f.ID, "")).openAIBatch(t); again.ID != b.ID {
 			t.Errorf("the same create with Content-Type: %s; want the same batch %s", again.ID, b.ID)
+		}
+	})
+}
+
+// TestAdversaryFix_MetadataNullValue: OpenAI's metadata values are
+// strings; a null value is refused, naming metadata, not stored as "".
+// In the chat form of a job too. Nothing written.
+func TestAdversaryFix_MetadataNullValue(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, st *store.Store) {
+		e := oaEnv(t, st, api.Config{})
+		f := e.upload("", "batch", "in.jsonl", chatLine("a", "x")).file(t)
+		before := e.snapshot()
+		for _, meta := range []string{`{"k":null}`, `{"a":"b","k":null}`, `{"k":true}`} {
+			got := assertError(t, e.createBatch("", createBody(f.ID, meta)), http.StatusBadRequest, inkwell.EINVALID)
+			if !strings.Contains(got.Message, "metadata") || !strings.Contains(got.Message, "string") {
+				t.Errorf("metadata %s: %q; want it said metadata values must be strings", meta, got.Message)
+			}
+			job := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"x"}],"metadata":` + meta + `}`
+			h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "meta-null"}
+			got = assertError(t, e.do(http.MethodPost, "/v1/jobs", h, job), http.StatusBadRequest, inkwell.EINVALID)
+			if !strings.Contains(got.Message, "metadata") || !strings.Contains(got.Message, "string") {
+				t.Errorf("job metadata %s: %q; want it said metadata values must be strings", meta, got.Message)
+			}
+			line := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":` + job + "}\n"
+			got = assertError(t, e.postBatch("meta-null", line), http.StatusBadRequest, inkwell.EINVALID)
+			if !strings.Contains(got.Message, "line 1") || !strings.Contains(got.Message, "metadata") {
+				t.Errorf("batch line metadata %s: %q; want line 1 and metadata named", meta, got.Message)
+			}
+		}
+		e.assertUnchanged("metadata with a value that is not a string", before)
+		if b := e.createBatch("", createBody(f.ID, `{"k":""}`)).openAIBatch(t); compact(b.Metadata) != `{"k":""}` {
+			t.Errorf("metadata with an empty string: %s; want it kept", b.Metadata)
+		}
+	})
+}
+
+// TestAdversaryFix_NotAnObject: a body, a batch line or a line's body
+// that is valid JSON but not an object is refused in words (it must be a
+// JSON object), not as "field  must be struct". Nothing written.
+func TestAdversaryFix_NotAnObject(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, st *store.Store) {
+		e := oaEnv(t, st, api.Config{})
+		before := e.snapshot()
+		for _, v := range []string{`[]`, `"x"`, `3`, `true`, `[{"input_file_id":"file-0"}]`} {
+			check := func(what string, r reply, status int, code string, says ...string) {
+				t.Helper()
+				got := assertError(t, r, status, code)
+				if strings.Contains(got.Message, "struct") || !strings.Contains(got.Message, "JSON object") {
+					t.Errorf("%s %s: %q; want it said a JSON object is needed", what, v, got.Message)
+				}
+				for _, s := range says {
+					if !strings.Contains(got.Message, s) {
+						t.Errorf("%s %s: %q does not say %q", what, v, got.Message, s)
+					}
+				}
+			}
+			check("create body", e.createBatch("", v), http.StatusBadRequest, inkwell.EINVALID)
+			check("JSONL line", e.postBatch("not-object", v+"\n"), http.StatusBadRequest, inkwell.EINVALID, "line 1")
+			f := e.upload("", "batch", "in.jsonl", chatLine("a", "x")+v+"\n").file(t)
+			before = e.snapshot()
+			check("file line", e.createBatch("", createBody(f.ID, "")), http.StatusBadRequest, inkwell.EINVALID, "line 2")
+			for _, url := range []string{"/v1/chat/completions", "/v1/jobs"} {
+				line := fmt.Sprintf(`{"custom_id":"a","method":"POST","url":%q,"body":%s}`, url, v) + "\n"
+				check("line body ("+url+")", e.postBatch("not-object-body", line), http.StatusBadRequest, inkwell.EINVALID, "line 1")
+			}
+			e.assertUnchanged("a value that is not an object", before)
+		}
+		if got := countRows(t, st, "batches", "jobs"); got["batches"] != 0 || got["jobs"] != 0 {
+			t.Errorf("rows %v; want none", got)
 		}
 	})
 }

@@ -135,6 +135,9 @@ func parseBatchLine(r *http.Request, raw []byte, url string) (store.BatchLine, i
 	if err := checkBatchTarget(in, url); err != nil {
 		return store.BatchLine{}, inkwell.Work{}, "", err
 	}
+	if err := checkLineBody(in); err != nil {
+		return store.BatchLine{}, inkwell.Work{}, "", err
+	}
 	work, payload, err := readJob(r, in.Body)
 	if err != nil {
 		return store.BatchLine{}, inkwell.Work{}, "", inkwell.Errorf(inkwell.ErrorCode(err), "body: %s", inkwell.ErrorMessage(err))
@@ -148,6 +151,9 @@ func decodeBatchLine(raw []byte) (batchInputLine, error) {
 	var in batchInputLine
 	if !utf8.Valid(raw) {
 		return in, inkwell.Errorf(inkwell.EINVALID, "not valid UTF-8")
+	}
+	if kind := notAnObject(raw); kind != "" {
+		return in, inkwell.Errorf(inkwell.EINVALID, "must be a JSON object {\"custom_id\", \"method\", \"url\", \"body\"}, not %s", kind)
 	}
 	if err := refuseDuplicateKeys(raw); err != nil {
 		return in, err
@@ -237,6 +243,24 @@ func checkBatchTarget(in batchInputLine, url string) error {
 		return inkwell.Errorf(inkwell.EINVALID, "url must be %q (each line a chat request) or %q (each line a job request), not %q", batchChatURL, batchJobsURL, in.URL)
 	case len(in.Body) == 0:
 		return inkwell.Errorf(inkwell.EINVALID, "body is required: the job request, as POST /v1/jobs takes it")
+	}
+	return nil
+}
+
+// checkLineBody refuses a line's body that is JSON but not an object, and
+// on a line for /v1/chat/completions one that is not a chat request (no
+// messages): that url takes what OpenAI's endpoint takes, and Inkwell's
+// short form goes on a /v1/jobs line. A body that is not JSON at all is
+// left to readJob, whose decoder says what is wrong with it.
+func checkLineBody(in batchInputLine) error {
+	if kind := notAnObject(in.Body); kind != "" {
+		return inkwell.Errorf(inkwell.EINVALID, "body must be a JSON object, the request, not %s", kind)
+	}
+	if in.URL != batchChatURL || !json.Valid(in.Body) {
+		return nil
+	}
+	if !hasName(topLevelNames(in.Body), "messages", false) {
+		return inkwell.Errorf(inkwell.EINVALID, "body must be a chat request, {\"model\", \"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}, as POST %s takes it: it has no messages (Inkwell's short form {\"prompt\", \"max_words\"} goes on a line whose url is %q)", batchChatURL, batchJobsURL)
 	}
 	return nil
 }

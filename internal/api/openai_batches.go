@@ -112,6 +112,9 @@ func readBatchCreate(w http.ResponseWriter, r *http.Request) (batchCreate, strin
 	if err != nil {
 		return req, "", err
 	}
+	if kind := notAnObject(body); kind != "" {
+		return req, "", inkwell.Errorf(inkwell.EINVALID, `the body must be a JSON object {"input_file_id", "endpoint", "completion_window", "metadata"}, not %s (JSONL lines go as Content-Type: application/jsonl)`, kind)
+	}
 	if err := refuseDuplicateKeys(body); err != nil {
 		return req, "", err
 	}

@@ -196,19 +196,55 @@ func checkMetadata(raw json.RawMessage) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	var m map[string]string
+	// Each value read raw first: a null would decode into a string as "",
+	// and be kept as if sent.
+	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return inkwell.Errorf(inkwell.EINVALID, "metadata must be an object of string values, such as {\"ticket\": \"T-1\"}")
 	}
 	if len(m) > 16 {
 		return inkwell.Errorf(inkwell.EINVALID, "metadata holds %d keys; at most 16", len(m))
 	}
-	for k, v := range m {
+	for k, rv := range m {
+		var v string
+		if len(rv) == 0 || rv[0] != '"' || json.Unmarshal(rv, &v) != nil {
+			return inkwell.Errorf(inkwell.EINVALID, "metadata key %q: metadata values must be strings, not %s (leave the key out for no value)", k, jsonValueInWords(rv))
+		}
 		if len(k) > 64 || len(v) > 512 {
 			return inkwell.Errorf(inkwell.EINVALID, "metadata key %q: keys are at most 64 bytes, values at most 512", k)
 		}
 	}
 	return nil
+}
+
+// notAnObject names, in words, a value that is valid JSON but not an
+// object ("a JSON array"…); "" for an object, null, or not JSON at all
+// (the decoder then says what is wrong).
+func notAnObject(v []byte) string {
+	b := bytes.TrimSpace(v)
+	if len(b) == 0 || b[0] == '{' || b[0] == 'n' || !json.Valid(b) {
+		return ""
+	}
+	return "a JSON " + strings.TrimPrefix(strings.TrimPrefix(jsonValueInWords(b), "an "), "a ")
+}
+
+// jsonValueInWords names the kind of a JSON value, for a refusal.
+func jsonValueInWords(v []byte) string {
+	switch b := bytes.TrimSpace(v); {
+	case len(b) == 0:
+		return "nothing"
+	case b[0] == 'n':
+		return "null"
+	case b[0] == 't', b[0] == 'f':
+		return "a boolean"
+	case b[0] == '{':
+		return "an object"
+	case b[0] == '[':
+		return "an array"
+	case b[0] == '"':
+		return "a string"
+	}
+	return "a number"
 }
 
 func idempotencyKey(r *http.Request) (string, error) {
@@ -310,6 +346,10 @@ func jsonKind(body []byte) string {
 
 func jsonProblem(err error) string {
 	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field == "" { // the value itself, not a field of it
+		kind, _, _ := strings.Cut(typeErr.Value, " ")
+		return "it must be a JSON object, not a JSON " + kind
+	}
 	if errors.As(err, &typeErr) {
 		return "field " + typeErr.Field + " must be " + goKindInWords(typeErr.Type.Kind())
 	}
