@@ -186,3 +186,50 @@ func TestAdversaryFix_NotAnObject(t *testing.T) {
 		}
 	})
 }
+
+// TestAdversaryFix_ByteOrderMark: a batch input file that starts with a
+// UTF-8 byte order mark (Windows tools write one) is read without it:
+// the upload counts its lines, the create makes one job per line, and the
+// first line's custom_id has no BOM in it. The JSONL form reads it too.
+func TestAdversaryFix_ByteOrderMark(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, st *store.Store) {
+		e := oaEnv(t, st, api.Config{})
+		const bom = "\xEF\xBB\xBF"
+		content := bom + chatLine("first", "1") + chatLine("second", "2") + chatLine("third", "3")
+		f := e.upload("", "batch", "windows.jsonl", content).file(t)
+		if stored, err := st.File(t.Context(), f.ID); err != nil || stored.Lines != 3 || stored.Bytes != int64(len(content)) {
+			t.Errorf("stored %+v, %v; want 3 lines, %d bytes", stored, err, len(content))
+		}
+		b := e.createBatch("", createBody(f.ID, "")).openAIBatch(t)
+		if b.RequestCounts.Total != 3 {
+			t.Fatalf("batch %+v; want 3 lines", b)
+		}
+		var n int64
+		fmt.Sscanf(b.ID, "batch_%d", &n)
+		completeNext(t, st)
+		lines := outputLines(t, e.do(http.MethodGet, fmt.Sprintf("/v1/files/file-batch_%d-output/content", n), nil, ""))
+		if len(lines) != 1 || lines[0].CustomID != "first" {
+			t.Errorf("output lines %+v; want the first line's, custom_id \"first\"", lines)
+		}
+		// A BOM and then a blank line: the upload and the create agree.
+		g := e.upload("", "batch", "blank.jsonl", bom+"\r\n"+chatLine("a", "1")).file(t)
+		if stored, err := st.File(t.Context(), g.ID); err != nil || stored.Lines != 1 {
+			t.Errorf("stored %+v, %v; want 1 line", stored, err)
+		}
+		if c := e.createBatch("", createBody(g.ID, "")).openAIBatch(t); c.RequestCounts.Total != 1 {
+			t.Errorf("batch %+v; want 1 line", c)
+		}
+		j := e.postBatch("bom-jsonl", bom+batchLine("a", `{"prompt":"p"}`)+"\n"+batchLine("b", `{"prompt":"q"}`)+"\n").batch(t)
+		if j.Lines != 2 {
+			t.Errorf("JSONL batch with a BOM: %+v; want 2 lines", j)
+		}
+		// Only a leading BOM is white space: one inside a line is refused.
+		h := e.upload("", "batch", "inner.jsonl", chatLine("a", "1")+bom+chatLine("b", "2")).file(t)
+		before := e.snapshot()
+		if got := assertError(t, e.createBatch("", createBody(h.ID, "")), http.StatusBadRequest, inkwell.EINVALID); !strings.Contains(got.Message, "line 2") {
+			t.Errorf("a BOM starting line 2: %q; want line 2 named", got.Message)
+		}
+		e.assertUnchanged("a BOM inside the file", before)
+	})
+}

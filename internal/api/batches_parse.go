@@ -72,7 +72,7 @@ func parseBatchLines(r *http.Request, in io.Reader, url string) (store.BatchPara
 	var works []batchWork
 	seen := map[string]int{} // custom_id -> line
 	first := 0               // the line that set p.Account
-	sc := bufio.NewScanner(in)
+	sc := bufio.NewScanner(skipBOM(in))
 	sc.Buffer(make([]byte, 0, 16<<10), MaxBatchLineBytes) // grows up to the limit, never past it
 	n := 0
 	for sc.Scan() {
@@ -112,6 +112,21 @@ func parseBatchLines(r *http.Request, in io.Reader, url string) (store.BatchPara
 	}
 	p.RequestHash = store.BatchHash(p.Lines)
 	return p, works, nil
+}
+
+// utf8BOM is the UTF-8 byte order mark, which Windows tools (Notepad,
+// PowerShell's Out-File) write at the start of a text file.
+const utf8BOM = "\xEF\xBB\xBF"
+
+// skipBOM is in without a byte order mark at its start: a file that
+// starts with one is read as the same file without it, its line numbers
+// unchanged. One anywhere else is part of its line.
+func skipBOM(in io.Reader) io.Reader {
+	br := bufio.NewReader(in)
+	if b, _ := br.Peek(len(utf8BOM)); string(b) == utf8BOM {
+		_, _ = br.Discard(len(utf8BOM))
+	}
+	return br
 }
 
 // batchWork is a batch line's work, with its line number for a refusal

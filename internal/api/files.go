@@ -334,11 +334,15 @@ func (up *upload) close() {
 }
 
 // lineCounter counts bytes and non-blank lines (each a request), and
-// refuses the write that passes MaxBatchBytes or MaxBatchLines.
+// refuses the write that passes MaxBatchBytes or MaxBatchLines. A byte
+// order mark at the start of the file is not a line's content, as
+// parseBatchLines skips it (skipBOM).
 type lineCounter struct {
 	bytes   int64
 	lines   int  // ended lines that held more than white space
 	pending bool // the line being read holds more than white space
+	bom     int  // the bytes of a BOM the file starts with, so far
+	pastBOM bool // the file's start is read: a BOM, or not one
 }
 
 func (c *lineCounter) Write(p []byte) (int, error) {
@@ -346,6 +350,15 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 		return 0, fileTooLarge()
 	}
 	for _, b := range p {
+		if !c.pastBOM {
+			if b == utf8BOM[c.bom] {
+				c.bom++
+				c.pastBOM = c.bom == len(utf8BOM)
+				continue
+			}
+			c.pastBOM = true
+			c.pending = c.bom > 0 // a BOM's first bytes and then another: content
+		}
 		switch b {
 		case '\n':
 			if c.pending {
@@ -365,7 +378,7 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 
 // total is the lines counted, the last one too when it has no newline.
 func (c *lineCounter) total() int {
-	if c.pending {
+	if c.pending || !c.pastBOM && c.bom > 0 { // a file of a BOM's first bytes only: a line parseBatchLines reads
 		return c.lines + 1
 	}
 	return c.lines
