@@ -233,3 +233,35 @@ func TestAdversaryFix_ByteOrderMark(t *testing.T) {
 		e.assertUnchanged("a BOM inside the file", before)
 	})
 }
+
+// TestAdversaryFix_ResentCreateOtherEndpoint: a create re-sent under the
+// same key (the Idempotency-Key, or without one the file) with another
+// endpoint is 422 key_reused, as a re-send with other metadata is and as
+// POST /v1/jobs answers a key reused with another body; nothing written.
+// The same endpoint mismatch under a new key stays 400, naming the line.
+func TestAdversaryFix_ResentCreateOtherEndpoint(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, st *store.Store) {
+		e := oaEnv(t, st, api.Config{})
+		f := e.upload("", "batch", "in.jsonl", chatLine("a", "x")).file(t)
+		other := strings.Replace(createBody(f.ID, ""), `"endpoint":"/v1/chat/completions"`, `"endpoint":"/v1/jobs"`, 1)
+		for _, key := range []string{"", "nightly-1"} {
+			b := e.createBatch(key, createBody(f.ID, "")).openAIBatch(t)
+			before := e.snapshot()
+			got := assertError(t, e.createBatch(key, other), http.StatusUnprocessableEntity, inkwell.EKEYREUSED)
+			if !strings.Contains(got.Message, "different batch") {
+				t.Errorf("key %q: %q; want it said the key is of another batch", key, got.Message)
+			}
+			e.assertUnchanged("a re-send with another endpoint", before)
+			if again := e.createBatch(key, createBody(f.ID, "")).openAIBatch(t); again.ID != b.ID {
+				t.Errorf("key %q: the first create re-sent answered %s, want %s", key, again.ID, b.ID)
+			}
+		}
+		before := e.snapshot()
+		got := assertError(t, e.createBatch("nightly-2", other), http.StatusBadRequest, inkwell.EINVALID)
+		if !strings.Contains(got.Message, `line 1: url must be "/v1/jobs"`) {
+			t.Errorf("a new key with lines of another url: %q; want line 1's url named", got.Message)
+		}
+		e.assertUnchanged("a new create with lines of another url", before)
+	})
+}

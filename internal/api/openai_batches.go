@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -92,12 +93,52 @@ func (s *Server) handleOpenAIBatchCreate(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	p, works, err := s.batchOfFile(r, req)
+	var other *otherEndpoint
+	if errors.As(err, &other) {
+		s.otherEndpointRefused(w, r, other, key)
+		return
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	p.IdempotencyKey = key
 	st, _, err := s.acceptBatch(w, r, p, works)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, openAIBatch(st))
+}
+
+// otherEndpoint is batchOfFile's refusal of a file whose lines are good
+// but name another url than the create's endpoint: p is the batch the
+// create would be (its lines read as they are), so that a create re-sent
+// under a key already used, with another endpoint, is told the key was
+// used (422), as for any other change to a re-sent create.
+type otherEndpoint struct {
+	p   store.BatchParams
+	err error // the refusal of the line, 400
+}
+
+func (e *otherEndpoint) Error() string { return e.err.Error() }
+
+// otherEndpointRefused answers otherEndpoint: EKEYREUSED when the key
+// names a batch already (its request differs: it has another endpoint),
+// else the line's refusal. The store decides which in the accept
+// transaction, through Refuse, and writes nothing either way.
+func (s *Server) otherEndpointRefused(w http.ResponseWriter, r *http.Request, other *otherEndpoint, key string) {
+	p := other.p
+	p.IdempotencyKey, p.Refuse = key, other.err
+	b, created, err := s.cfg.Store.AcceptBatch(r.Context(), p)
+	if err == nil && created { // cannot be: Refuse refuses every new batch
+		err = inkwell.Errorf(inkwell.EINTERNAL, "batch %d stored in spite of its refusal", b.ID)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st, err := s.cfg.Store.BatchStatusOf(r.Context(), b.ID) // the same request re-sent
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -170,14 +211,46 @@ func (s *Server) batchOfFile(r *http.Request, req batchCreate) (store.BatchParam
 		if code == inkwell.ETOOLARGE { // a line of the file, not this request, is too long
 			code = inkwell.EINVALID
 		}
-		return store.BatchParams{}, nil, inkwell.Errorf(code, "input file %s: %s", f.ID, inkwell.ErrorMessage(err))
-	}
-	p.InputFileID, p.Endpoint, p.CompletionWindow = f.ID, req.Endpoint, req.CompletionWindow
-	if p.Metadata, err = normalMetadata(req.Metadata); err != nil {
+		err = inkwell.Errorf(code, "input file %s: %s", f.ID, inkwell.ErrorMessage(err))
+		if code == inkwell.EINVALID {
+			err = s.lineURLsDiffer(r, f, req, err)
+		}
 		return store.BatchParams{}, nil, err
 	}
+	p, err = openAIBatchParams(p, f, req)
+	return p, works, err
+}
+
+// openAIBatchParams is p, the lines of file f, with the create's own
+// members; the hash covers every member too, so the same key with other
+// metadata (or another endpoint) is refused.
+func openAIBatchParams(p store.BatchParams, f store.File, req batchCreate) (store.BatchParams, error) {
+	var err error
+	p.InputFileID, p.Endpoint, p.CompletionWindow = f.ID, req.Endpoint, req.CompletionWindow
+	if p.Metadata, err = normalMetadata(req.Metadata); err != nil {
+		return store.BatchParams{}, err
+	}
 	p.RequestHash = inkwell.RequestHash([]byte(strings.Join([]string{"openai", p.InputFileID, p.Endpoint, p.CompletionWindow, string(p.Metadata), p.RequestHash}, "\n")))
-	return p, works, nil
+	return p, nil
+}
+
+// lineURLsDiffer is refusal, the file's lines refused under
+// req.Endpoint, as an otherEndpoint when they are good lines read under
+// any url: only the url they name is not the endpoint. Otherwise (a bad
+// line, or the file unreadable now) it is refusal.
+func (s *Server) lineURLsDiffer(r *http.Request, f store.File, req batchCreate, refusal error) error {
+	content, err := s.cfg.Store.FileContent(r.Context(), f.ID)
+	if err != nil {
+		return refusal
+	}
+	p, _, err := parseBatchLines(r, content, "")
+	if err != nil {
+		return refusal
+	}
+	if p, err = openAIBatchParams(p, f, req); err != nil {
+		return err
+	}
+	return &otherEndpoint{p: p, err: refusal}
 }
 
 // normalMetadata is checked metadata re-encoded with its keys in order
