@@ -223,7 +223,7 @@ func (r *reader) providerEndpoint(e entry, p *Provider) error {
 	}
 	// The value is not quoted back: a key written here by mistake must not
 	// reach a log.
-	if hasKey && !envName.MatchString(keyEnv) {
+	if hasKey && (!envName.MatchString(keyEnv) || looksLikeKey(keyEnv)) {
 		return e.errorf("key_env", "key_env must name the environment variable that holds the API key (letters, digits and _, such as %s), never the key itself", exampleKeyEnv(p.Kind))
 	}
 	p.URL, p.KeyEnv = u, keyEnv
@@ -231,6 +231,24 @@ func (r *reader) providerEndpoint(e entry, p *Provider) error {
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// looksLikeKey says a key_env value made only of a variable name's
+// characters is an API key all the same, which serve would print when the
+// variable is unset: a provider's key prefix (Groq's gsk_, Stripe-style
+// sk_), or a long run mixing upper and lower case with digits, as random
+// keys do (Mistral's 32 characters) and variable names do not
+// (OPENAI_API_KEY, openai_key_2).
+func looksLikeKey(s string) bool {
+	for _, prefix := range []string{"gsk_", "sk_", "xai_", "pk_"} {
+		if strings.HasPrefix(strings.ToLower(s), prefix) && len(s) > 20 {
+			return true
+		}
+	}
+	upper := strings.ContainsFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' })
+	lower := strings.ContainsFunc(s, func(r rune) bool { return r >= 'a' && r <= 'z' })
+	digit := strings.ContainsFunc(s, func(r rune) bool { return r >= '0' && r <= '9' })
+	return len(s) >= 24 && upper && lower && digit
+}
 
 func checkURL(s string) error {
 	u, err := url.Parse(s)
@@ -358,6 +376,10 @@ func (r *reader) model(e entry, c *Catalog) (inkwell.Model, error) {
 		upstream = m.Name
 	case upstream == "":
 		return m, e.errorf("upstream", "upstream is empty: give the model's name at the provider, or remove the line to send %q", m.Name)
+	case strings.ContainsFunc(upstream, unicode.IsControl):
+		// Logged and printed by inkwell models: a newline there would
+		// forge a line of their output.
+		return m, e.errorf("upstream", "upstream holds a control character (a newline, a tab…): give the model's name at the provider on one line")
 	}
 	m.Upstream = upstream
 	if m.InputMicrosPerMTok, err = e.price("input_micros_per_mtok", "prompt"); err != nil {

@@ -189,3 +189,27 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestConfig_KeyEnv: a variable's name is accepted however it is written;
+// a key pasted in its place is refused without being repeated, even when
+// it is made only of a name's characters (Groq's gsk_…, Mistral's 32
+// mixed-case characters), since serve prints the name when the variable
+// is unset.
+func TestConfig_KeyEnv(t *testing.T) {
+	t.Parallel()
+	file := func(keyEnv string) []byte {
+		return []byte("[[provider]]\nname = \"p\"\nkind = \"openai\"\nurl = \"https://api.example.com\"\nkey_env = \"" + keyEnv +
+			"\"\n[[model]]\nname = \"m\"\nprovider = \"p\"\nmax_output_tokens = 5\n")
+	}
+	for _, name := range []string{"OPENAI_API_KEY", "GROQ_API_KEY", "openai_key_2", "MY_ORG_PROD_OPENAI_API_KEY_2024", "Groq_Key", "SK_PROD"} {
+		if cat, err := catalog.Parse("ok.toml", file(name)); err != nil || cat.Providers[0].KeyEnv != name {
+			t.Errorf("key_env %q: %v; want it accepted", name, err)
+		}
+	}
+	for _, key := range []string{"gsk_3FzqR8XbT1mNw9YkLp2VhJd6", "sk_live_4eC39HqLyjWDarjtT1zdp7dc", "aB3dE5gH7jK9mN1pQ3sT5vX7zA9cE1gH"} {
+		_, err := catalog.Parse("key.toml", file(key))
+		if err == nil || !strings.Contains(err.Error(), "never the key itself") || strings.Contains(err.Error(), key) {
+			t.Errorf("key_env %q: %v; want a refusal that does not repeat it", key, err)
+		}
+	}
+}

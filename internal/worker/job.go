@@ -68,6 +68,7 @@ func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
 	}
 	j.route = &rt
 	preq := providerRequest(l.installation.ProviderKey(c.Job.ID, c.Job.IdempotencyKey), w, rt)
+	j.bounds = boundsOf(preq, l.worstCase(w, rt))
 	resp, elapsed, callErr := l.call(ctx, j, preq, estimate(w, preq))
 	j.slot.callEnded()
 	if callErr != nil {
@@ -113,7 +114,6 @@ type claimedJob struct {
 // was asked for) the call still gets the grace period to finish; a cancel
 // of its job aborts it at once (j.callCtx, see cancel.go).
 func (l *Lane) call(ctx context.Context, j *claimedJob, preq inkwell.ProviderRequest, est int) (resp inkwell.ProviderResponse, secs float64, err error) {
-	j.bounds = boundsOf(preq)
 	callCtx, cancel := context.WithCancel(j.callCtx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
@@ -167,6 +167,13 @@ func (l *Lane) complete(ctx context.Context, j *claimedJob, resp inkwell.Provide
 		// cost cannot be told is not stored, as any malformed answer.
 		return l.fail(ctx, j, failure{msg: fmt.Sprintf("answer reports an impossible usage (%d prompt + %d completion tokens, more than %d micros at %q's prices): not stored",
 			resp.PromptTokens, resp.CompletionTokens, int64(inkwell.MaxChargeMicros), j.route.Model.Name), class: inkwell.ClassMalformed}, secs)
+	}
+	reported := resp.AmountMicros
+	var capped bool
+	if resp.AmountMicros, capped = capCharge(reported, j.bounds); capped {
+		j.log.WarnContext(context.WithoutCancel(ctx), "answer reports more than its request could cost: charged the worst case accept reserved, the usage kept as reported",
+			"model", j.route.Model.Name, "prompt_tokens", resp.PromptTokens, "completion_tokens", resp.CompletionTokens,
+			"reported_micros", reported, "charged_micros", resp.AmountMicros, "provider_request_id", resp.RequestID)
 	}
 	err := l.record(ctx, j, true, func(wctx context.Context) error {
 		var err error

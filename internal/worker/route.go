@@ -23,6 +23,9 @@ type Router interface {
 	Route(model string) (Route, error)
 	// Limiters lists every provider's limiter, for the heartbeat's pause.
 	Limiters() []Limiter
+	// WorstCase is what accept reserved for work on model m: the most its
+	// answer may be charged (chargeMicros caps the charge at it).
+	WorstCase(w inkwell.Work, m inkwell.Model) int64
 }
 
 // route is the job's route: Config.Router's, or without one the lane's
@@ -119,11 +122,35 @@ func chargeMicros(rt *Route, b callBounds, resp inkwell.ProviderResponse) int64 
 	return rt.Model.Cost(b.inputBytes, out)
 }
 
-// callBounds is what chargeMicros needs of a call's request: its size as
-// InputBytes counts it and the output bound it was sent with. A claimed
-// job keeps these two numbers instead of the request.
-type callBounds struct{ inputBytes, outputBound int64 }
+// capCharge holds a charge to what accept reserved for the call
+// (Router.WorstCase): a user is never charged past the worst case the
+// accept promised and the budget counted, whatever usage an answer
+// reports. A provider's count past it (a miscount, tokens the request's
+// bytes do not show, such as an image's) is the operator's to take up
+// with the provider: the lane logs it, and the charge row keeps the
+// reported counts as evidence. capped says the charge was lowered.
+func capCharge(amount int64, b callBounds) (charged int64, capped bool) {
+	if b.worstCase < 0 || amount <= b.worstCase {
+		return amount, false
+	}
+	return b.worstCase, true
+}
 
-func boundsOf(req inkwell.ProviderRequest) callBounds {
-	return callBounds{int64(req.Chat.InputBytes()), int64(req.Chat.MaxOutputTokens)}
+// callBounds is what the charge needs of a call's request: its size as
+// InputBytes counts it, the output bound it was sent with, and the worst
+// case accept reserved for it (-1: no cap, a lane without a Router). A
+// claimed job keeps these numbers instead of the request.
+type callBounds struct{ inputBytes, outputBound, worstCase int64 }
+
+func boundsOf(req inkwell.ProviderRequest, worstCase int64) callBounds {
+	return callBounds{int64(req.Chat.InputBytes()), int64(req.Chat.MaxOutputTokens), worstCase}
+}
+
+// worstCase is what accept reserved for w on rt (Router.WorstCase), or -1
+// for a lane without a Router, whose provider's word is the charge.
+func (l *Lane) worstCase(w inkwell.Work, rt Route) int64 {
+	if l.cfg.Router == nil {
+		return -1
+	}
+	return l.cfg.Router.WorstCase(w, rt.Model)
 }

@@ -502,3 +502,71 @@ func TestLane_ImpossibleUsageIsNeverCharged(t *testing.T) {
 		}
 	})
 }
+
+func (r catalogRouter) WorstCase(w inkwell.Work, m inkwell.Model) int64 {
+	_, p, err := r.cat.Lookup(m.Name)
+	if err != nil {
+		return 0
+	}
+	return provider.WorstCaseMicros(r.byProvider[p.Name].Provider, m, w)
+}
+
+// TestLane_ChargeNeverPastTheReservation: an answer that reports more
+// usage than its request could have had (a priced model's tokens, or an
+// unpriced provider's billed amount) is stored, charged the worst case
+// accept reserved and no more, and keeps the counts it reported: the
+// account's charges never pass its budget, the budget being exactly that
+// worst case.
+func TestLane_ChargeNeverPastTheReservation(t *testing.T) {
+	t.Parallel()
+	free := inkwell.Model{Name: "free", Provider: "p", Upstream: "free-up", MaxOutputTokens: 100}
+	for _, tc := range []struct {
+		name   string
+		model  inkwell.Model
+		answer func(body map[string]json.RawMessage) string
+	}{
+		{"PricedUsage", beta, func(body map[string]json.RawMessage) string { return answerWith(body, 100_000, 5_000) }},
+		{"UnpricedAmount", free, func(body map[string]json.RawMessage) string {
+			var a map[string]any
+			_ = json.Unmarshal([]byte(answerWith(body, 100_000, 5_000)), &a)
+			a["inkwell_amount_micros"] = 1_500_000
+			return string(mustMarshal(a))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, func(t *testing.T, st *store.Store) {
+				srv := startWire(t, func(_ int, body map[string]json.RawMessage) (int, string) { return 200, tc.answer(body) })
+				router := singleRoute(t, tc.model, srv, false, 10*time.Second)
+				body := `{"model":"` + tc.model.Name + `","messages":[{"role":"user","content":"hi"}],"max_tokens":10}`
+				var fields map[string]json.RawMessage
+				_ = json.Unmarshal([]byte(body), &fields)
+				c, err := inkwell.ParseChat(fields)
+				if err != nil {
+					t.Fatal(err)
+				}
+				worst := router.WorstCase(inkwell.Work{Chat: c}, tc.model)
+				if worst <= 0 || worst >= 1_500_000 {
+					t.Fatalf("worst case %d: the answer must report more than it", worst)
+				}
+				if _, err := st.CreateAccount(t.Context(), store.Account{Name: "acme", BudgetMicros: &worst}); err != nil {
+					t.Fatal(err)
+				}
+				job := acceptChat(t, st, "k", "acme", body, nil, worst)
+				startLane(t, st, worker.Config{Router: router}).lane.Wake()
+				d := waitJob(t, st, job.ID, "done", isStatus(inkwell.StatusDone))
+				if ch := d.Charge; ch == nil || ch.AmountMicros != worst || ch.PromptTokens == nil || *ch.PromptTokens != 100_000 ||
+					ch.CompletionTokens == nil || *ch.CompletionTokens != 5_000 {
+					t.Errorf("charge %+v; want the %d micros reserved, the 100000 + 5000 tokens reported kept", ch, worst)
+				}
+				a, err := st.Account(t.Context(), "acme")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.SpentMicros != worst || a.ReservedMicros != 0 {
+					t.Errorf("account spent %d, reserved %d; want %d spent (its whole budget, no more), nothing reserved", a.SpentMicros, a.ReservedMicros, worst)
+				}
+			})
+		})
+	}
+}
