@@ -109,9 +109,10 @@ func TestServe_PaidAnswerWaitsOutALockedDatabase(t *testing.T) {
 	if e, ok := ledger.Entry(storetest.ProviderKey(t, st, id, key)); !ok || e.Calls != 1 || e.Bills != 1 {
 		t.Errorf("ledger entry for job %d = %+v (found %t), want one call, one bill", id, e, ok)
 	}
-	if logs := srv.Log(); !strings.Contains(logs, "answer stored after waiting for the database") {
-		t.Errorf("serve's log does not say %q", "answer stored after waiting for the database")
-	}
+	// Logged just after the commit the job's status shows: waited for.
+	storetest.WaitFor(t, lanesWait, "serve's log to say the answer was stored after waiting", func() bool {
+		return strings.Contains(srv.Log(), "answer stored after waiting for the database")
+	})
 	// Every post was answered: created, or refused as busy (503) with
 	// nothing written; none was lost in between.
 	for _, err := range postErrs {

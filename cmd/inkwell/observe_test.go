@@ -39,6 +39,9 @@ func TestServe_LogsEachTransitionOnce(t *testing.T) {
 	slow := startServe(t, db, "--sim-latency", "1m", "--heartbeat", "100ms")
 	orphan := submit(t, slow.URL, "log-orphan", `{"prompt":"a long saga"}`).Job.ID
 	storetest.WaitFor(t, waitLimit, "job running", func() bool { return show(t, st, orphan).Job.Status == inkwell.StatusRunning })
+	// The claim is logged just after its commit: a kill between the two
+	// (a loaded machine) would leave no line to check.
+	storetest.WaitFor(t, waitLimit, "the claim logged", func() bool { return len(loggedLines(slow.Log(), "job claimed", orphan)) > 0 })
 	slow.Signal(t, syscall.SIGKILL)
 	wantLogged(t, slow.Log(), "job claimed", orphan, "lane=local", "attempt_number=1")
 
@@ -54,10 +57,9 @@ func TestServe_LogsEachTransitionOnce(t *testing.T) {
 	wantLogged(t, restarted.Log(), "startup recovery", 0, "attempts_closed=1", "jobs_failed=1")
 }
 
-// wantLogged finds the one line with msg and (when jobID > 0) that job id,
-// checks that it carries every attribute in attrs, and returns it.
-func wantLogged(t *testing.T, logs, msg string, jobID int64, attrs ...string) string {
-	t.Helper()
+// loggedLines is the lines of logs with msg and (when jobID > 0) that
+// job id.
+func loggedLines(logs, msg string, jobID int64) []string {
 	var found []string
 	for _, line := range strings.Split(logs, "\n") {
 		if !strings.Contains(line, fmt.Sprintf("msg=%q", msg)) && !strings.Contains(line, "msg="+msg+" ") {
@@ -68,6 +70,14 @@ func wantLogged(t *testing.T, logs, msg string, jobID int64, attrs ...string) st
 		}
 		found = append(found, line)
 	}
+	return found
+}
+
+// wantLogged finds the one line with msg and (when jobID > 0) that job id,
+// checks that it carries every attribute in attrs, and returns it.
+func wantLogged(t *testing.T, logs, msg string, jobID int64, attrs ...string) string {
+	t.Helper()
+	found := loggedLines(logs, msg, jobID)
 	if len(found) != 1 {
 		t.Errorf("log lines %q for job %d: %d, want exactly 1:\n%s", msg, jobID, len(found), strings.Join(found, "\n"))
 		return ""

@@ -225,6 +225,26 @@ func (s *Store) closeReservationTx(ctx context.Context, tx *sql.Tx, r Reservatio
 	return nil
 }
 
+// chargeWithin is what a completion charges for amount when its job's
+// reservation r has just been settled by it: never more than was
+// reserved, so an account's charges and open reservations stay within its
+// budget whatever the answer reported or the prices became after the
+// accept (the worker caps the charge at the worst case at today's prices;
+// this is the cap at the accept's). A job without a reservation (its
+// account has no budget) is charged amount. chargedSQL is the same rule
+// in PostgreSQL's completion statement.
+func chargeWithin(r Reservation, amount int64) int64 {
+	if r.State == ReservationSettled && amount > r.Micros {
+		return r.Micros
+	}
+	return amount
+}
+
+// chargedSQL is chargeWithin in completeSetSQL, over its CTEs input (i)
+// and job, whose reservation_state 'settled' is the one that statement
+// settled (a running job's reservation is open or none).
+const chargedSQL = `CASE WHEN job.reservation_state = 'settled' THEN LEAST(i.amount, job.reservation_micros) ELSE i.amount END`
+
 // settleTx is the rest of the completion's part, after its job UPDATE
 // settled r (settleOnDone): the reservation becomes the charge on the
 // account (reserved -= reservation, spent += amount), in one UPDATE when

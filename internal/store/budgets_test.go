@@ -490,3 +490,64 @@ func TestBudget_GroupSettlesEachAccount(t *testing.T) {
 		assertBooks(t, s)
 	})
 }
+
+// TestBudget_ChargeNeverPastTheReservation: a completion whose amount is
+// more than its job reserved (an answer reporting more usage than its
+// request could have, or prices raised after the accept) is charged the
+// reservation, alone or in a group, so that an account's charges and open
+// reservations never pass its budget; a job of an account without a
+// budget reserved nothing and is charged its amount.
+func TestBudget_ChargeNeverPastTheReservation(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		withBudget(t, s, ptr[int64](10_000))
+		if _, err := s.CreateAccount(t.Context(), store.Account{Name: "free"}); err != nil {
+			t.Fatal(err)
+		}
+		alone := mustAccept(t, s, budgetParams("alone", 4_000))
+		c := mustClaim(t, s, "lane-a")
+		completeAs(t, s, c, 9_000)
+		if a := account(t, s); a.ReservedMicros != 0 || a.SpentMicros != 4_000 {
+			t.Errorf("after a completion of 9000 on a reservation of 4000: reserved %d, spent %d; want 0, 4000", a.ReservedMicros, a.SpentMicros)
+		}
+		wantReservation(t, s, alone.ID, store.ReservationSettled, 4_000)
+
+		mustAccept(t, s, budgetParams("g1", 5_000))
+		freeParams := budgetParams("g2", 0)
+		freeParams.Account = "free"
+		mustAccept(t, s, freeParams)
+		var outs []store.Outcome
+		for _, amount := range []int64{7_000, 7_000} {
+			cl := mustClaim(t, s, "lane-a")
+			p := completeParams(cl)
+			p.Account, p.AmountMicros = cl.Job.Account, amount
+			outs = append(outs, store.Outcome{Complete: &p})
+		}
+		for i, err := range store.CommitOutcomes(s, outs) {
+			if err != nil {
+				t.Errorf("member %d: %v", i, err)
+			}
+		}
+		if a := account(t, s); a.ReservedMicros != 0 || a.SpentMicros != 9_000 || a.SpentMicros > *a.BudgetMicros {
+			t.Errorf("acme after the group: reserved %d, spent %d; want 0, 9000 (4000 + the 5000 reserved), within its budget of 10000", a.ReservedMicros, a.SpentMicros)
+		}
+		charged := map[string]int64{}
+		rows, err := s.DB().QueryContext(t.Context(), `SELECT j.idempotency_key, c.amount_micros FROM charges c JOIN jobs j ON j.id = c.job_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var key string
+			var micros int64
+			if err := rows.Scan(&key, &micros); err != nil {
+				t.Fatal(err)
+			}
+			charged[key] = micros
+		}
+		if want := map[string]int64{"alone": 4_000, "g1": 5_000, "g2": 7_000}; fmt.Sprint(charged) != fmt.Sprint(want) {
+			t.Errorf("charges %v, want %v (the budgeted jobs at their reservations, the unbudgeted one at its amount)", charged, want)
+		}
+		assertBooks(t, s)
+	})
+}

@@ -44,7 +44,7 @@ var completeSetSQL = `WITH now AS MATERIALIZED (SELECT COALESCE($1::timestamptz,
 	),
 	chg AS (
 		INSERT INTO charges (job_id, attempt_id, account, amount_micros, provider_request_id, created_at, model, prompt_tokens, completion_tokens)
-		SELECT i.job_id, i.attempt_id, i.account, i.amount, i.request_id, (SELECT t FROM now), i.model, i.prompt_tokens, i.completion_tokens
+		SELECT i.job_id, i.attempt_id, i.account, ` + chargedSQL + `, i.request_id, (SELECT t FROM now), i.model, i.prompt_tokens, i.completion_tokens
 		FROM input i JOIN job ON job.id = i.job_id
 		RETURNING job_id
 	),
@@ -53,7 +53,7 @@ var completeSetSQL = `WITH now AS MATERIALIZED (SELECT COALESCE($1::timestamptz,
 			SELECT job.reservation_account AS name, job.reservation_micros AS reserved, 0 AS spent
 			FROM job WHERE job.reservation_state = 'settled'
 			UNION ALL
-			SELECT i.account, 0, i.amount FROM input i JOIN job ON job.id = i.job_id
+			SELECT i.account, 0, ` + chargedSQL + ` FROM input i JOIN job ON job.id = i.job_id
 		) d GROUP BY name
 	),
 	settle AS (

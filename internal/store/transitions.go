@@ -545,10 +545,11 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, p CompleteParams, no
 	if _, err := s.txExec(ctx, tx, insertResult, p.JobID, p.AttemptID, p.Text, now, response, model, finish, in, out); err != nil {
 		return fmt.Errorf("complete job %d: result: %w", p.JobID, s.uniqueAsConflict(err))
 	}
-	if _, err := s.txExec(ctx, tx, insertCharge, p.JobID, p.AttemptID, p.Account, p.AmountMicros, p.ProviderRequestID, now, model, in, out); err != nil {
+	amount := chargeWithin(r, p.AmountMicros)
+	if _, err := s.txExec(ctx, tx, insertCharge, p.JobID, p.AttemptID, p.Account, amount, p.ProviderRequestID, now, model, in, out); err != nil {
 		return fmt.Errorf("complete job %d: charge: %w", p.JobID, s.uniqueAsConflict(err))
 	}
-	return s.settleTx(ctx, tx, r, p.Account, p.AmountMicros)
+	return s.settleTx(ctx, tx, r, p.Account, amount)
 }
 
 // answerColumns is a completion's answer as the columns of results and

@@ -185,7 +185,7 @@ func TestLane_RoutesEachJobByItsModel(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		srvA := startWire(t, func(_ int, body map[string]json.RawMessage) (int, string) { return 200, answerWith(body, 21, 17) })
-		srvB := startWire(t, func(_ int, body map[string]json.RawMessage) (int, string) { return 200, answerWith(body, 1000, 2000) })
+		srvB := startWire(t, func(_ int, body map[string]json.RawMessage) (int, string) { return 200, answerWith(body, 20, 40) })
 		cat := &catalog.Catalog{Providers: []catalog.Provider{{Name: "pa", Kind: catalog.KindOpenAI}, {Name: "pb", Kind: catalog.KindOpenAI}},
 			Models: []inkwell.Model{alpha, beta}, Default: "alpha"}
 		router := catalogRouter{cat: cat, byProvider: map[string]worker.Route{
@@ -205,7 +205,7 @@ func TestLane_RoutesEachJobByItsModel(t *testing.T) {
 			d := waitJob(t, st, job.ID, "done", isStatus(inkwell.StatusDone))
 			m, in, out, srv := alpha, int64(21), int64(17), srvA
 			if key == "b1" {
-				m, in, out, srv = beta, 1000, 2000, srvB
+				m, in, out, srv = beta, 20, 40, srvB
 			}
 			var reply string
 			for _, c := range srv.received() {
@@ -235,9 +235,10 @@ func TestLane_RoutesEachJobByItsModel(t *testing.T) {
 			}
 		}
 		// alpha's 21 + 17 tokens cost 13.35 micros, rounded up; beta's
-		// 1000 + 2000 exactly 33,000.
-		if a, b := alpha.Cost(21, 17), beta.Cost(1000, 2000); a != 14 || b != 33_000 {
-			t.Errorf("the figures the rows were checked against: %d, %d; want 14, 33000", a, b)
+		// 20 + 40 exactly 660 (within b1's worst case: its max_tokens is
+		// 40, its request more than 20 bytes).
+		if a, b := alpha.Cost(21, 17), beta.Cost(20, 40); a != 14 || b != 660 {
+			t.Errorf("the figures the rows were checked against: %d, %d; want 14, 660", a, b)
 		}
 
 		// What each server was sent.
