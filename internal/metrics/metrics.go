@@ -31,6 +31,8 @@ type Metrics struct {
 	acceptToDone    prometheus.Histogram
 	recoveryRuns    *prometheus.CounterVec
 	recoveryRows    *prometheus.CounterVec
+	chargesCapped   *prometheus.CounterVec
+	microsUncharged *prometheus.CounterVec
 	webhooks        webhookMetrics // metrics_webhooks.go
 	now             func() time.Time
 }
@@ -92,10 +94,18 @@ func New(reg prometheus.Registerer, src stateSource) *Metrics {
 			Name: "inkwell_recovery_rows_total",
 			Help: "Rows changed or reported by startup recovery, by lane and kind: attempts_closed, attempts_backfilled, jobs_failed, anomalies (left unchanged).",
 		}, []string{"lane", "kind"}),
+		chargesCapped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inkwell_charges_capped_total",
+			Help: "Answers that reported more usage (or a larger bill) than their request's worst case, charged that worst case instead, by lane and model: a provider's miscount to take up with it.",
+		}, []string{"lane", "model"}),
+		microsUncharged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inkwell_charges_capped_micros_total",
+			Help: "Micros those answers reported past what they were charged, by lane and model.",
+		}, []string{"lane", "model"}),
 		now: time.Now,
 	}
 	reg.MustRegister(m.accepted, m.answeredFromKey, m.refused, m.claimed, m.attempts,
-		m.providerSeconds, m.acceptToDone, m.recoveryRuns, m.recoveryRows, newStateCollector(src))
+		m.providerSeconds, m.acceptToDone, m.recoveryRuns, m.recoveryRows, m.chargesCapped, m.microsUncharged, newStateCollector(src))
 	m.webhooks = newWebhookMetrics(reg, src)
 	return m
 }
@@ -121,6 +131,16 @@ func (m *Metrics) Finished(lane, outcome string, providerSeconds float64, job in
 	if outcome == outcomeDone && !job.CreatedAt.IsZero() {
 		m.acceptToDone.Observe(m.now().Sub(job.CreatedAt).Seconds())
 	}
+}
+
+// ChargeCapped counts an answer charged its worst case instead of what it
+// reported (worker.ChargeCapObserver).
+func (m *Metrics) ChargeCapped(lane, model string, reportedMicros, chargedMicros int64) {
+	if m == nil {
+		return
+	}
+	m.chargesCapped.WithLabelValues(lane, model).Inc()
+	m.microsUncharged.WithLabelValues(lane, model).Add(float64(reportedMicros - chargedMicros))
 }
 
 // outcomeDone is worker.OutcomeDone, which metrics does not import.

@@ -174,6 +174,9 @@ func (l *Lane) complete(ctx context.Context, j *claimedJob, resp inkwell.Provide
 		j.log.WarnContext(context.WithoutCancel(ctx), "answer reports more than its request could cost: charged the worst case accept reserved, the usage kept as reported",
 			"model", j.route.Model.Name, "prompt_tokens", resp.PromptTokens, "completion_tokens", resp.CompletionTokens,
 			"reported_micros", reported, "charged_micros", resp.AmountMicros, "provider_request_id", resp.RequestID)
+		if o, ok := l.cfg.Observer.(ChargeCapObserver); ok {
+			o.ChargeCapped(l.cfg.Name, j.route.Model.Name, reported, resp.AmountMicros)
+		}
 	}
 	err := l.record(ctx, j, true, func(wctx context.Context) error {
 		var err error

@@ -83,6 +83,13 @@ type Observer interface {
 	Finished(lane, outcome string, providerSeconds float64, job inkwell.Job)
 }
 
+// ChargeCapObserver, when an Observer implements it too, hears of each
+// answer charged less than it reported (capCharge): the micros it
+// reported and the micros charged, by model.
+type ChargeCapObserver interface {
+	ChargeCapped(lane, model string, reportedMicros, chargedMicros int64)
+}
+
 // Outcomes passed to Observer.Finished.
 const (
 	OutcomeDone    = "done"

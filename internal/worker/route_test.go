@@ -522,12 +522,13 @@ func TestLane_ChargeNeverPastTheReservation(t *testing.T) {
 	t.Parallel()
 	free := inkwell.Model{Name: "free", Provider: "p", Upstream: "free-up", MaxOutputTokens: 100}
 	for _, tc := range []struct {
-		name   string
-		model  inkwell.Model
-		answer func(body map[string]json.RawMessage) string
+		name     string
+		model    inkwell.Model
+		reported int64 // what the answer costs as it reports it
+		answer   func(body map[string]json.RawMessage) string
 	}{
-		{"PricedUsage", beta, func(body map[string]json.RawMessage) string { return answerWith(body, 100_000, 5_000) }},
-		{"UnpricedAmount", free, func(body map[string]json.RawMessage) string {
+		{"PricedUsage", beta, beta.Cost(100_000, 5_000), func(body map[string]json.RawMessage) string { return answerWith(body, 100_000, 5_000) }},
+		{"UnpricedAmount", free, 1_500_000, func(body map[string]json.RawMessage) string {
 			var a map[string]any
 			_ = json.Unmarshal([]byte(answerWith(body, 100_000, 5_000)), &a)
 			a["inkwell_amount_micros"] = 1_500_000
@@ -554,8 +555,12 @@ func TestLane_ChargeNeverPastTheReservation(t *testing.T) {
 					t.Fatal(err)
 				}
 				job := acceptChat(t, st, "k", "acme", body, nil, worst)
-				startLane(t, st, worker.Config{Router: router}).lane.Wake()
+				obs := &capRecorder{}
+				startLane(t, st, worker.Config{Name: "capped", Router: router, Observer: obs}).lane.Wake()
 				d := waitJob(t, st, job.ID, "done", isStatus(inkwell.StatusDone))
+				if got := obs.capped(); len(got) != 1 || got[0] != fmt.Sprintf("capped %s %d>%d", tc.model.Name, tc.reported, worst) {
+					t.Errorf("the observer heard %q; want one cap of model %s from %d to %d micros", got, tc.model.Name, tc.reported, worst)
+				}
 				if ch := d.Charge; ch == nil || ch.AmountMicros != worst || ch.PromptTokens == nil || *ch.PromptTokens != 100_000 ||
 					ch.CompletionTokens == nil || *ch.CompletionTokens != 5_000 {
 					t.Errorf("charge %+v; want the %d micros reserved, the 100000 + 5000 tokens reported kept", ch, worst)
@@ -570,4 +575,25 @@ func TestLane_ChargeNeverPastTheReservation(t *testing.T) {
 			})
 		})
 	}
+}
+
+// capRecorder is an Observer that records what worker.ChargeCapObserver
+// hears.
+type capRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (r *capRecorder) Claimed(string)                                {}
+func (r *capRecorder) Finished(string, string, float64, inkwell.Job) {}
+func (r *capRecorder) ChargeCapped(lane, model string, reported, charged int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, fmt.Sprintf("%s %s %d>%d", lane, model, reported, charged))
+}
+
+func (r *capRecorder) capped() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seen)
 }
