@@ -18,6 +18,7 @@ const (
 	InvReservedSum    = "§10 an account with a budget has reserved_micros the sum of its jobs' open reservations, and spent_micros the sum of its charges"
 	InvNoReservedDone = "§10 no reservation is left open on a done job"
 	InvBudgetRefused  = "§10 a request its account's budget cannot cover is answered 402 budget_exceeded and writes nothing"
+	InvChargeReserved = "§10 no job is charged more than it reserved"
 )
 
 // budgetsFrom is the schema version from which jobs carry reservations.
@@ -94,9 +95,16 @@ func (c *checker) budgets() {
 			c.add(r.JobID, InvNoReservedDone, "job is done but still holds an open reservation of %d micros on account %s", r.Micros, r.Account)
 		}
 	}
+	reserved := map[int64]ReservationRow{}
+	for _, r := range c.snap.Reservations {
+		reserved[r.JobID] = r
+	}
 	charged := map[string]int64{}
 	for _, ch := range c.snap.Charges {
 		charged[ch.Account] += ch.AmountMicros
+		if r, ok := reserved[ch.JobID]; ok && r.State == store.ReservationSettled && ch.AmountMicros > r.Micros {
+			c.add(ch.JobID, InvChargeReserved, "charged %d micros on a reservation of %d", ch.AmountMicros, r.Micros)
+		}
 	}
 	for _, a := range c.snap.Accounts {
 		if !a.BudgetMicros.Valid {

@@ -62,6 +62,7 @@ func TestCheck_BudgetBrokenWorlds(t *testing.T) {
 		{"ReleasedButStillCounted", `UPDATE jobs SET reservation_state = 'released' WHERE id = 4`, 0, InvReservedSum},
 		{"SpentNotKept", `UPDATE accounts SET spent_micros = 0 WHERE name = 'acct'`, 0, InvReservedSum},
 		{"DoneStillReserved", `UPDATE jobs SET reservation_state = 'open' WHERE id = 1`, 1, InvNoReservedDone},
+		{"ChargedPastReservation", `UPDATE charges SET amount_micros = (SELECT reservation_micros FROM jobs WHERE id = 1) + 1 WHERE job_id = 1`, 1, InvChargeReserved},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -322,7 +322,7 @@ func (m *mdWriter) invariants() {
 		InvBilledOnce, InvUnkeyedBills, InvChargeKnown, InvBilledText, InvBillHasJob, InvRecoveryRun, InvIntegrity, InvAllDone,
 		InvPointState, InvInFlight, InvErrorClass, InvRestartedClass, InvRetrySafe, InvNotBefore, InvGaveUp,
 		InvCancelled, InvCancelAsked, InvPruned, InvPrunedNotRerun,
-		InvBudgetHeld, InvReservedSum, InvNoReservedDone, InvBudgetRefused, InvPricedCharge, InvReservedWorst, InvWebhookRow, InvWebhookDelivered,
+		InvBudgetHeld, InvReservedSum, InvNoReservedDone, InvBudgetRefused, InvChargeReserved, InvPricedCharge, InvReservedWorst, InvWebhookRow, InvWebhookDelivered,
 	} {
 		num, text, _ := strings.Cut(inv, " ")
 		m.f("- (%s) %s\n", num, text)
