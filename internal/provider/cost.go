@@ -22,7 +22,10 @@ func WorstCaseMicros(p inkwell.Provider, m inkwell.Model, w inkwell.Work) int64 
 		return int64(WordsForMaxTokens(bound)) * MicrosPerWord
 	case *OpenAI:
 		if p.cfg.MicrosPerToken > 0 {
-			return int64(w.Chat.InputBytes()+chatOverheadTokens+bound) * p.cfg.MicrosPerToken
+			// An answer that names its own amount is charged that
+			// (OpenAI.amount: provider-sim's, by the word), else its
+			// tokens at the price: the worst case is the larger bound.
+			return max(int64(w.Chat.InputBytes()+chatOverheadTokens+bound)*p.cfg.MicrosPerToken, int64(bound)*MicrosPerWord)
 		}
 	}
 	return int64(bound) * MicrosPerWord

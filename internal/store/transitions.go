@@ -218,6 +218,24 @@ func (s *Store) admit(ctx context.Context, tx *sql.Tx, p AcceptParams, adm *admi
 type Claimed struct {
 	Job     inkwell.Job
 	Attempt inkwell.Attempt
+	// Reserved says the job holds an open budget reservation, of
+	// ReservedMicros: the most its completion may charge (chargeWithin),
+	// which the lane caps at first so that every cap is logged. A job of
+	// an account without a budget holds none.
+	Reserved       bool
+	ReservedMicros int64
+}
+
+// claimedWith is a claimed job and attempt with its open reservation as
+// openReservationSQL reads it (-1: none).
+func claimedWith(job inkwell.Job, a inkwell.Attempt, openReservation int64) *Claimed {
+	return &Claimed{Job: job, Attempt: a, Reserved: openReservation >= 0, ReservedMicros: max(openReservation, 0)}
+}
+
+// openReservationSQL is a claimed row's open reservation in micros, -1
+// when it holds none open, over the columns of table t (claimedWith).
+func openReservationSQL(t string) string {
+	return `CASE WHEN ` + t + `.reservation_state = 'open' THEN ` + t + `.reservation_micros ELSE -1 END`
 }
 
 // ClaimUpTo moves up to n queued jobs to running and opens the next
@@ -276,7 +294,7 @@ func (s *Store) claimUpToTx(ctx context.Context, lane, fence string, n int) ([]*
 // moved up to the highest turn claimed (advanceClock, claim_fair.go),
 // then one INSERT that opens their attempts.
 func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, lane, fence string, n int, now time.Time) ([]*Claimed, error) {
-	jobs, turn, err := s.claimJobs(ctx, tx, s.claimTxSQL(fence), lane, s.ts(now), n)
+	jobs, reservations, turn, err := s.claimJobs(ctx, tx, s.claimTxSQL(fence), lane, s.ts(now), n)
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
@@ -289,7 +307,7 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, lane, fence string, n i
 	}
 	claimed := make([]*Claimed, len(jobs))
 	for i, job := range jobs {
-		claimed[i] = &Claimed{Job: job, Attempt: attempts[i]}
+		claimed[i] = claimedWith(job, attempts[i], reservations[job.ID])
 	}
 	return claimed, nil
 }
@@ -300,7 +318,7 @@ func (s *Store) claimTxSQL(fence string) string {
 	return `UPDATE jobs SET status = 'running', lane = $1, started_at = $2, ` + clearOnClaim + `
 		WHERE id IN (` + s.claimPick("$2") + `)
 		  AND status = 'queued'` + fence + `
-		RETURNING ` + jobColumns + `, claim_turn`
+		RETURNING ` + jobColumns + `, claim_turn, ` + openReservationSQL("jobs")
 }
 
 // claimUpToStatement is ClaimUpTo in one statement (PostgreSQL): the
@@ -322,13 +340,14 @@ func (s *Store) claimUpToStatement(ctx context.Context, lane, fence string, n in
 	for rows.Next() {
 		var a inkwell.Attempt
 		var turn int64 // the job's turn (claimClockCTE moved the clock)
-		job, err := scanJob(withExtra{rows, []any{&turn, &a.ID, &a.AttemptNumber}})
+		var reservation int64
+		job, err := scanJob(withExtra{rows, []any{&turn, &reservation, &a.ID, &a.AttemptNumber}})
 		if err != nil {
 			return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
 		}
 		started := *job.StartedAt
 		a.JobID, a.Status, a.Lane, a.StartedAt = job.ID, inkwell.StatusRunning, lane, &started
-		claimed = append(claimed, &Claimed{Job: job, Attempt: a})
+		claimed = append(claimed, claimedWith(job, a, reservation))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.classify(fmt.Errorf("claim jobs: %w", err))
@@ -357,7 +376,7 @@ func (s *Store) claimStatementSQL(fence string) string {
 	job AS (
 		UPDATE jobs SET status = 'running', lane = $1, started_at = (SELECT t FROM now), ` + clearOnClaim + `
 		WHERE id = ANY (ARRAY(SELECT id FROM picked)) AND (status = 'queued') IS TRUE` + fence + `
-		RETURNING ` + qualified("jobs", jobColumns) + `, jobs.claim_turn AS claimed_turn
+		RETURNING ` + qualified("jobs", jobColumns) + `, jobs.claim_turn AS claimed_turn, ` + openReservationSQL("jobs") + ` AS open_reservation
 	), ` + claimClockCTE + `, attempt AS (
 		INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
 		SELECT job.id, COALESCE((SELECT MAX(a.attempt_number) FROM job_attempts a WHERE a.job_id = job.id), 0) + 1, 'running', $1, job.started_at
@@ -390,28 +409,31 @@ type withExtra struct {
 func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
 
 // claimJobs runs the claim's UPDATE and returns its jobs in id order,
-// and the highest turn among them.
-func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, int64, error) {
+// each one's open reservation (openReservationSQL) by id, and the
+// highest turn among them.
+func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, map[int64]int64, int64, error) {
 	rows, err := s.txQuery(ctx, tx, query, args...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("claim jobs: %w", err)
+		return nil, nil, 0, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer rows.Close()
 	var jobs []inkwell.Job
+	reservations := map[int64]int64{}
 	var highest int64
 	for rows.Next() {
-		var turn int64
-		job, err := scanJob(withExtra{rows, []any{&turn}})
+		var turn, reservation int64
+		job, err := scanJob(withExtra{rows, []any{&turn, &reservation}})
 		if err != nil {
-			return nil, 0, fmt.Errorf("claim jobs: %w", err)
+			return nil, nil, 0, fmt.Errorf("claim jobs: %w", err)
 		}
 		jobs, highest = append(jobs, job), max(highest, turn)
+		reservations[job.ID] = reservation
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("claim jobs: %w", err)
+		return nil, nil, 0, fmt.Errorf("claim jobs: %w", err)
 	}
 	slices.SortFunc(jobs, func(a, b inkwell.Job) int { return cmp.Compare(a.ID, b.ID) })
-	return jobs, highest, nil
+	return jobs, reservations, highest, nil
 }
 
 // openAttempts opens the next attempt of each job (its highest number so

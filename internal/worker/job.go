@@ -68,7 +68,7 @@ func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
 	}
 	j.route = &rt
 	preq := providerRequest(l.installation.ProviderKey(c.Job.ID, c.Job.IdempotencyKey), w, rt)
-	j.bounds = boundsOf(preq, l.worstCase(w, rt))
+	j.bounds = boundsOf(preq, l.chargeCap(c, w, rt))
 	resp, elapsed, callErr := l.call(ctx, j, preq, estimate(w, preq))
 	j.slot.callEnded()
 	if callErr != nil {

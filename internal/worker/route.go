@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/store"
 )
 
 // Route is where a job's call goes: its model, the provider that serves
@@ -122,10 +123,10 @@ func chargeMicros(rt *Route, b callBounds, resp inkwell.ProviderResponse) int64 
 	return rt.Model.Cost(b.inputBytes, out)
 }
 
-// capCharge holds a charge to what accept reserved for the call
-// (Router.WorstCase): a user is never charged past the worst case the
-// accept promised and the budget counted, whatever usage an answer
-// reports. A provider's count past it (a miscount, tokens the request's
+// capCharge holds a charge to the call's cap (Lane.chargeCap: its worst
+// case, and its reservation): a user is never charged past the worst
+// case the accept promised and the budget counted, whatever usage an
+// answer reports. A provider's count past it (a miscount, tokens the request's
 // bytes do not show, such as an image's) is the operator's to take up
 // with the provider: the lane logs it, and the charge row keeps the
 // reported counts as evidence. capped says the charge was lowered.
@@ -137,20 +138,29 @@ func capCharge(amount int64, b callBounds) (charged int64, capped bool) {
 }
 
 // callBounds is what the charge needs of a call's request: its size as
-// InputBytes counts it, the output bound it was sent with, and the worst
-// case accept reserved for it (-1: no cap, a lane without a Router). A
-// claimed job keeps these numbers instead of the request.
+// InputBytes counts it, the output bound it was sent with, and the most
+// it may be charged (Lane.chargeCap; -1: no cap). A claimed job keeps
+// these numbers instead of the request.
 type callBounds struct{ inputBytes, outputBound, worstCase int64 }
 
 func boundsOf(req inkwell.ProviderRequest, worstCase int64) callBounds {
 	return callBounds{int64(req.Chat.InputBytes()), int64(req.Chat.MaxOutputTokens), worstCase}
 }
 
-// worstCase is what accept reserved for w on rt (Router.WorstCase), or -1
-// for a lane without a Router, whose provider's word is the charge.
-func (l *Lane) worstCase(w inkwell.Work, rt Route) int64 {
-	if l.cfg.Router == nil {
-		return -1
+// chargeCap is the most job c's answer to w on rt may be charged: the
+// worst case of the request as it is sent (Router.WorstCase), and never
+// more than the reservation the job holds (the store caps the charge at
+// it too: a price raised since the accept, or a request whose stored
+// form counts more bytes than the body accept measured). -1: no cap, a
+// lane without a Router for a job without a reservation, whose
+// provider's word is the charge.
+func (l *Lane) chargeCap(c *store.Claimed, w inkwell.Work, rt Route) int64 {
+	limit := int64(-1)
+	if l.cfg.Router != nil {
+		limit = l.cfg.Router.WorstCase(w, rt.Model)
 	}
-	return l.cfg.Router.WorstCase(w, rt.Model)
+	if c.Reserved && (limit < 0 || c.ReservedMicros < limit) {
+		limit = c.ReservedMicros
+	}
+	return limit
 }
