@@ -162,6 +162,7 @@ func (s *Server) serveBatchLines(w http.ResponseWriter, r *http.Request, status 
 // writeBatchLines streams the lines of batch id's jobs of status from one
 // consistent read; a failure after the first line can only cut it short.
 func (s *Server) writeBatchLines(w http.ResponseWriter, r *http.Request, id int64, status string) {
+	allowTransfer(w) // an output of 50,000 lines is slower than serve's WriteTimeout
 	w.Header().Set("Content-Type", "application/jsonl")
 	enc := json.NewEncoder(w)
 	started := false

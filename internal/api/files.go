@@ -47,6 +47,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	allowTransfer(w) // a large file is slower than serve's ReadTimeout
 	up, err := readUpload(w, r)
 	defer up.close()
 	if err != nil {
@@ -105,6 +106,7 @@ func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	allowTransfer(w) // a large file is slower than serve's WriteTimeout
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(f.Bytes, 10))
 	if _, err := io.Copy(w, content); err != nil {

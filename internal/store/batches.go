@@ -172,6 +172,15 @@ func (s *Store) admitBatch(ctx context.Context, tx *sql.Tx, p BatchParams) error
 	if p.MaxQueued <= 0 {
 		return nil
 	}
+	if !s.dialect.oneWriter {
+		// Batch admissions take turns, across processes, until they
+		// commit: each counts the queue with the batches admitted before
+		// it in (READ COMMITTED counts only what has committed, and eight
+		// batches created at once were all admitted past the limit).
+		if _, err := s.txExec(ctx, tx, `SELECT pg_advisory_xact_lock(`+batchAdmissionLockKey+`)`); err != nil {
+			return fmt.Errorf("accept batch: wait for the queue's admission: %w", err)
+		}
+	}
 	queued, err := s.queuedNow(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("accept batch: %w", err)
@@ -182,6 +191,12 @@ func (s *Store) admitBatch(ctx context.Context, tx *sql.Tx, p BatchParams) error
 	}
 	return nil
 }
+
+// batchAdmissionLockKey serializes batch admissions under a queue limit
+// on PostgreSQL (admitBatch): a transaction advisory key pair in
+// Inkwell's own namespace ('inkq', 0), apart from the migrations'
+// ('inkm') and the lanes' ('inkw').
+const batchAdmissionLockKey = "1768844145, 0"
 
 // batchInsertRows is how many jobs one INSERT writes (5 parameters a
 // row). More rows a statement means fewer statements, but modernc SQLite
@@ -350,8 +365,13 @@ func (s *Store) CancelBatch(ctx context.Context, id int64, by string) (BatchCanc
 		return BatchCancelled{}, err
 	}
 	running, err := s.batchUnended(ctx, id)
-	if err != nil || len(running) == 0 {
+	if err != nil {
 		return out, err
+	}
+	if len(running) == 0 {
+		// A job running at the first transaction may have ended since:
+		// the batch is then cancelled now, not left cancelling.
+		return out, s.inTx(ctx, func(tx *sql.Tx) error { return s.markCancelledTx(ctx, tx, id) })
 	}
 	for _, jobID := range running {
 		c, err := s.Cancel(ctx, jobID, by)
@@ -379,6 +399,15 @@ func (s *Store) cancelQueuedTx(ctx context.Context, tx *sql.Tx, id int64, by str
 	}
 	if err := s.lockAccountsTx(ctx, tx, []string{b.Account}, nil); err != nil { // lock order: budgets.go
 		return nil, err
+	}
+	if !s.dialect.oneWriter {
+		// Cancels of one batch at once (a client's retry racing its first
+		// send) take turns on its row, after the accounts (lock order), and
+		// each reads it as the one before left it: a second cancel is a
+		// re-send, answered with the batch, not a conflict.
+		if b, err = scanBatch(s.txQueryRow(ctx, tx, `SELECT `+batchColumns+` FROM batches WHERE id = $1 FOR UPDATE`, id)); err != nil {
+			return nil, notFound(err, "batch %d", id)
+		}
 	}
 	now := s.ts(s.now())
 	if b.CancellingAt == nil {
