@@ -255,7 +255,7 @@ func saMarkDone(t *testing.T, st *store.Store, id int64) {
 // allocate anything like its size (docs/batches.md: "a 100 MB file never
 // sits in memory").
 func TestScaleAdversary_UploadMemory(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() || raceDetector {
 		t.Skip("uploads 90 MB and 101 MB")
 	}
 	tmp := t.TempDir()
@@ -321,7 +321,7 @@ func TestScaleAdversary_UploadMemory(t *testing.T) {
 // and in order; the live heap while it is sent must stay far below its
 // size (streamed, not built in memory).
 func TestScaleAdversary_OutputDownloadStreamed(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() || raceDetector {
 		t.Skip("a batch of 20,000 lines")
 	}
 	saBackends(t, func(t *testing.T, st *store.Store) {
@@ -386,7 +386,7 @@ func TestScaleAdversary_OutputDownloadStreamed(t *testing.T) {
 // TestScaleAdversary_CancelLargeBatch: a cancel of a 20,000-line batch
 // ends every line in one go, and its error file is 20,000 lines.
 func TestScaleAdversary_CancelLargeBatch(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() || raceDetector {
 		t.Skip("a batch of 20,000 lines")
 	}
 	saBackends(t, func(t *testing.T, st *store.Store) {
@@ -822,7 +822,7 @@ func TestScaleAdversary_CancelRaces(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
 		rounds := 25
-		if testing.Short() {
+		if testing.Short() || raceDetector {
 			rounds = 5
 		}
 		var unmarked []string
