@@ -294,20 +294,15 @@ func (s *Store) claimUpToTx(ctx context.Context, lane, fence string, n int) ([]*
 // moved up to the highest turn claimed (advanceClock, claim_fair.go),
 // then one INSERT that opens their attempts.
 func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, lane, fence string, n int, now time.Time) ([]*Claimed, error) {
-	jobs, reservations, turn, err := s.claimJobs(ctx, tx, s.claimTxSQL(fence), lane, s.ts(now), n)
-	if err != nil || len(jobs) == 0 {
+	claimed, turn, err := s.claimJobs(ctx, tx, s.claimTxSQL(fence), lane, s.ts(now), n)
+	if err != nil || len(claimed) == 0 {
 		return nil, err
 	}
 	if _, err := s.txExec(ctx, tx, advanceClock, turn); err != nil {
 		return nil, fmt.Errorf("claim: move the clock to turn %d: %w", turn, err)
 	}
-	attempts, err := s.openAttempts(ctx, tx, jobs, lane, now)
-	if err != nil {
+	if err := s.openAttempts(ctx, tx, claimed, lane, now); err != nil {
 		return nil, err
-	}
-	claimed := make([]*Claimed, len(jobs))
-	for i, job := range jobs {
-		claimed[i] = claimedWith(job, attempts[i], reservations[job.ID])
 	}
 	return claimed, nil
 }
@@ -408,53 +403,50 @@ type withExtra struct {
 
 func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
 
-// claimJobs runs the claim's UPDATE and returns its jobs in id order,
-// each one's open reservation (openReservationSQL) by id, and the
-// highest turn among them.
-func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]inkwell.Job, map[int64]int64, int64, error) {
+// claimJobs runs the claim's UPDATE and returns its claims in id order,
+// each with its job and open reservation (openReservationSQL; the attempt
+// is openAttempts'), and the highest turn among them.
+func (s *Store) claimJobs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]*Claimed, int64, error) {
 	rows, err := s.txQuery(ctx, tx, query, args...)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("claim jobs: %w", err)
+		return nil, 0, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer rows.Close()
-	var jobs []inkwell.Job
-	reservations := map[int64]int64{}
+	var claimed []*Claimed
 	var highest int64
 	for rows.Next() {
 		var turn, reservation int64
 		job, err := scanJob(withExtra{rows, []any{&turn, &reservation}})
 		if err != nil {
-			return nil, nil, 0, fmt.Errorf("claim jobs: %w", err)
+			return nil, 0, fmt.Errorf("claim jobs: %w", err)
 		}
-		jobs, highest = append(jobs, job), max(highest, turn)
-		reservations[job.ID] = reservation
+		claimed, highest = append(claimed, claimedWith(job, inkwell.Attempt{}, reservation)), max(highest, turn)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, 0, fmt.Errorf("claim jobs: %w", err)
+		return nil, 0, fmt.Errorf("claim jobs: %w", err)
 	}
-	slices.SortFunc(jobs, func(a, b inkwell.Job) int { return cmp.Compare(a.ID, b.ID) })
-	return jobs, reservations, highest, nil
+	slices.SortFunc(claimed, func(a, b *Claimed) int { return cmp.Compare(a.Job.ID, b.Job.ID) })
+	return claimed, highest, nil
 }
 
-// openAttempts opens the next attempt of each job (its highest number so
-// far + 1), running, in one statement (SQLite: the ids as one JSON array),
-// and returns them in the order of jobs.
-func (s *Store) openAttempts(ctx context.Context, tx *sql.Tx, jobs []inkwell.Job, lane string, now time.Time) ([]inkwell.Attempt, error) {
-	if len(jobs) == 0 {
-		return nil, nil
+// openAttempts opens the next attempt of each claimed job (its highest
+// number so far + 1), running, in one statement (SQLite: the ids as one
+// JSON array), and sets each claim's Attempt.
+func (s *Store) openAttempts(ctx context.Context, tx *sql.Tx, claimed []*Claimed, lane string, now time.Time) error {
+	if len(claimed) == 0 {
+		return nil
 	}
 	const open = `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at)
 		SELECT j.value, COALESCE((SELECT MAX(a.attempt_number) FROM job_attempts a WHERE a.job_id = j.value), 0) + 1, 'running', $1, $2
 		FROM json_each($3) j
 		RETURNING job_id, id, attempt_number`
-	ids, at := make([]string, len(jobs)), make(map[int64]int, len(jobs))
-	for i, job := range jobs {
-		ids[i], at[job.ID] = strconv.FormatInt(job.ID, 10), i
+	ids, byJob := make([]string, len(claimed)), make(map[int64]*Claimed, len(claimed))
+	for i, c := range claimed {
+		ids[i], byJob[c.Job.ID] = strconv.FormatInt(c.Job.ID, 10), c
 	}
-	attempts := make([]inkwell.Attempt, len(jobs))
 	rows, err := s.txQuery(ctx, tx, open, lane, s.ts(now), "["+strings.Join(ids, ",")+"]")
 	if err != nil {
-		return nil, fmt.Errorf("claim: open attempts: %w", err)
+		return fmt.Errorf("claim: open attempts: %w", err)
 	}
 	defer rows.Close()
 	n := 0
@@ -463,23 +455,23 @@ func (s *Store) openAttempts(ctx context.Context, tx *sql.Tx, jobs []inkwell.Job
 		started := now
 		a := inkwell.Attempt{Status: inkwell.StatusRunning, Lane: lane, StartedAt: &started}
 		if err := rows.Scan(&jobID, &a.ID, &a.AttemptNumber); err != nil {
-			return nil, fmt.Errorf("claim: open attempts: %w", err)
+			return fmt.Errorf("claim: open attempts: %w", err)
 		}
-		i, ok := at[jobID]
+		c, ok := byJob[jobID]
 		if !ok {
-			return nil, fmt.Errorf("claim: open attempts: an attempt for job %d, which was not claimed", jobID)
+			return fmt.Errorf("claim: open attempts: an attempt for job %d, which was not claimed", jobID)
 		}
 		a.JobID = jobID
-		attempts[i] = a
+		c.Attempt = a
 		n++
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim: open attempts: %w", err)
+		return fmt.Errorf("claim: open attempts: %w", err)
 	}
-	if n != len(jobs) {
-		return nil, fmt.Errorf("claim: opened %d attempts for %d jobs", n, len(jobs))
+	if n != len(claimed) {
+		return fmt.Errorf("claim: opened %d attempts for %d jobs", n, len(claimed))
 	}
-	return attempts, nil
+	return nil
 }
 
 // CompleteParams is what a successful provider call produced.
