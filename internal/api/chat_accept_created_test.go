@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ func TestWriteCreated_IsWriteJSONButForThePayloadsIndent(t *testing.T) {
 			}
 			if got.Code != http.StatusCreated || got.Header().Get("Content-Type") != "application/json" || indented.String() != want.Body.String() {
 				t.Errorf("%s, key %q: writeCreated wrote %d %q\n%s\nindented:\n%s\nwant\n%s", tc.name, key, got.Code, got.Header().Get("Content-Type"), got.Body, &indented, want.Body)
+			}
+			if cl := got.Header().Get("Content-Length"); cl != strconv.Itoa(got.Body.Len()) {
+				t.Errorf("%s: Content-Length %q for a body of %d bytes", tc.name, cl, got.Body.Len())
 			}
 			if !strings.Contains(got.Body.String(), "\n    \"payload\": "+string(payload)+",\n") {
 				t.Errorf("%s: the payload is not written as stored:\n%s", tc.name, got.Body)

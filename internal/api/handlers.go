@@ -67,6 +67,9 @@ func writeCreated(w http.ResponseWriter, job inkwell.Job, payload []byte) {
 	b := buf.Bytes()
 	at += len(null) - len("null")
 	w.Header().Set("Content-Type", "application/json")
+	// Its length is known: without it an answer past net/http's 2 KiB
+	// buffer (a chat request's) goes out chunked, in more writes.
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)-len("null")+len(payload)))
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write(b[:at])
 	_, _ = w.Write(payload)
