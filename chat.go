@@ -259,6 +259,32 @@ func (c ChatRequest) InputBytes() int {
 	return n
 }
 
+// ImageParts counts the request's image parts ({"type": "image_url"}), in
+// every message's content. A string content has none, and an array that
+// neither names image_url nor holds an escape (which could spell it
+// otherwise) is not decoded.
+func (c ChatRequest) ImageParts() int {
+	n := 0
+	for _, m := range c.Messages {
+		content := bytes.TrimSpace(m.Content)
+		if len(content) == 0 || content[0] != '[' || !bytes.Contains(content, []byte("image_url")) && bytes.IndexByte(content, '\\') < 0 {
+			continue
+		}
+		var parts []struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(content, &parts) != nil {
+			continue // checkContent refused it at accept
+		}
+		for _, p := range parts {
+			if p.Type == "image_url" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Text is a message's text: its string content, or its text parts joined.
 func (m ChatMessage) Text() string {
 	var s string

@@ -496,3 +496,36 @@ func TestModel_WorstCase(t *testing.T) {
 		}
 	}
 }
+
+// TestModel_WorstCaseCountsImages: each image part (image_url) adds the
+// model's ImageTokens to the worst case, however its type is spelled
+// (an escape in JSON), in any message; text parts and string contents
+// add nothing. An image a URL names is a few bytes of request and
+// thousands of tokens of input: counted by its bytes alone, its answer
+// would be capped below what the provider bills.
+func TestModel_WorstCaseCountsImages(t *testing.T) {
+	t.Parallel()
+	m := inkwell.Model{InputMicrosPerMTok: 1_000_000, OutputMicrosPerMTok: 1_000_000, MaxOutputTokens: 10, ImageTokens: 1445}
+	const img = `{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}`
+	for _, tc := range []struct {
+		name   string
+		body   string
+		images int
+	}{
+		{"string content", `{"messages":[{"role":"user","content":"image_url"}],"max_tokens":10}`, 0},
+		{"text parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"image_url"}]}],"max_tokens":10}`, 0},
+		{"one image", `{"messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},` + img + `]}],"max_tokens":10}`, 1},
+		{"two messages, three images", `{"messages":[{"role":"user","content":[` + img + `,` + img + `]},{"role":"assistant","content":"a cat"},{"role":"user","content":[` + img + `]}],"max_tokens":10}`, 3},
+		{"type spelled with an escape", `{"messages":[{"role":"user","content":[{"type":"image\u005furl","image_url":{"url":"https://example.com/a.png"}}]}],"max_tokens":10}`, 1},
+	} {
+		c := mustParseChat(t, tc.body)
+		if got := c.ImageParts(); got != tc.images {
+			t.Errorf("%s: ImageParts = %d, want %d", tc.name, got, tc.images)
+		}
+		// At a million micros a million tokens, a token costs one micro.
+		want := int64(c.InputBytes()) + int64(tc.images)*1445 + 10
+		if got := m.WorstCase(c); got != want {
+			t.Errorf("%s: WorstCase = %d, want bytes %d + %d images × 1,445 + 10 = %d", tc.name, got, c.InputBytes(), tc.images, want)
+		}
+	}
+}

@@ -12,6 +12,11 @@ type Model struct {
 	InputMicrosPerMTok  int64  // price of a million prompt tokens, in micros
 	OutputMicrosPerMTok int64  // price of a million completion tokens, in micros
 	MaxOutputTokens     int    // the most one answer may write; the bound when a request names none
+	// ImageTokens is the most prompt tokens one image part (image_url) may
+	// cost beyond its own bytes: an image a URL names is a few bytes of
+	// request and hundreds to tens of thousands of tokens of input. The
+	// config file's max_image_tokens, DefaultImageTokens when it names none.
+	ImageTokens int64
 }
 
 // Priced says the model charges by usage at its prices. An unpriced model
@@ -57,14 +62,33 @@ func (m Model) OutputBound(c ChatRequest) int {
 // WorstCase is the provable most a request can cost on a priced model
 // (docs/design.md §12): every byte of its input a token, plus its output
 // bound, at the model's prices. A request with tools counts
-// ToolPromptTokens more: a provider adds its own instructions for them.
+// ToolPromptTokens more: a provider adds its own instructions for them;
+// each image part counts the model's ImageTokens more: its bytes (a URL)
+// do not show what it costs.
 func (m Model) WorstCase(c ChatRequest) int64 {
 	in := int64(c.InputBytes())
 	if len(c.Tools) > 0 {
 		in += ToolPromptTokens
 	}
+	if images := int64(c.ImageParts()); images > 0 {
+		// At most MaxMessages × (1 MiB / the smallest part) images, each
+		// at most MaxImageTokens: no overflow; Cost refuses the absurd.
+		in += images * m.ImageTokens
+	}
 	return m.Cost(in, int64(m.OutputBound(c)))
 }
+
+// DefaultImageTokens is a model's ImageTokens when the config file names
+// none: the most any vision model's published pricing counted for one
+// image when it was set (OpenAI's gpt-4o-mini at high detail, eight
+// tiles: 2,833 + 8 × 5,667 = 48,169 tokens), rounded up. It reserves far
+// more than most models need (gpt-4o: 1,445; Claude: about 1,600), which
+// is safe: a model's own max_image_tokens should say what its provider
+// documents.
+const DefaultImageTokens = 50_000
+
+// MaxImageTokens bounds max_image_tokens.
+const MaxImageTokens = 1 << 24
 
 // ToolPromptTokens bounds the tokens a provider adds to a request that has
 // tools, which the request's bytes do not show (Anthropic's tool-use

@@ -128,6 +128,7 @@ type modelJSON struct {
 	InputMicrosPerMTok  int64  `json:"input_micros_per_mtok"`
 	OutputMicrosPerMTok int64  `json:"output_micros_per_mtok"`
 	MaxOutputTokens     int    `json:"max_output_tokens"`
+	MaxImageTokens      int64  `json:"max_image_tokens"`
 	Default             bool   `json:"default"`
 }
 
@@ -151,7 +152,7 @@ func newCatalogJSON(c *catalog.Catalog, lookupEnv func(string) (string, bool)) c
 	for _, m := range c.Models {
 		out.Models = append(out.Models, modelJSON{Name: m.Name, Provider: m.Provider, Upstream: m.Upstream,
 			InputMicrosPerMTok: m.InputMicrosPerMTok, OutputMicrosPerMTok: m.OutputMicrosPerMTok,
-			MaxOutputTokens: m.MaxOutputTokens, Default: m.Name == c.Default})
+			MaxOutputTokens: m.MaxOutputTokens, MaxImageTokens: m.ImageTokens, Default: m.Name == c.Default})
 	}
 	return out
 }
@@ -183,10 +184,10 @@ func printCatalog(w io.Writer, c catalogJSON) {
 
 	fmt.Fprintln(w, "\nMODELS (prices in currency units per million tokens)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tPROVIDER\tUPSTREAM\tINPUT\tOUTPUT\tMAX OUTPUT TOKENS\tDEFAULT")
+	fmt.Fprintln(tw, "  NAME\tPROVIDER\tUPSTREAM\tINPUT\tOUTPUT\tMAX OUTPUT TOKENS\tMAX IMAGE TOKENS\tDEFAULT")
 	for _, m := range c.Models {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.Name, m.Provider, m.Upstream,
-			formatAmount(m.InputMicrosPerMTok), formatAmount(m.OutputMicrosPerMTok), m.MaxOutputTokens, yesNoText(m.Default))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", m.Name, m.Provider, m.Upstream,
+			formatAmount(m.InputMicrosPerMTok), formatAmount(m.OutputMicrosPerMTok), m.MaxOutputTokens, m.MaxImageTokens, yesNoText(m.Default))
 	}
 	tw.Flush()
 }

@@ -256,15 +256,7 @@ func TestChatForm_ReservesTheModelsWorstCase(t *testing.T) {
 	t.Parallel()
 	e := catalogEnv(t)
 	body := fmt.Sprintf(acmeBody, "acme")
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(body), &fields); err != nil {
-		t.Fatal(err)
-	}
-	delete(fields, "account")
-	c, err := inkwell.ParseChat(fields)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := parseChatBody(t, body)
 	const worst = 73
 	if got := gptMini.WorstCase(c); got != worst {
 		t.Fatalf("gpt-mini's WorstCase = %d, want %d (the test's own figure)", got, worst)
@@ -290,6 +282,58 @@ func TestChatForm_ReservesTheModelsWorstCase(t *testing.T) {
 		t.Errorf("re-send past the budget: %d %s; want 200", r.status, r.body)
 	}
 	e.assertUnchanged(before)
+}
+
+// parseChatBody is the chat request of a job body, its "account"
+// (Inkwell's own field, not the provider's) left out.
+func parseChatBody(t *testing.T, body string) inkwell.ChatRequest {
+	t.Helper()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &fields); err != nil {
+		t.Fatal(err)
+	}
+	delete(fields, "account")
+	c, err := inkwell.ParseChat(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestChatForm_ReservesEachImage: a request with an image part reserves
+// the model's max_image_tokens for it beside its bytes (an image a URL
+// names is a few bytes and a thousand tokens or more of input), so a
+// budget that holds the bytes but not the image refuses it, 402, nothing
+// written; the same request without the image fits.
+func TestChatForm_ReservesEachImage(t *testing.T) {
+	t.Parallel()
+	cat := testCatalog()
+	cat.Models[0].ImageTokens = 1445 // gpt-mini
+	e := chatEnv(t, api.Config{Catalog: cat,
+		WorstCase: func(w inkwell.Work, m inkwell.Model) int64 { return provider.WorstCaseMicros(nil, m, w) }})
+	const withImage = `{"model":"gpt-mini","max_tokens":100,"account":"acme","messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}`
+	const textOnly = `{"model":"gpt-mini","max_tokens":100,"account":"acme","messages":[{"role":"user","content":[{"type":"text","text":"what is it?"}]}]}`
+	m := cat.Models[0]
+	image, text := parseChatBody(t, withImage), parseChatBody(t, textOnly)
+	worst := m.Cost(int64(image.InputBytes())+1445, 100)
+	if got := m.WorstCase(image); got != worst || got <= m.WorstCase(text) {
+		t.Fatalf("WorstCase with the image = %d, want %d (bytes %d + 1,445 tokens), above the text's %d", got, worst, image.InputBytes(), m.WorstCase(text))
+	}
+	budget := m.Cost(int64(image.InputBytes()), 100) // the image's bytes, not its tokens
+	e.mustAccount("acme", &budget, 0)
+	before := e.contents()
+	assertError(t, e.post("img-1", withImage), http.StatusPaymentRequired, inkwell.EBUDGET)
+	e.assertUnchanged(before)
+	if r := e.post("text-1", textOnly); r.status != http.StatusCreated {
+		t.Fatalf("the same request without its image: %d %s; want 201", r.status, r.body)
+	}
+	a, err := e.st.Account(t.Context(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := m.WorstCase(text); a.ReservedMicros != want {
+		t.Errorf("acme reserved %d, want the text request's worst case %d", a.ReservedMicros, want)
+	}
 }
 
 // TestChatForm_HugeMaxTokensCannotOverflowTheReservation: serve without a

@@ -43,7 +43,7 @@ const maxOutputTokens = 1 << 32
 // The keys each table takes, in the order docs/providers.md lists them.
 var (
 	providerKeys = []string{"name", "kind", "url", "key_env", "rpm", "tpm", "timeout", "honours_keys", "latency"}
-	modelKeys    = []string{"name", "provider", "upstream", "input_micros_per_mtok", "output_micros_per_mtok", "max_output_tokens"}
+	modelKeys    = []string{"name", "provider", "upstream", "input_micros_per_mtok", "output_micros_per_mtok", "max_output_tokens", "max_image_tokens"}
 	topKeys      = []string{"default_model", "provider", "model"}
 )
 
@@ -391,6 +391,9 @@ func (r *reader) model(e entry, c *Catalog) (inkwell.Model, error) {
 	if m.MaxOutputTokens, err = r.maxOutput(e); err != nil {
 		return m, err
 	}
+	if m.ImageTokens, err = r.imageTokens(e); err != nil {
+		return m, err
+	}
 	// A bound that alone costs more than any job may would have every
 	// request naming no limit refused at accept.
 	if m.Cost(0, int64(m.MaxOutputTokens)) > inkwell.MaxChargeMicros {
@@ -434,6 +437,21 @@ func (r *reader) maxOutput(e entry) (int, error) {
 		return 0, e.errorf("max_output_tokens", "max_output_tokens %d is out of range: give the most tokens one answer may write, from 1 to %d", n, int64(maxOutputTokens))
 	}
 	return int(n), nil
+}
+
+// imageTokens reads max_image_tokens: the most prompt tokens one image
+// part may cost beyond its bytes (inkwell.Model.ImageTokens).
+func (r *reader) imageTokens(e entry) (int64, error) {
+	n, ok, err := e.integer("max_image_tokens")
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return inkwell.DefaultImageTokens, nil
+	case n < 0 || n > inkwell.MaxImageTokens:
+		return 0, e.errorf("max_image_tokens", "max_image_tokens %d is out of range: give the most prompt tokens one image may cost on this model as its provider documents it (such as 1445), from 0 to %d", n, int64(inkwell.MaxImageTokens))
+	}
+	return n, nil
 }
 
 func (r *reader) defaultModel(v any, c *Catalog) (string, error) {

@@ -30,9 +30,9 @@ func TestConfig_Full(t *testing.T) {
 			{Name: "anthropic", Kind: "anthropic", URL: "https://api.anthropic.com/", KeyEnv: "ANTHROPIC_API_KEY", Timeout: 2 * time.Minute},
 		},
 		Models: []inkwell.Model{
-			{Name: "gpt-4o-mini", Provider: "openai", Upstream: "gpt-4o-mini-2024-07-18", InputMicrosPerMTok: 150000, OutputMicrosPerMTok: 600000, MaxOutputTokens: 16384},
-			{Name: "claude-x", Provider: "anthropic", Upstream: "claude-x-20250101", InputMicrosPerMTok: 3_000_000, OutputMicrosPerMTok: 15_000_000, MaxOutputTokens: 8192},
-			{Name: "echo", Provider: "local", Upstream: "echo", MaxOutputTokens: 1},
+			{Name: "gpt-4o-mini", Provider: "openai", Upstream: "gpt-4o-mini-2024-07-18", InputMicrosPerMTok: 150000, OutputMicrosPerMTok: 600000, MaxOutputTokens: 16384, ImageTokens: 48169},
+			{Name: "claude-x", Provider: "anthropic", Upstream: "claude-x-20250101", InputMicrosPerMTok: 3_000_000, OutputMicrosPerMTok: 15_000_000, MaxOutputTokens: 8192, ImageTokens: 0},
+			{Name: "echo", Provider: "local", Upstream: "echo", MaxOutputTokens: 1, ImageTokens: inkwell.DefaultImageTokens},
 		},
 		Default: "claude-x",
 		Path:    "testdata/full.toml",
@@ -43,8 +43,8 @@ func TestConfig_Full(t *testing.T) {
 }
 
 // TestConfig_Defaults: a file with only the required keys gets upstream =
-// name, a 60s timeout, honours_keys true for the sim only, and the first
-// model as the default.
+// name, a 60s timeout, honours_keys true for the sim only, max_image_tokens
+// inkwell.DefaultImageTokens, and the first model as the default.
 func TestConfig_Defaults(t *testing.T) {
 	t.Parallel()
 	got, err := catalog.Load("testdata/defaults.toml")
@@ -58,8 +58,8 @@ func TestConfig_Defaults(t *testing.T) {
 			{Name: "an", Kind: "anthropic", URL: "https://api.anthropic.com", Timeout: catalog.DefaultTimeout},
 		},
 		Models: []inkwell.Model{
-			{Name: "first", Provider: "oa", Upstream: "first", MaxOutputTokens: 100},
-			{Name: "second", Provider: "an", Upstream: "second", MaxOutputTokens: 200},
+			{Name: "first", Provider: "oa", Upstream: "first", MaxOutputTokens: 100, ImageTokens: inkwell.DefaultImageTokens},
+			{Name: "second", Provider: "an", Upstream: "second", MaxOutputTokens: 200, ImageTokens: inkwell.DefaultImageTokens},
 		},
 		Default: "first",
 		Path:    "testdata/defaults.toml",
