@@ -79,12 +79,12 @@ func (m Model) WorstCase(c ChatRequest) int64 {
 }
 
 // DefaultImageTokens is a model's ImageTokens when the config file names
-// none: the most any vision model's published pricing counted for one
-// image when it was set (OpenAI's gpt-4o-mini at high detail, eight
-// tiles: 2,833 + 8 × 5,667 = 48,169 tokens), rounded up. It reserves far
-// more than most models need (gpt-4o: 1,445; Claude: about 1,600), which
-// is safe: a model's own max_image_tokens should say what its provider
-// documents.
+// none: the largest per-image figure of the providers' published
+// pricing we checked when it was set (OpenAI's gpt-4o-mini at high
+// detail, eight tiles: 2,833 + 8 × 5,667 = 48,169 tokens), rounded up.
+// It reserves far more than most models need (gpt-4o: 1,445; Claude:
+// about 1,600), which is safe for the operator; a model's own
+// max_image_tokens should say what its provider documents.
 const DefaultImageTokens = 50_000
 
 // MaxImageTokens bounds max_image_tokens.
