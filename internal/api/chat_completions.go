@@ -25,7 +25,7 @@ const DefaultSyncWait = 10 * time.Minute
 // same request with the same key waits on the same job. Every answer
 // names the job in Inkwell-Job-Id.
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
-	key, err := chatKey(w, r)
+	key, generated, err := chatKey(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -50,6 +50,11 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if generated {
+		// Said only once the job is stored: a key that named nothing
+		// would invite a re-send that is a new job after all.
+		w.Header().Set("Idempotency-Key", key)
+	}
 	w.Header().Set("Inkwell-Job-Id", strconv.FormatInt(job.ID, 10))
 	d, err := s.showWaiting(w, r, job.ID, s.syncWait())
 	if err != nil {
@@ -59,18 +64,18 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	s.writeCompletion(w, r, d)
 }
 
-// chatKey is the request's Idempotency-Key; without one, a new key (sent
-// back in Idempotency-Key), so the request is a job of its own: an OpenAI
-// SDK sends none unless told to, and a re-send without one is a new job.
-func chatKey(w http.ResponseWriter, r *http.Request) (string, error) {
+// chatKey is the request's Idempotency-Key; without one, a new key
+// (generated: sent back in Idempotency-Key once its job is stored), so
+// the request is a job of its own: an OpenAI SDK sends none unless told
+// to, and a re-send without one is a new job.
+func chatKey(r *http.Request) (key string, generated bool, err error) {
 	if len(r.Header.Values("Idempotency-Key")) > 0 {
-		return idempotencyKey(r)
+		key, err = idempotencyKey(r)
+		return key, false, err
 	}
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	key := "chatcmpl-" + hex.EncodeToString(b)
-	w.Header().Set("Idempotency-Key", key)
-	return key, nil
+	return "chatcmpl-" + hex.EncodeToString(b), true, nil
 }
 
 func (s *Server) syncWait() time.Duration {

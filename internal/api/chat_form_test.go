@@ -635,4 +635,10 @@ func TestChatCompletions_WithoutKeyEachRequestIsAJob(t *testing.T) {
 	if got := r.header.Get("Idempotency-Key"); got != "" && got != "mine" {
 		t.Errorf("Idempotency-Key %q in the answer to a request with key mine", got)
 	}
+	// A refused request (no messages) stores nothing, so it names no key:
+	// a key there would invite a re-send that is a new job anyway.
+	r = e.chatCompletion("", `{"model":"gpt-4o-mini"}`)
+	if r.status != http.StatusBadRequest || r.header.Get("Idempotency-Key") != "" {
+		t.Errorf("refused request: %d, Idempotency-Key %q; want 400 and no key", r.status, r.header.Get("Idempotency-Key"))
+	}
 }
