@@ -60,22 +60,25 @@ func (m Model) OutputBound(c ChatRequest) int {
 }
 
 // WorstCase is the provable most a request can cost on a priced model
-// (docs/design.md §12): every byte of its input a token, plus its output
-// bound, at the model's prices. A request with tools counts
-// ToolPromptTokens more: a provider adds its own instructions for them;
-// each image part counts the model's ImageTokens more: its bytes (a URL)
-// do not show what it costs.
+// (docs/design.md §12): its InputBound in prompt tokens plus its output
+// bound, at the model's prices.
 func (m Model) WorstCase(c ChatRequest) int64 {
+	return m.Cost(m.InputBound(c), int64(m.OutputBound(c)))
+}
+
+// InputBound is the most prompt tokens a request can be billed on m:
+// every byte of its input a token; ToolPromptTokens more with tools (a
+// provider adds its own instructions for them); the model's ImageTokens
+// more for each image part (its bytes, a URL, do not show what it
+// costs). Every worst case that counts prompt tokens counts these.
+func (m Model) InputBound(c ChatRequest) int64 {
 	in := int64(c.InputBytes())
 	if len(c.Tools) > 0 {
 		in += ToolPromptTokens
 	}
-	if images := int64(c.ImageParts()); images > 0 {
-		// At most MaxMessages × (1 MiB / the smallest part) images, each
-		// at most MaxImageTokens: no overflow; Cost refuses the absurd.
-		in += images * m.ImageTokens
-	}
-	return m.Cost(in, int64(m.OutputBound(c)))
+	// At most MaxMessages × (1 MiB / the smallest part) images, each at
+	// most MaxImageTokens: no overflow; Cost refuses the absurd.
+	return in + int64(c.ImageParts())*m.ImageTokens
 }
 
 // DefaultImageTokens is a model's ImageTokens when the config file names

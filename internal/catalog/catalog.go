@@ -144,7 +144,7 @@ func Single(p Provider, model string, maxOutput int) *Catalog {
 	}
 	return &Catalog{
 		Providers: []Provider{p},
-		Models:    []inkwell.Model{{Name: model, Provider: p.Name, Upstream: model, MaxOutputTokens: maxOutput}},
+		Models:    []inkwell.Model{{Name: model, Provider: p.Name, Upstream: model, MaxOutputTokens: maxOutput, ImageTokens: inkwell.DefaultImageTokens}},
 		Default:   model,
 		AnyModel:  true,
 	}

@@ -25,7 +25,8 @@ func WorstCaseMicros(p inkwell.Provider, m inkwell.Model, w inkwell.Work) int64 
 			// An answer that names its own amount is charged that
 			// (OpenAI.amount: provider-sim's, by the word), else its
 			// tokens at the price: the worst case is the larger bound.
-			return max(int64(w.Chat.InputBytes()+chatOverheadTokens+bound)*p.cfg.MicrosPerToken, int64(bound)*MicrosPerWord)
+			tokens := m.InputBound(w.Chat) + chatOverheadTokens + int64(bound)
+			return max(tokens*p.cfg.MicrosPerToken, int64(bound)*MicrosPerWord)
 		}
 	}
 	return int64(bound) * MicrosPerWord
