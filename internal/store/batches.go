@@ -393,25 +393,22 @@ func (s *Store) CancelBatch(ctx context.Context, id int64, by string) (BatchCanc
 // queued job ended as Cancel ends one (released, announced, audited).
 // It returns the jobs it ended.
 func (s *Store) cancelQueuedTx(ctx context.Context, tx *sql.Tx, id int64, by string) ([]int64, error) {
-	// The batch's account is locked first (lock order: budgets.go), then
-	// the batch is read as the cancel before this one left it: on
-	// PostgreSQL cancels of one batch at once (a client's retry racing its
-	// first send) take turns on its row, so a second cancel is a re-send,
-	// answered with the batch, not a conflict.
-	var account string
-	if err := s.txQueryRow(ctx, tx, `SELECT account FROM batches WHERE id = $1`, id).Scan(&account); err != nil {
-		return nil, notFound(err, "batch %d", id)
-	}
-	if err := s.lockAccountsTx(ctx, tx, []string{account}, nil); err != nil {
-		return nil, err
-	}
-	rowLock := " FOR UPDATE"
-	if s.dialect.oneWriter {
-		rowLock = "" // SQLite: the transaction already holds the one write lock
-	}
-	b, err := scanBatch(s.txQueryRow(ctx, tx, `SELECT `+batchColumns+` FROM batches WHERE id = $1`+rowLock, id))
+	b, err := scanBatch(s.txQueryRow(ctx, tx, `SELECT `+batchColumns+` FROM batches WHERE id = $1`, id))
 	if err != nil {
 		return nil, notFound(err, "batch %d", id)
+	}
+	if err := s.lockAccountsTx(ctx, tx, []string{b.Account}, nil); err != nil { // lock order: budgets.go
+		return nil, err
+	}
+	if !s.dialect.oneWriter {
+		// Cancels of one batch at once (a client's retry racing its first
+		// send) take turns on its row, after the accounts (lock order), and
+		// each reads it again as the one before left it: a second cancel is
+		// a re-send, answered with the batch, not a conflict. (SQLite's
+		// transaction holds the one write lock: its first read stands.)
+		if b, err = scanBatch(s.txQueryRow(ctx, tx, `SELECT `+batchColumns+` FROM batches WHERE id = $1 FOR UPDATE`, id)); err != nil {
+			return nil, notFound(err, "batch %d", id)
+		}
 	}
 	now := s.ts(s.now())
 	if b.CancellingAt == nil {

@@ -141,6 +141,19 @@ func mustOpenAIAt(t *testing.T, url string, timeout time.Duration) *provider.Ope
 // payload ChatPayload makes of body), reserving reserve.
 func acceptChat(t *testing.T, st *store.Store, key, account, body string, metadata json.RawMessage, reserve int64) inkwell.Job {
 	t.Helper()
+	c := parseChat(t, body)
+	payload := inkwell.ChatPayload(c, account, metadata)
+	job, _, err := st.Accept(t.Context(), store.AcceptParams{Account: account, IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload),
+		Payload: payload, ReserveMicros: reserve})
+	if err != nil {
+		t.Fatalf("Accept %s: %v", key, err)
+	}
+	return job
+}
+
+// parseChat is the chat request of a chat-form body.
+func parseChat(t *testing.T, body string) inkwell.ChatRequest {
+	t.Helper()
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(body), &fields); err != nil {
 		t.Fatalf("body %s: %v", body, err)
@@ -149,13 +162,7 @@ func acceptChat(t *testing.T, st *store.Store, key, account, body string, metada
 	if err != nil {
 		t.Fatalf("ParseChat(%s): %v", body, err)
 	}
-	payload := inkwell.ChatPayload(c, account, metadata)
-	job, _, err := st.Accept(t.Context(), store.AcceptParams{Account: account, IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload),
-		Payload: payload, ReserveMicros: reserve})
-	if err != nil {
-		t.Fatalf("Accept %s: %v", key, err)
-	}
-	return job
+	return c
 }
 
 // chatOf is the chat request a stored job carries, as the lane reads it.
@@ -309,12 +316,7 @@ func TestLane_ChargeWithoutUsage(t *testing.T) {
 				srv := startWire(t, func(_ int, body map[string]json.RawMessage) (int, string) { return 200, answerWith(body, -1, 0) })
 				m := beta
 				body := fmt.Sprintf(`{"model":"beta","messages":[{"role":"user","content":"no usage"}],"max_tokens":%d}`, tc.maxTokens)
-				var fields map[string]json.RawMessage
-				_ = json.Unmarshal([]byte(body), &fields)
-				c, err := inkwell.ParseChat(fields)
-				if err != nil {
-					t.Fatal(err)
-				}
+				c := parseChat(t, body)
 				worst := m.WorstCase(c)
 				if _, err := st.CreateAccount(t.Context(), store.Account{Name: "acme", BudgetMicros: &worst}); err != nil {
 					t.Fatal(err)
@@ -541,12 +543,7 @@ func TestLane_ChargeNeverPastTheReservation(t *testing.T) {
 				srv := startWire(t, func(_ int, body map[string]json.RawMessage) (int, string) { return 200, tc.answer(body) })
 				router := singleRoute(t, tc.model, srv, false, 10*time.Second)
 				body := `{"model":"` + tc.model.Name + `","messages":[{"role":"user","content":"hi"}],"max_tokens":10}`
-				var fields map[string]json.RawMessage
-				_ = json.Unmarshal([]byte(body), &fields)
-				c, err := inkwell.ParseChat(fields)
-				if err != nil {
-					t.Fatal(err)
-				}
+				c := parseChat(t, body)
 				worst := router.WorstCase(inkwell.Work{Chat: c}, tc.model)
 				if worst <= 0 || worst >= 1_500_000 {
 					t.Fatalf("worst case %d: the answer must report more than it", worst)
@@ -609,14 +606,7 @@ func TestLane_ImageUsageChargedInFull(t *testing.T) {
 	m := beta
 	m.ImageTokens = 1445
 	const body = `{"model":"beta","max_tokens":50,"messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}`
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(body), &fields); err != nil {
-		t.Fatal(err)
-	}
-	c, err := inkwell.ParseChat(fields)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := parseChat(t, body)
 	worst := m.WorstCase(c)
 	for _, tc := range []struct {
 		name       string
