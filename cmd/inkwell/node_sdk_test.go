@@ -131,7 +131,7 @@ func TestNodeSDK_OpenAIAgainstServe(t *testing.T) {
 
 	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
 	var chatJobs, charges int
-	if err := st.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM jobs WHERE idempotency_key LIKE '%node-chat-1%'`).Scan(&chatJobs); err != nil {
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM jobs WHERE idempotency_key = 'node-chat-1'`).Scan(&chatJobs); err != nil {
 		t.Fatal(err)
 	}
 	if chatJobs != 1 {
