@@ -265,9 +265,40 @@ func (c ChatRequest) InputBytes() int {
 // otherwise) is not decoded.
 func (c ChatRequest) ImageParts() int {
 	n := 0
+	c.eachPartType(func(content []byte) bool {
+		return bytes.Contains(content, []byte("image_url")) || bytes.IndexByte(content, '\\') >= 0
+	}, func(t string) {
+		if t == "image_url" {
+			n++
+		}
+	})
+	return n
+}
+
+// UnsizedParts counts the request's parts whose cost neither their bytes
+// nor a bound of the model's show: every part that is not text (or an
+// assistant's refusal) or an image. A "file" part naming a document
+// stored at the provider is a few bytes of request and as many pages of
+// input as the document has; so is any type a provider adds that
+// Inkwell does not know. Only a model's max_input_tokens bounds them.
+func (c ChatRequest) UnsizedParts() int {
+	n := 0
+	c.eachPartType(func([]byte) bool { return true }, func(t string) {
+		switch t {
+		case "text", "refusal", "image_url":
+		default:
+			n++
+		}
+	})
+	return n
+}
+
+// eachPartType calls f with the type of each part of every message whose
+// content is an array that decode says is worth decoding.
+func (c ChatRequest) eachPartType(decode func(content []byte) bool, f func(string)) {
 	for _, m := range c.Messages {
 		content := bytes.TrimSpace(m.Content)
-		if len(content) == 0 || content[0] != '[' || !bytes.Contains(content, []byte("image_url")) && bytes.IndexByte(content, '\\') < 0 {
+		if len(content) == 0 || content[0] != '[' || !decode(content) {
 			continue
 		}
 		var parts []struct {
@@ -277,12 +308,9 @@ func (c ChatRequest) ImageParts() int {
 			continue // checkContent refused it at accept
 		}
 		for _, p := range parts {
-			if p.Type == "image_url" {
-				n++
-			}
+			f(p.Type)
 		}
 	}
-	return n
 }
 
 // Text is a message's text: its string content, or its text parts joined.

@@ -529,3 +529,51 @@ func TestModel_WorstCaseCountsImages(t *testing.T) {
 		}
 	}
 }
+
+// TestModel_InputBoundStopsAtTheContextWindow: a model's InputTokens
+// (max_input_tokens, its context window: the provider refuses a longer
+// prompt, so never bills one) caps the input bound, and is the bound of a
+// request with a part nothing else sizes (a file the provider stores, an
+// unknown type, however its type is spelled). Without it such a part
+// counts its bytes only, as before; text, refusal and image parts are
+// never unsized.
+func TestModel_InputBoundStopsAtTheContextWindow(t *testing.T) {
+	t.Parallel()
+	const (
+		img  = `{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}`
+		file = `{"type":"file","file":{"file_id":"file-abc"}}`
+	)
+	for _, tc := range []struct {
+		name    string
+		body    string
+		unsized int
+		images  int
+	}{
+		{"string content", `{"messages":[{"role":"user","content":"a file"}]}`, 0, 0},
+		{"text and refusal parts, one spelled with an escape", `{"messages":[{"role":"user","content":[{"type":"t\u0065xt","text":"file"}]},{"role":"assistant","content":[{"type":"refusal","refusal":"no"}]}]}`, 0, 0},
+		{"a file the provider stores", `{"messages":[{"role":"user","content":[{"type":"text","text":"sum it up"},` + file + `]}]}`, 1, 0},
+		{"a file spelled with an escape", `{"messages":[{"role":"user","content":[{"type":"f\u0069le","file":{"file_id":"file-abc"}}]}]}`, 1, 0},
+		{"audio and a type Inkwell does not know", `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},{"type":"video_url","video_url":{"url":"https://example.com/v.mp4"}}]}]}`, 2, 0},
+		{"forty images", `{"messages":[{"role":"user","content":[` + strings.Repeat(img+",", 39) + img + `]}]}`, 0, 40},
+	} {
+		c := mustParseChat(t, tc.body)
+		if got := c.UnsizedParts(); got != tc.unsized {
+			t.Errorf("%s: UnsizedParts = %d, want %d", tc.name, got, tc.unsized)
+		}
+		sized := int64(c.InputBytes()) + int64(tc.images)*1445
+		open := inkwell.Model{ImageTokens: 1445}
+		if got := open.InputBound(c); got != sized {
+			t.Errorf("%s, no context window: InputBound = %d, want bytes and images %d", tc.name, got, sized)
+		}
+		for _, window := range []int64{sized - 1, sized, 50_000} {
+			want := min(sized, window)
+			if tc.unsized > 0 {
+				want = window
+			}
+			m := inkwell.Model{ImageTokens: 1445, InputTokens: window}
+			if got := m.InputBound(c); got != want {
+				t.Errorf("%s, window %d: InputBound = %d, want %d (bytes and images %d)", tc.name, window, got, want, sized)
+			}
+		}
+	}
+}

@@ -17,6 +17,12 @@ type Model struct {
 	// request and hundreds to tens of thousands of tokens of input. The
 	// config file's max_image_tokens, DefaultImageTokens when it names none.
 	ImageTokens int64
+	// InputTokens is the most prompt tokens the model's provider bills for
+	// one request (its context window: a longer prompt is refused, not
+	// billed), 0 when the config file's max_input_tokens names none. It
+	// caps InputBound, and is what bounds a part nothing else does (a
+	// document stored at the provider, ChatRequest.UnsizedParts).
+	InputTokens int64
 }
 
 // Priced says the model charges by usage at its prices. An unpriced model
@@ -71,6 +77,13 @@ func (m Model) WorstCase(c ChatRequest) int64 {
 // provider adds its own instructions for them); the model's ImageTokens
 // more for each image part (its bytes, a URL, do not show what it
 // costs). Every worst case that counts prompt tokens counts these.
+//
+// A model with InputTokens (max_input_tokens) is never billed more
+// prompt tokens than that, so the bound is at most InputTokens, and is
+// InputTokens when the request has a part whose cost nothing else
+// bounds (UnsizedParts). Without it such a part counts its bytes only,
+// and an answer billed past the bound is charged the bound (capped and
+// logged by the lane).
 func (m Model) InputBound(c ChatRequest) int64 {
 	in := int64(c.InputBytes())
 	if len(c.Tools) > 0 {
@@ -78,7 +91,11 @@ func (m Model) InputBound(c ChatRequest) int64 {
 	}
 	// At most MaxMessages × (1 MiB / the smallest part) images, each at
 	// most MaxImageTokens: no overflow; Cost refuses the absurd.
-	return in + int64(c.ImageParts())*m.ImageTokens
+	in += int64(c.ImageParts()) * m.ImageTokens
+	if m.InputTokens > 0 && (in > m.InputTokens || c.UnsizedParts() > 0) {
+		return m.InputTokens
+	}
+	return in
 }
 
 // DefaultImageTokens is a model's ImageTokens when the config file names
@@ -92,6 +109,10 @@ const DefaultImageTokens = 50_000
 
 // MaxImageTokens bounds max_image_tokens.
 const MaxImageTokens = 1 << 24
+
+// MaxInputTokens bounds max_input_tokens: Cost counts at most 2^32 prompt
+// tokens.
+const MaxInputTokens = 1 << 32
 
 // ToolPromptTokens bounds the tokens a provider adds to a request that has
 // tools, which the request's bytes do not show (Anthropic's tool-use

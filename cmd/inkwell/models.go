@@ -129,6 +129,7 @@ type modelJSON struct {
 	OutputMicrosPerMTok int64  `json:"output_micros_per_mtok"`
 	MaxOutputTokens     int    `json:"max_output_tokens"`
 	MaxImageTokens      int64  `json:"max_image_tokens"`
+	MaxInputTokens      int64  `json:"max_input_tokens"` // 0: none named
 	Default             bool   `json:"default"`
 }
 
@@ -152,7 +153,7 @@ func newCatalogJSON(c *catalog.Catalog, lookupEnv func(string) (string, bool)) c
 	for _, m := range c.Models {
 		out.Models = append(out.Models, modelJSON{Name: m.Name, Provider: m.Provider, Upstream: m.Upstream,
 			InputMicrosPerMTok: m.InputMicrosPerMTok, OutputMicrosPerMTok: m.OutputMicrosPerMTok,
-			MaxOutputTokens: m.MaxOutputTokens, MaxImageTokens: m.ImageTokens, Default: m.Name == c.Default})
+			MaxOutputTokens: m.MaxOutputTokens, MaxImageTokens: m.ImageTokens, MaxInputTokens: m.InputTokens, Default: m.Name == c.Default})
 	}
 	return out
 }
@@ -184,12 +185,22 @@ func printCatalog(w io.Writer, c catalogJSON) {
 
 	fmt.Fprintln(w, "\nMODELS (prices in currency units per million tokens)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tPROVIDER\tUPSTREAM\tINPUT\tOUTPUT\tMAX OUTPUT TOKENS\tMAX IMAGE TOKENS\tDEFAULT")
+	fmt.Fprintln(tw, "  NAME\tPROVIDER\tUPSTREAM\tINPUT\tOUTPUT\tMAX OUTPUT TOKENS\tMAX IMAGE TOKENS\tMAX INPUT TOKENS\tDEFAULT")
 	for _, m := range c.Models {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", m.Name, m.Provider, m.Upstream,
-			formatAmount(m.InputMicrosPerMTok), formatAmount(m.OutputMicrosPerMTok), m.MaxOutputTokens, m.MaxImageTokens, yesNoText(m.Default))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", m.Name, m.Provider, m.Upstream,
+			formatAmount(m.InputMicrosPerMTok), formatAmount(m.OutputMicrosPerMTok), m.MaxOutputTokens, m.MaxImageTokens,
+			inputTokensText(m.MaxInputTokens), yesNoText(m.Default))
 	}
 	tw.Flush()
+}
+
+// inputTokensText is a model's max_input_tokens for a person: 0 is none
+// named.
+func inputTokensText(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // limitText is a provider limit for a person: 0 is unlimited.

@@ -39,10 +39,10 @@ func TestModels_Tables(t *testing.T) {
 		"  anthropic  anthropic  https://api.anthropic.com/   ANTHROPIC_API_KEY  NOT SET  unlimited  unlimited  2m0s     no\n",
 		"  ANTHROPIC_API_KEY is not set in this environment",
 		"MODELS (prices in currency units per million tokens)\n",
-		"  NAME         PROVIDER   UPSTREAM                INPUT  OUTPUT  MAX OUTPUT TOKENS  MAX IMAGE TOKENS  DEFAULT\n",
-		"  gpt-4o-mini  openai     gpt-4o-mini-2024-07-18  0.15   0.60    16384              48169             no\n",
-		"  claude-x     anthropic  claude-x-20250101       3.00   15.00   8192               0                 yes\n",
-		"  echo         local      echo                    0.00   0.00    1                  50000             no\n",
+		"  NAME         PROVIDER   UPSTREAM                INPUT  OUTPUT  MAX OUTPUT TOKENS  MAX IMAGE TOKENS  MAX INPUT TOKENS  DEFAULT\n",
+		"  gpt-4o-mini  openai     gpt-4o-mini-2024-07-18  0.15   0.60    16384              48169             128000            no\n",
+		"  claude-x     anthropic  claude-x-20250101       3.00   15.00   8192               0                 -                 yes\n",
+		"  echo         local      echo                    0.00   0.00    1                  50000             -                 no\n",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("inkwell models does not print %q:\n%s", want, stdout)
@@ -68,6 +68,9 @@ func TestModels_JSON(t *testing.T) {
 	}
 	if p := got.Providers[1]; p.Name != "openai" || !p.KeySet || p.Timeout != "1m30s" || p.RPM != 500 {
 		t.Errorf("providers[1] = %+v", p)
+	}
+	if m := got.Models[0]; m.MaxInputTokens != 128_000 {
+		t.Errorf("models[0].max_input_tokens = %d, want 128000", m.MaxInputTokens)
 	}
 	if m := got.Models[1]; m.Name != "claude-x" || !m.Default || m.InputMicrosPerMTok != 3_000_000 || m.Upstream != "claude-x-20250101" {
 		t.Errorf("models[1] = %+v", m)

@@ -336,6 +336,54 @@ func TestChatForm_ReservesEachImage(t *testing.T) {
 	}
 }
 
+// TestChatForm_ContextWindowBoundsWhatBytesCannot: on a model with
+// max_input_tokens (its context window), a request with a part its bytes
+// do not size (a file the provider stores) reserves the whole window, so
+// a budget that holds its bytes but not the window refuses it, 402,
+// nothing written; and a request of many images reserves the window, not
+// images × max_image_tokens past it, so a budget of one window takes it.
+func TestChatForm_ContextWindowBoundsWhatBytesCannot(t *testing.T) {
+	t.Parallel()
+	cat := testCatalog()
+	cat.Models[0].ImageTokens = 1445 // gpt-mini
+	cat.Models[0].InputTokens = 4000
+	m := cat.Models[0]
+	e := chatEnv(t, api.Config{Catalog: cat,
+		WorstCase: func(w inkwell.Work, m inkwell.Model) int64 { return provider.WorstCaseMicros(nil, m, w) }})
+	const withFile = `{"model":"gpt-mini","max_tokens":100,"account":"acme","messages":[{"role":"user","content":[{"type":"text","text":"sum it up"},{"type":"file","file":{"file_id":"file-abc"}}]}]}`
+	img := `{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}`
+	tenImages := `{"model":"gpt-mini","max_tokens":100,"account":"acme","messages":[{"role":"user","content":[` + strings.Repeat(img+",", 9) + img + `]}]}`
+	file, images := parseChatBody(t, withFile), parseChatBody(t, tenImages)
+	window := m.Cost(4000, 100)
+	if got := m.WorstCase(file); got != window {
+		t.Fatalf("WorstCase with a file part = %d, want the window's %d", got, window)
+	}
+	if got, uncapped := m.WorstCase(images), m.Cost(int64(images.InputBytes())+10*1445, 100); got != window || uncapped <= window {
+		t.Fatalf("WorstCase of ten images = %d, want the window's %d (below the uncapped %d)", got, window, uncapped)
+	}
+	// One window, and room for the file's bytes but not a second window:
+	// counted by its bytes the file would fit.
+	bytesOnly := m.Cost(int64(file.InputBytes()), 100)
+	budget := window + bytesOnly
+	if bytesOnly >= window || m.WorstCase(images) >= m.Cost(int64(images.InputBytes())+10*1445, 100) {
+		t.Fatalf("the test's sizes do not separate the bounds")
+	}
+	e.mustAccount("acme", &budget, 0)
+	if r := e.post("images", tenImages); r.status != http.StatusCreated {
+		t.Fatalf("ten images within one window's budget: %d %s; want 201", r.status, r.body)
+	}
+	before := e.contents()
+	assertError(t, e.post("file", withFile), http.StatusPaymentRequired, inkwell.EBUDGET)
+	e.assertUnchanged(before)
+	a, err := e.st.Account(t.Context(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ReservedMicros != window {
+		t.Errorf("acme reserved %d, want one window's %d", a.ReservedMicros, window)
+	}
+}
+
 // TestChatForm_HugeMaxTokensCannotOverflowTheReservation: serve without a
 // config file (catalog.Single: one openai provider answering any model,
 // unpriced, no bound on max_tokens) reserves the output bound at the

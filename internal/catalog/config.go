@@ -43,7 +43,7 @@ const maxOutputTokens = 1 << 32
 // The keys each table takes, in the order docs/providers.md lists them.
 var (
 	providerKeys = []string{"name", "kind", "url", "key_env", "rpm", "tpm", "timeout", "honours_keys", "latency"}
-	modelKeys    = []string{"name", "provider", "upstream", "input_micros_per_mtok", "output_micros_per_mtok", "max_output_tokens", "max_image_tokens"}
+	modelKeys    = []string{"name", "provider", "upstream", "input_micros_per_mtok", "output_micros_per_mtok", "max_output_tokens", "max_image_tokens", "max_input_tokens"}
 	topKeys      = []string{"default_model", "provider", "model"}
 )
 
@@ -394,6 +394,9 @@ func (r *reader) model(e entry, c *Catalog) (inkwell.Model, error) {
 	if m.ImageTokens, err = r.imageTokens(e); err != nil {
 		return m, err
 	}
+	if m.InputTokens, err = r.inputTokens(e); err != nil {
+		return m, err
+	}
 	// A bound that alone costs more than any job may would have every
 	// request naming no limit refused at accept.
 	if m.Cost(0, int64(m.MaxOutputTokens)) > inkwell.MaxChargeMicros {
@@ -450,6 +453,22 @@ func (r *reader) imageTokens(e entry) (int64, error) {
 		return inkwell.DefaultImageTokens, nil
 	case n < 0 || n > inkwell.MaxImageTokens:
 		return 0, e.errorf("max_image_tokens", "max_image_tokens %d is out of range: give the most prompt tokens one image may cost on this model as its provider documents it (such as 1445), from 0 to %d", n, int64(inkwell.MaxImageTokens))
+	}
+	return n, nil
+}
+
+// inputTokens reads max_input_tokens: the most prompt tokens the model's
+// provider bills for one request, its context window
+// (inkwell.Model.InputTokens); 0 when the file names none.
+func (r *reader) inputTokens(e entry) (int64, error) {
+	n, ok, err := e.integer("max_input_tokens")
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return 0, nil
+	case n < 1 || n > inkwell.MaxInputTokens:
+		return 0, e.errorf("max_input_tokens", "max_input_tokens %d is out of range: give the model's context window as its provider documents it (such as 128000), from 1 to %d, or remove the line", n, int64(inkwell.MaxInputTokens))
 	}
 	return n, nil
 }

@@ -30,7 +30,7 @@ func TestConfig_Full(t *testing.T) {
 			{Name: "anthropic", Kind: "anthropic", URL: "https://api.anthropic.com/", KeyEnv: "ANTHROPIC_API_KEY", Timeout: 2 * time.Minute},
 		},
 		Models: []inkwell.Model{
-			{Name: "gpt-4o-mini", Provider: "openai", Upstream: "gpt-4o-mini-2024-07-18", InputMicrosPerMTok: 150000, OutputMicrosPerMTok: 600000, MaxOutputTokens: 16384, ImageTokens: 48169},
+			{Name: "gpt-4o-mini", Provider: "openai", Upstream: "gpt-4o-mini-2024-07-18", InputMicrosPerMTok: 150000, OutputMicrosPerMTok: 600000, MaxOutputTokens: 16384, ImageTokens: 48169, InputTokens: 128_000},
 			{Name: "claude-x", Provider: "anthropic", Upstream: "claude-x-20250101", InputMicrosPerMTok: 3_000_000, OutputMicrosPerMTok: 15_000_000, MaxOutputTokens: 8192, ImageTokens: 0},
 			{Name: "echo", Provider: "local", Upstream: "echo", MaxOutputTokens: 1, ImageTokens: inkwell.DefaultImageTokens},
 		},

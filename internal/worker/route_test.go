@@ -595,37 +595,45 @@ func (r *capRecorder) capped() []string {
 	return slices.Clone(r.seen)
 }
 
-// TestLane_ImageUsageChargedInFull: an answer to a request with an image
-// reports more prompt tokens than the request has bytes (the image a URL
-// names is input the bytes do not show). Within the model's
-// max_image_tokens for it, that usage is charged as reported, not capped
-// at the bytes; past it, the charge is capped at the worst case accept
-// reserved, as for any answer.
-func TestLane_ImageUsageChargedInFull(t *testing.T) {
+// TestLane_UsageBeyondTheBytesChargedInFull: an answer to a request with
+// an image, or with a file the provider stores, reports more prompt
+// tokens than the request has bytes (input the bytes do not show).
+// Within the model's bound for it (max_image_tokens for an image, its
+// context window, max_input_tokens, for a file), that usage is charged as
+// reported, not capped at the bytes; past it, the charge is capped at the
+// worst case accept reserved, as for any answer.
+func TestLane_UsageBeyondTheBytesChargedInFull(t *testing.T) {
 	t.Parallel()
-	m := beta
-	m.ImageTokens = 1445
-	const body = `{"model":"beta","max_tokens":50,"messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}`
-	c := parseChat(t, body)
-	worst := m.WorstCase(c)
+	image, file := beta, beta
+	image.ImageTokens = 1445
+	file.InputTokens = 3000
+	const (
+		withImage = `{"model":"beta","max_tokens":50,"messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}`
+		withFile  = `{"model":"beta","max_tokens":50,"messages":[{"role":"user","content":[{"type":"text","text":"sum it up"},{"type":"file","file":{"file_id":"file-abc"}}]}]}`
+	)
 	for _, tc := range []struct {
 		name       string
-		extra      int64 // prompt tokens past the request's bytes
+		m          inkwell.Model
+		body       string
+		prompt     func(inkwell.ChatRequest) int64 // prompt tokens the answer reports
 		wantCapped bool
 	}{
-		{"WithinTheImageBound", 1400, false},
-		{"PastTheImageBound", 5000, true},
+		{"ImageWithinItsBound", image, withImage, func(c inkwell.ChatRequest) int64 { return int64(c.InputBytes()) + 1400 }, false},
+		{"ImagePastItsBound", image, withImage, func(c inkwell.ChatRequest) int64 { return int64(c.InputBytes()) + 5000 }, true},
+		{"FileWithinTheWindow", file, withFile, func(inkwell.ChatRequest) int64 { return 2900 }, false},
+		{"FilePastTheWindow", file, withFile, func(inkwell.ChatRequest) int64 { return 3500 }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			c, m := parseChat(t, tc.body), tc.m
+			worst, prompt := m.WorstCase(c), tc.prompt(c)
 			storetest.Run(t, func(t *testing.T, st *store.Store) {
-				prompt := int64(c.InputBytes()) + tc.extra
 				srv := startWire(t, func(_ int, body map[string]json.RawMessage) (int, string) { return 200, answerWith(body, prompt, 10) })
 				budget := worst
 				if _, err := st.CreateAccount(t.Context(), store.Account{Name: "acme", BudgetMicros: &budget}); err != nil {
 					t.Fatal(err)
 				}
-				job := acceptChat(t, st, "k", "acme", body, nil, worst)
+				job := acceptChat(t, st, "k", "acme", tc.body, nil, worst)
 				startLane(t, st, worker.Config{Router: singleRoute(t, m, srv, false, 10*time.Second)}).lane.Wake()
 				d := waitJob(t, st, job.ID, "done", isStatus(inkwell.StatusDone))
 				want := m.Cost(prompt, 10)
@@ -636,7 +644,7 @@ func TestLane_ImageUsageChargedInFull(t *testing.T) {
 					t.Fatalf("charge %+v; want %d micros (reported usage %d+10 costs %d, the worst case is %d)", d.Charge, want, prompt, m.Cost(prompt, 10), worst)
 				}
 				if !tc.wantCapped && want <= m.Cost(int64(c.InputBytes()), 50) {
-					t.Errorf("the test's usage costs %d, not more than the bytes alone could (%d): it would pass without the image bound", want, m.Cost(int64(c.InputBytes()), 50))
+					t.Errorf("the test's usage costs %d, not more than the bytes alone could (%d): it would pass without the bound", want, m.Cost(int64(c.InputBytes()), 50))
 				}
 			})
 		})
