@@ -3,6 +3,7 @@ package inkwell
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -90,9 +91,16 @@ func (c *ChatRequest) parseMessages(raw json.RawMessage) error {
 		return Errorf(EINVALID, "messages is required: an array of {\"role\", \"content\"}, at least one")
 	}
 	var ok bool
-	if c.Messages, ok = readMessages(raw); !ok {
+	if c.Messages, ok = readMessages(raw); !ok { // readMessages reads no message that names a field twice
 		if err := json.Unmarshal(raw, &c.Messages); err != nil {
 			return Errorf(EINVALID, "messages must be an array of {\"role\": \"user\", \"content\": \"...\"} objects")
+		}
+		var each []json.RawMessage
+		_ = json.Unmarshal(raw, &each) // it decodes: the line above did
+		for i, m := range each {
+			if err := refuseFieldTwice(m, fmt.Sprintf("messages[%d]", i)); err != nil {
+				return err
+			}
 		}
 	}
 	switch {
@@ -125,15 +133,22 @@ func checkContent(m ChatMessage) error {
 	case c[0] == '"':
 		return nil
 	case c[0] == '[':
-		var parts []struct {
-			Type string `json:"type"`
-		}
+		var parts []json.RawMessage
 		if json.Unmarshal(c, &parts) != nil {
 			return Errorf(EINVALID, "must be a string, or an array of parts such as {\"type\": \"text\", \"text\": \"...\"}")
 		}
-		for j, p := range parts {
+		for j, raw := range parts {
+			var p struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(raw, &p) != nil {
+				return Errorf(EINVALID, "must be a string, or an array of parts such as {\"type\": \"text\", \"text\": \"...\"}")
+			}
 			if p.Type == "" {
 				return Errorf(EINVALID, "part %d has no \"type\"", j)
+			}
+			if err := refuseFieldTwice(raw, fmt.Sprintf("part %d", j)); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -275,13 +290,15 @@ func (c ChatRequest) ImageParts() int {
 	return n
 }
 
-// UnsizedParts counts the request's parts whose cost neither their bytes
-// nor a bound of the model's show: every part that is not text (or an
-// assistant's refusal) or an image. A "file" part naming a document
+// UnsizedInputs counts the parts of the request whose cost neither their
+// bytes nor a bound of the model's show: every content part that is not
+// text (or an assistant's refusal) or an image, and every message field
+// that is not one of sizedMessageFields. A "file" part naming a document
 // stored at the provider is a few bytes of request and as many pages of
-// input as the document has; so is any type a provider adds that
+// input as the document has; an assistant's "audio": {"id"} names audio
+// the provider stores (a field that is null counts as nothing); so may any type or field a provider adds that
 // Inkwell does not know. Only a model's max_input_tokens bounds them.
-func (c ChatRequest) UnsizedParts() int {
+func (c ChatRequest) UnsizedInputs() int {
 	n := 0
 	c.eachPartType(func([]byte) bool { return true }, func(t string) {
 		switch t {
@@ -290,7 +307,34 @@ func (c ChatRequest) UnsizedParts() int {
 			n++
 		}
 	})
+	var each []json.RawMessage
+	if json.Unmarshal(c.Fields["messages"], &each) != nil {
+		return n // a request built without its fields: its Messages are all there is
+	}
+	for _, raw := range each {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(raw, &m) // each is an object: ParseChat read it
+		for name, v := range m {
+			// A null is nothing: a message an SDK sends back as it was
+			// answered says "audio": null.
+			if !slices.Contains(sizedMessageFields, name) && string(bytes.TrimSpace(v)) != "null" {
+				n++
+			}
+		}
+	}
 	return n
+}
+
+// PartTypes is the types of the request's content parts, each once, in
+// the order they first appear.
+func (c ChatRequest) PartTypes() []string {
+	var types []string
+	c.eachPartType(func([]byte) bool { return true }, func(t string) {
+		if !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	})
+	return types
 }
 
 // eachPartType calls f with the type of each part of every message whose
@@ -519,6 +563,8 @@ func readMessage(b []byte, i int) (m ChatMessage, end int) {
 	if i = skipWS(b, i+1); i < len(b) && b[i] == '}' {
 		return m, i + 1
 	}
+	var seenRoom [8][]byte
+	seen := seenRoom[:0] // the names read, to leave a field named twice to the decoder's path, which refuses it
 	for {
 		if i >= len(b) || b[i] != '"' {
 			return m, -1
@@ -528,6 +574,10 @@ func readMessage(b []byte, i int) (m ChatMessage, end int) {
 			return m, -1
 		}
 		name := b[i+1 : nend-1]
+		if slices.ContainsFunc(seen, func(s []byte) bool { return bytes.EqualFold(s, name) }) {
+			return m, -1
+		}
+		seen = append(seen, name)
 		if i = skipWS(b, nend); i >= len(b) || b[i] != ':' {
 			return m, -1
 		}

@@ -3,6 +3,7 @@ package inkwell_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -555,10 +556,13 @@ func TestModel_InputBoundStopsAtTheContextWindow(t *testing.T) {
 		{"a file spelled with an escape", `{"messages":[{"role":"user","content":[{"type":"f\u0069le","file":{"file_id":"file-abc"}}]}]}`, 1, 0},
 		{"audio and a type Inkwell does not know", `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},{"type":"video_url","video_url":{"url":"https://example.com/v.mp4"}}]}]}`, 2, 0},
 		{"forty images", `{"messages":[{"role":"user","content":[` + strings.Repeat(img+",", 39) + img + `]}]}`, 0, 40},
+		{"an assistant's audio the provider stores", `{"messages":[{"role":"assistant","content":"ok","audio":{"id":"audio_abc"}},{"role":"user","content":"go on"}]}`, 1, 0},
+		{"an answer sent back as an SDK writes it", `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello","refusal":null,"audio":null,"function_call":null,"tool_calls":null,"annotations":[]},{"role":"user","content":"go on"}]}`, 0, 0},
+		{"message fields sized by their bytes", `{"messages":[{"role":"assistant","content":null,"refusal":"no","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","name":"f","content":"1"}]}`, 0, 0},
 	} {
 		c := mustParseChat(t, tc.body)
-		if got := c.UnsizedParts(); got != tc.unsized {
-			t.Errorf("%s: UnsizedParts = %d, want %d", tc.name, got, tc.unsized)
+		if got := c.UnsizedInputs(); got != tc.unsized {
+			t.Errorf("%s: UnsizedInputs = %d, want %d", tc.name, got, tc.unsized)
 		}
 		sized := int64(c.InputBytes()) + int64(tc.images)*1445
 		open := inkwell.Model{ImageTokens: 1445}
@@ -575,5 +579,37 @@ func TestModel_InputBoundStopsAtTheContextWindow(t *testing.T) {
 				t.Errorf("%s, window %d: InputBound = %d, want %d (bytes and images %d)", tc.name, window, got, want, sized)
 			}
 		}
+	}
+}
+
+// TestParseChat_RefusesAFieldNamedTwice: a message or a content part that
+// names one field twice, in any case or spelling the decoder reads as one
+// (an escape, a Unicode case fold such as the Kelvin sign's K), is
+// refused: the provider is sent it as written and may read the other one,
+// so what Inkwell counts (a text part) and what the provider bills (a
+// file) would differ. One of each name passes.
+func TestParseChat_RefusesAFieldNamedTwice(t *testing.T) {
+	t.Parallel()
+	many := ""
+	for i := range 20 {
+		many += fmt.Sprintf(`"x%d":1,`, i)
+	}
+	for _, tc := range []struct{ name, body, says string }{
+		{"part type in another case", `{"messages":[{"role":"user","content":[{"type":"file","Type":"text","file":{"file_id":"f"}}]}]}`, `messages[0].content part 0 names field "Type" twice (as "type" and "Type"`},
+		{"part type twice", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","type":"file"}]}]}`, `part 1 names field "type" twice`},
+		{"part type spelled with an escape", `{"messages":[{"role":"user","content":[{"t\u0079pe":"text","type":"file"}]}]}`, `part 0 names field "type" twice`},
+		{"part field with the Kelvin sign, past sixteen names", `{"messages":[{"role":"user","content":[{` + many + `"type":"text","text":"a","\u212Aey":1,"key":2}]}]}`, `part 0 names field "key" twice`},
+		{"message content in another case", `{"messages":[{"role":"user","content":"hi","CONTENT":[{"type":"file","file":{"file_id":"f"}}]}]}`, `messages[0] names field "CONTENT" twice`},
+		{"message role twice", `{"messages":[{"role":"system","content":"hi","role":"user"}]}`, `messages[0] names field "role" twice`},
+		{"message field unknown to Inkwell, twice", `{"messages":[{"role":"assistant","content":"ok","audio":{"id":"a"},"Audio":null}]}`, `messages[0] names field "Audio" twice`},
+	} {
+		_, err := inkwell.ParseChat(mustFields(t, tc.body))
+		if inkwell.ErrorCode(err) != inkwell.EINVALID || !strings.Contains(inkwell.ErrorMessage(err), tc.says) {
+			t.Errorf("%s: ParseChat = %v; want EINVALID saying %q", tc.name, err, tc.says)
+		}
+	}
+	c := mustParseChat(t, `{"messages":[{"role":"user","content":[{"type":"text","text":"a","Text2":"b"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}],"name":"ana"}]}`)
+	if len(c.Messages) != 1 || c.ImageParts() != 1 {
+		t.Errorf("a request naming each field once: %+v", c)
 	}
 }

@@ -21,7 +21,7 @@ type Model struct {
 	// one request (its context window: a longer prompt is refused, not
 	// billed), 0 when the config file's max_input_tokens names none. It
 	// caps InputBound, and is what bounds a part nothing else does (a
-	// document stored at the provider, ChatRequest.UnsizedParts).
+	// document stored at the provider, ChatRequest.UnsizedInputs).
 	InputTokens int64
 }
 
@@ -81,7 +81,7 @@ func (m Model) WorstCase(c ChatRequest) int64 {
 // A model with InputTokens (max_input_tokens) is never billed more
 // prompt tokens than that, so the bound is at most InputTokens, and is
 // InputTokens when the request has a part whose cost nothing else
-// bounds (UnsizedParts). Without it such a part counts its bytes only,
+// bounds (UnsizedInputs). Without it such a part counts its bytes only,
 // and an answer billed past the bound is charged the bound (capped and
 // logged by the lane).
 func (m Model) InputBound(c ChatRequest) int64 {
@@ -92,7 +92,7 @@ func (m Model) InputBound(c ChatRequest) int64 {
 	// At most MaxMessages × (1 MiB / the smallest part) images, each at
 	// most MaxImageTokens: no overflow; Cost refuses the absurd.
 	in += int64(c.ImageParts()) * m.ImageTokens
-	if m.InputTokens > 0 && (in > m.InputTokens || c.UnsizedParts() > 0) {
+	if m.InputTokens > 0 && (in > m.InputTokens || c.UnsizedInputs() > 0) {
 		return m.InputTokens
 	}
 	return in

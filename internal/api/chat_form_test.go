@@ -185,6 +185,11 @@ func TestChatForm_RefusalsWriteNothing(t *testing.T) {
 		{"AccountNotString", `{"account":7,` + msgs + `}`, "account"},
 		{"AccountBadName", `{"account":"no spaces",` + msgs + `}`, "account"},
 		{"DuplicateMember", `{"temperature":1,"Temperature":2,` + msgs + `}`, "emperature"},
+		// Inside a message or a part too: the provider is sent them as
+		// written, and may read the other one.
+		{"PartTypeInAnotherCase", `{"messages":[{"role":"user","content":[{"type":"file","Type":"text","file":{"file_id":"file-abc"}}]}]}`, `messages[0].content part 0 names field "Type" twice`},
+		{"MessageContentInAnotherCase", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-abc"}}],"Content":"x"}]}`, `messages[0] names field "Content" twice`},
+		{"MessageRoleTwice", `{"messages":[{"role":"user","content":"hi"},{"role":"system","content":"hi","role":"user"}]}`, `messages[1] names field "role" twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.contents()
@@ -212,6 +217,7 @@ func TestChatForm_Catalog(t *testing.T) {
 		{"SeedOnAnthropic", `{"model":"claude","seed":1,` + msgs + `}`, `"seed"`},
 		{"HotTemperatureOnAnthropic", `{"model":"claude","temperature":1.5,` + msgs + `}`, "temperature 1.5"},
 		{"JSONOnAnthropic", `{"model":"claude","response_format":{"type":"json_object"},` + msgs + `}`, "json_object"},
+		{"FilePartOnAnthropic", `{"model":"claude","messages":[{"role":"user","content":[{"type":"text","text":"sum it up"},{"type":"file","file":{"file_id":"file-abc"}}]}]}`, `a content part of type "file" cannot be carried to model "claude"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.contents()
@@ -228,6 +234,8 @@ func TestChatForm_Catalog(t *testing.T) {
 		{"AnthropicWithinItsLimits", `{"model":"claude","temperature":1,"max_tokens":500,"response_format":{"type":"text"},` + msgs + `}`},
 		{"DefaultModel", `{` + msgs + `}`},
 		{"SeedOnOpenAI", `{"model":"gpt-mini","seed":1,"temperature":2,` + msgs + `}`},
+		{"AnthropicTextAndImageParts", `{"model":"claude","messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}`},
+		{"FilePartOnOpenAI", `{"model":"gpt-mini","messages":[{"role":"user","content":[{"type":"text","text":"sum it up"},{"type":"file","file":{"file_id":"file-abc"}}]}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.post("k-"+tc.name, tc.body)

@@ -131,6 +131,11 @@ func anthropicCarries(req inkwell.ChatRequest, m inkwell.Model) error {
 	case req.ResponseFormat == "json_object" || req.ResponseFormat == "json_schema":
 		return inkwell.Errorf(inkwell.EINVALID, "response_format %q cannot be carried to model %q: Anthropic's Messages API has no response format (ask for JSON in the prompt, or use a tool)", req.ResponseFormat, m.Name)
 	}
+	for _, t := range req.PartTypes() {
+		if t != "text" && t != "refusal" && t != "image_url" {
+			return inkwell.Errorf(inkwell.EINVALID, "a content part of type %q cannot be carried to model %q: Inkwell sends Anthropic's Messages API text and image_url parts only", t, m.Name)
+		}
+	}
 	return nil
 }
 

@@ -404,6 +404,12 @@ func (r *reader) model(e entry, c *Catalog) (inkwell.Model, error) {
 		return m, e.errorf("max_output_tokens", "max_output_tokens %d at output_micros_per_mtok %d costs more than any job may (%d micros, a million units), so every request naming no limit would be refused: give at most %d, or check the price is per million tokens",
 			m.MaxOutputTokens, m.OutputMicrosPerMTok, int64(inkwell.MaxChargeMicros), most)
 	}
+	// The same for a whole window: every request with a part only the
+	// window sizes (a file) would be refused.
+	if m.InputTokens > 0 && m.Cost(m.InputTokens, int64(m.MaxOutputTokens)) > inkwell.MaxChargeMicros {
+		return m, e.errorf("max_input_tokens", "max_input_tokens %d at input_micros_per_mtok %d (with max_output_tokens %d) costs more than any job may (%d micros, a million units), so every request with a file part would be refused: give the model's real context window, or check the price is per million tokens",
+			m.InputTokens, m.InputMicrosPerMTok, m.MaxOutputTokens, int64(inkwell.MaxChargeMicros))
+	}
 	return m, nil
 }
 
