@@ -217,6 +217,9 @@ func TestChatForm_Catalog(t *testing.T) {
 		{"SeedOnAnthropic", `{"model":"claude","seed":1,` + msgs + `}`, `"seed"`},
 		{"HotTemperatureOnAnthropic", `{"model":"claude","temperature":1.5,` + msgs + `}`, "temperature 1.5"},
 		{"JSONOnAnthropic", `{"model":"claude","response_format":{"type":"json_object"},` + msgs + `}`, "json_object"},
+		{"PriorityTierOnAPricedModel", `{"model":"gpt-mini","service_tier":"priority",` + msgs + `}`, `service_tier "priority" cannot be sent to model "gpt-mini"`},
+		{"TierNotAString", `{"model":"gpt-mini","service_tier":{"a":1},` + msgs + `}`, "service_tier must be a string"},
+		{"WebSearchOnAPricedModel", `{"model":"gpt-mini","web_search_options":{},` + msgs + `}`, `web_search_options cannot be sent to model "gpt-mini"`},
 		{"FilePartOnAnthropic", `{"model":"claude","messages":[{"role":"user","content":[{"type":"text","text":"sum it up"},{"type":"file","file":{"file_id":"file-abc"}}]}]}`, `a content part of type "file" cannot be carried to model "claude"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,6 +238,7 @@ func TestChatForm_Catalog(t *testing.T) {
 		{"DefaultModel", `{` + msgs + `}`},
 		{"SeedOnOpenAI", `{"model":"gpt-mini","seed":1,"temperature":2,` + msgs + `}`},
 		{"AnthropicTextAndImageParts", `{"model":"claude","messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}`},
+		{"FlexTierOnAPricedModel", `{"model":"gpt-mini","service_tier":"flex","web_search_options":null,` + msgs + `}`},
 		{"FilePartOnOpenAI", `{"model":"gpt-mini","messages":[{"role":"user","content":[{"type":"text","text":"sum it up"},{"type":"file","file":{"file_id":"file-abc"}}]}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

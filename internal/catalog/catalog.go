@@ -7,6 +7,7 @@
 package catalog
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -117,7 +118,35 @@ func (c *Catalog) Check(req inkwell.ChatRequest) (inkwell.Model, error) {
 			return m, err
 		}
 	}
+	if m.Priced() {
+		if err := pricedAsConfigured(req, m); err != nil {
+			return m, err
+		}
+	}
 	return m, nil
+}
+
+// pricedAsConfigured refuses the members an OpenAI-compatible provider is
+// sent unchanged that bill a call at prices the config file does not
+// name: a service tier dearer than the default (OpenAI's "priority",
+// "scale") and web search, billed by the search. Sent on a priced model,
+// the provider would bill more than the usage at the model's prices,
+// which is all Inkwell charges: the operator would pay the rest, with
+// no cap to log it.
+func pricedAsConfigured(req inkwell.ChatRequest, m inkwell.Model) error {
+	if raw, ok := req.Fields["service_tier"]; ok && string(raw) != "null" {
+		var tier string
+		if json.Unmarshal(raw, &tier) != nil {
+			return inkwell.Errorf(inkwell.EINVALID, "service_tier must be a string")
+		}
+		if !slices.Contains([]string{"auto", "default", "flex"}, tier) {
+			return inkwell.Errorf(inkwell.EINVALID, "service_tier %q cannot be sent to model %q: the config file prices it at one tier's prices, and a dearer tier would be billed more than Inkwell charges (send \"auto\", \"default\" or \"flex\", or leave it out)", tier, m.Name)
+		}
+	}
+	if raw, ok := req.Fields["web_search_options"]; ok && string(raw) != "null" {
+		return inkwell.Errorf(inkwell.EINVALID, "web_search_options cannot be sent to model %q: a search is billed by the search, a price the config file does not name, on top of the tokens Inkwell charges", m.Name)
+	}
+	return nil
 }
 
 // anthropicCarries refuses the known chat fields the Messages API has no
