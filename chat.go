@@ -574,7 +574,9 @@ func readMessage(b []byte, i int) (m ChatMessage, end int) {
 			return m, -1
 		}
 		name := b[i+1 : nend-1]
-		if slices.ContainsFunc(seen, func(s []byte) bool { return bytes.EqualFold(s, name) }) {
+		// Past a few names the decoder's path reads the message: the
+		// comparison here is pairwise, and its own check goes by map.
+		if len(seen) == len(seenRoom) || slices.ContainsFunc(seen, func(s []byte) bool { return bytes.EqualFold(s, name) }) {
 			return m, -1
 		}
 		seen = append(seen, name)

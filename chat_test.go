@@ -613,3 +613,45 @@ func TestParseChat_RefusesAFieldNamedTwice(t *testing.T) {
 		t.Errorf("a request naming each field once: %+v", c)
 	}
 }
+
+// TestReadMessages_ManyNamesGoToTheDecoder: the one-pass reader checks a
+// message's names pairwise for a repeat, so it reads only messages of a
+// few names and leaves the rest to the decoder's path, whose check goes
+// by map. Pairwise over every name, a message of 90,000 names (under
+// 1 MiB) took 14 s of CPU to accept and again at each attempt.
+func TestReadMessages_ManyNamesGoToTheDecoder(t *testing.T) {
+	t.Parallel()
+	message := func(names int) string {
+		m := `{"role":"user","content":"hi"`
+		for i := range names - 2 {
+			m += fmt.Sprintf(`,"x%d":0`, i)
+		}
+		return m + "}"
+	}
+	if _, ok := inkwell.ReadMessages([]byte("[" + message(8) + "]")); !ok {
+		t.Errorf("a message of 8 names is left to the decoder; want it read in one pass")
+	}
+	if _, ok := inkwell.ReadMessages([]byte("[" + message(9) + "]")); ok {
+		t.Errorf("a message of 9 names is read in one pass (pairwise); want it left to the decoder")
+	}
+	// The decoder's path reads it, and still refuses a repeat past 16 names.
+	many := `{"messages":[` + message(5000) + `]}`
+	if c := mustParseChat(t, many); len(c.Messages) != 1 || c.Messages[0].Role != "user" {
+		t.Fatalf("a message of 5,000 names: %+v", c.Messages)
+	}
+	twice := `{"messages":[` + strings.TrimSuffix(message(5000), "}") + `,"X17":1}]}`
+	if _, err := inkwell.ParseChat(mustFields(t, twice)); inkwell.ErrorCode(err) != inkwell.EINVALID || !strings.Contains(inkwell.ErrorMessage(err), `"X17" twice`) {
+		t.Errorf("a repeat among 5,000 names: %v; want EINVALID naming X17", err)
+	}
+}
+
+// TestParseChat_KnownNameInAnotherCaseIsItsOwnField: ParseChat reads the
+// top-level fields by their exact names (what the accept refuses in
+// another case is internal/api's: refuseKnownNameInAnotherCase).
+func TestParseChat_KnownNameInAnotherCaseIsItsOwnField(t *testing.T) {
+	t.Parallel()
+	c := mustParseChat(t, `{"messages":[{"role":"user","content":"hi"}],"Max_Tokens":5}`)
+	if c.MaxOutputTokens != 0 || len(c.Unknown()) != 1 || c.Unknown()[0] != "Max_Tokens" {
+		t.Errorf("Max_Tokens read as %d, unknown %v; want it an unknown field of its own", c.MaxOutputTokens, c.Unknown())
+	}
+}

@@ -189,6 +189,12 @@ func TestChatForm_RefusalsWriteNothing(t *testing.T) {
 		// written, and may read the other one.
 		{"PartTypeInAnotherCase", `{"messages":[{"role":"user","content":[{"type":"file","Type":"text","file":{"file_id":"file-abc"}}]}]}`, `messages[0].content part 0 names field "Type" twice`},
 		{"MessageContentInAnotherCase", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-abc"}}],"Content":"x"}]}`, `messages[0] names field "Content" twice`},
+		// A known name in another case, alone: read by its exact name it
+		// would go to the provider unchecked, and a provider matching
+		// names without case would obey it.
+		{"MaxTokensInAnotherCase", `{"Max_Tokens":999999,` + msgs + `}`, `field "Max_Tokens" is "max_tokens" in another case`},
+		{"ServiceTierInAnotherCase", `{"SERVICE_TIER":"priority",` + msgs + `}`, `field "SERVICE_TIER" is "service_tier" in another case`},
+		{"AccountInAnotherCase", `{"Account":"someone-else",` + msgs + `}`, `field "Account" is "account" in another case`},
 		{"MessageRoleTwice", `{"messages":[{"role":"user","content":"hi"},{"role":"system","content":"hi","role":"user"}]}`, `messages[1] names field "role" twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

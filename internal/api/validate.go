@@ -165,6 +165,9 @@ func readChat(r *http.Request, fields map[string]json.RawMessage) (inkwell.Work,
 	if len(fields) > maxKeysChecked { // past it, a name repeated in another case would go unseen
 		return inkwell.Work{}, nil, inkwell.Errorf(inkwell.EINVALID, "the body has %d fields; a chat request has at most %d", len(fields), maxKeysChecked)
 	}
+	if err := refuseKnownNameInAnotherCase(fields); err != nil {
+		return inkwell.Work{}, nil, err
+	}
 	var account string
 	if raw, ok := fields["account"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &account); err != nil {
@@ -188,6 +191,28 @@ func readChat(r *http.Request, fields map[string]json.RawMessage) (inkwell.Work,
 		return inkwell.Work{}, nil, err
 	}
 	return inkwell.Work{Account: account, Chat: c}, inkwell.ChatPayload(c, account, metadata), nil
+}
+
+// guardedNames are the top-level names of the chat form that Inkwell reads
+// or refuses: its own (account, metadata), the chat fields it checks, and
+// the ones a priced model refuses (catalog.pricedAsConfigured).
+var guardedNames = append([]string{"account", "metadata", "service_tier", "web_search_options"}, inkwell.ChatFields...)
+
+// refuseKnownNameInAnotherCase refuses a member whose name is one of
+// guardedNames in another case ("Max_Tokens"). The chat form's fields are
+// read by their exact names and every other member goes to the provider
+// as sent, so such a member would be unknown to Inkwell (not checked, not
+// reserved for) and max_tokens to a provider that matches names without
+// regard to case, as Go's decoder does.
+func refuseKnownNameInAnotherCase(fields map[string]json.RawMessage) error {
+	for name := range fields {
+		for _, known := range guardedNames {
+			if name != known && strings.EqualFold(name, known) {
+				return inkwell.Errorf(inkwell.EINVALID, "field %q is %q in another case: send it as %s (a provider may read it either way)", name, known, known)
+			}
+		}
+	}
+	return nil
 }
 
 // checkMetadata accepts what OpenAI's metadata is: an object of at most 16
