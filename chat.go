@@ -329,8 +329,10 @@ func (c ChatRequest) UnsizedInputs() int {
 // the order they first appear.
 func (c ChatRequest) PartTypes() []string {
 	var types []string
+	seen := map[string]bool{} // a message may have thousands of parts, each of its own type
 	c.eachPartType(func([]byte) bool { return true }, func(t string) {
-		if !slices.Contains(types, t) {
+		if !seen[t] {
+			seen[t] = true
 			types = append(types, t)
 		}
 	})
