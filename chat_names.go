@@ -17,7 +17,7 @@ import (
 
 // objectNames is the member names of the JSON object v, escapes resolved as
 // the decoder resolves them; ok is false when v is not an object.
-func objectNames(v []byte) (names []string, ok bool) {
+func objectNames(v []byte) (names [][]byte, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(v))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, false
@@ -28,7 +28,7 @@ func objectNames(v []byte) (names []string, ok bool) {
 			return names, false
 		}
 		name, _ := tok.(string)
-		names = append(names, name)
+		names = append(names, []byte(name))
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
 			return names, false
@@ -37,41 +37,46 @@ func objectNames(v []byte) (names []string, ok bool) {
 	return names, true
 }
 
-// sameFieldTwice finds two names the decoder reads as one field.
-func sameFieldTwice(names []string) (first, second string, found bool) {
+// SameFieldTwice finds two names the decoder reads as one field (names are
+// matched without regard to case, as bytes.EqualFold has it). Names are
+// few: compared pairwise, with no allocation; past 16, through a map.
+// The one check of names twice, at a body's top level (internal/api) and
+// in each message and part.
+func SameFieldTwice(names [][]byte) (first, second []byte, found bool) {
 	if len(names) <= 16 {
 		for i, name := range names {
 			for _, earlier := range names[:i] {
-				if strings.EqualFold(earlier, name) {
+				if bytes.EqualFold(earlier, name) {
 					return earlier, name, true
 				}
 			}
 		}
-		return "", "", false
+		return nil, nil, false
 	}
-	seen := make(map[string]string, len(names))
+	seen := make(map[string][]byte, len(names))
 	for _, name := range names {
-		f := foldKey(name)
+		f := foldName(name)
 		if earlier, ok := seen[f]; ok {
 			return earlier, name, true
 		}
 		seen[f] = name
 	}
-	return "", "", false
+	return nil, nil, false
 }
 
-// foldKey is a name in a form two names share when strings.EqualFold says
-// they are equal: each rune mapped to the least of its case-folding orbit.
-func foldKey(s string) string {
-	var b strings.Builder
-	for _, r := range s {
+// foldName is a name in a form two names share when bytes.EqualFold says
+// they are equal: each rune mapped to the least of its case-folding orbit
+// (so ſ and s, the Kelvin sign and k, fold alike).
+func foldName(b []byte) string {
+	var out strings.Builder
+	for _, r := range string(b) {
 		least := r
 		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
 			least = min(least, f)
 		}
-		b.WriteRune(least)
+		out.WriteRune(least)
 	}
-	return b.String()
+	return out.String()
 }
 
 // refuseFieldTwice refuses the object v when it names one field twice.
@@ -81,7 +86,7 @@ func refuseFieldTwice(v []byte, what string) error {
 	if !ok {
 		return nil // not an object: the caller's decode says what is wrong
 	}
-	if a, b, found := sameFieldTwice(names); found {
+	if a, b, found := SameFieldTwice(names); found {
 		return Errorf(EINVALID, "%s names field %q twice (as %q and %q; names are matched without regard to case, and a provider may read the other one): send each field once", what, b, a, b)
 	}
 	return nil

@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/inkwell/inkwell"
@@ -39,29 +38,11 @@ func topLevelNames(body []byte) [][]byte {
 	return keys
 }
 
-// refuseDuplicates refuses names of which two are one field. A request has
-// a few: compared pairwise, with no allocation; past a few, through a map.
+// refuseDuplicates refuses names of which two are one field
+// (inkwell.SameFieldTwice).
 func refuseDuplicates(keys [][]byte) error {
-	dup := func(k, key []byte) error {
+	if k, key, found := inkwell.SameFieldTwice(keys); found {
 		return inkwell.Errorf(inkwell.EINVALID, "field %q appears twice in one object (as %q and %q; names are matched without regard to case): send each field once", key, k, key)
-	}
-	if len(keys) <= 16 {
-		for i, key := range keys {
-			for _, k := range keys[:i] {
-				if bytes.EqualFold(k, key) {
-					return dup(k, key)
-				}
-			}
-		}
-		return nil
-	}
-	seen := make(map[string][]byte, len(keys))
-	for _, key := range keys {
-		f := foldName(key)
-		if k, ok := seen[f]; ok {
-			return dup(k, key)
-		}
-		seen[f] = key
 	}
 	return nil
 }
@@ -75,13 +56,6 @@ func hasName(names [][]byte, name string, fold bool) bool {
 		}
 	}
 	return false
-}
-
-// foldName is a name as the decoder matches it, without regard to case:
-// two names are the same field when their folds are equal (ſ and s, the
-// Kelvin sign and k, as bytes.EqualFold has it).
-func foldName(b []byte) string {
-	return strings.ToLower(strings.ToUpper(string(b)))
 }
 
 // topLevelKeys returns the names of the first max members of the JSON
