@@ -296,33 +296,40 @@ func (c ChatRequest) ImageParts() int {
 // that is not one of sizedMessageFields. A "file" part naming a document
 // stored at the provider is a few bytes of request and as many pages of
 // input as the document has; an assistant's "audio": {"id"} names audio
-// the provider stores (a field that is null counts as nothing); so may any type or field a provider adds that
-// Inkwell does not know. Only a model's max_input_tokens bounds them.
+// the provider stores (a field that is null counts as nothing); so may
+// any type or field a provider adds that Inkwell does not know. Only a
+// model's max_input_tokens bounds them.
 func (c ChatRequest) UnsizedInputs() int {
-	n := 0
+	_, unsized := c.inputParts()
+	return unsized
+}
+
+// inputParts is ImageParts and UnsizedInputs counted in one pass over the
+// messages (InputBound needs both on a model with a context window).
+func (c ChatRequest) inputParts() (images, unsized int) {
 	c.eachPartType(func([]byte) bool { return true }, func(t string) {
 		switch t {
-		case "text", "refusal", "image_url":
+		case "image_url":
+			images++
+		case "text", "refusal":
 		default:
-			n++
+			unsized++
 		}
 	})
-	var each []json.RawMessage
+	var each []map[string]json.RawMessage
 	if json.Unmarshal(c.Fields["messages"], &each) != nil {
-		return n // a request built without its fields: its Messages are all there is
+		return images, unsized // a request built without its fields: its Messages are all there is
 	}
-	for _, raw := range each {
-		var m map[string]json.RawMessage
-		_ = json.Unmarshal(raw, &m) // each is an object: ParseChat read it
+	for _, m := range each {
 		for name, v := range m {
 			// A null is nothing: a message an SDK sends back as it was
 			// answered says "audio": null.
 			if !slices.Contains(sizedMessageFields, name) && string(bytes.TrimSpace(v)) != "null" {
-				n++
+				unsized++
 			}
 		}
 	}
-	return n
+	return images, unsized
 }
 
 // PartTypes is the types of the request's content parts, each once, in

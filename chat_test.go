@@ -556,6 +556,7 @@ func TestModel_InputBoundStopsAtTheContextWindow(t *testing.T) {
 		{"a file spelled with an escape", `{"messages":[{"role":"user","content":[{"type":"f\u0069le","file":{"file_id":"file-abc"}}]}]}`, 1, 0},
 		{"audio and a type Inkwell does not know", `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},{"type":"video_url","video_url":{"url":"https://example.com/v.mp4"}}]}]}`, 2, 0},
 		{"forty images", `{"messages":[{"role":"user","content":[` + strings.Repeat(img+",", 39) + img + `]}]}`, 0, 40},
+		{"an image and a file in one message", `{"messages":[{"role":"user","content":[` + img + `,` + file + `]}]}`, 1, 1},
 		{"an assistant's audio the provider stores", `{"messages":[{"role":"assistant","content":"ok","audio":{"id":"audio_abc"}},{"role":"user","content":"go on"}]}`, 1, 0},
 		{"an answer sent back as an SDK writes it", `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello","refusal":null,"audio":null,"function_call":null,"tool_calls":null,"annotations":[]},{"role":"user","content":"go on"}]}`, 0, 0},
 		{"message fields sized by their bytes", `{"messages":[{"role":"assistant","content":null,"refusal":"no","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","name":"f","content":"1"}]}`, 0, 0},

@@ -91,8 +91,12 @@ func (m Model) InputBound(c ChatRequest) int64 {
 	}
 	// At most MaxMessages × (1 MiB / the smallest part) images, each at
 	// most MaxImageTokens: no overflow; Cost refuses the absurd.
-	in += int64(c.ImageParts()) * m.ImageTokens
-	if m.InputTokens > 0 && (in > m.InputTokens || c.UnsizedInputs() > 0) {
+	if m.InputTokens == 0 {
+		return in + int64(c.ImageParts())*m.ImageTokens
+	}
+	images, unsized := c.inputParts()
+	in += int64(images) * m.ImageTokens
+	if in > m.InputTokens || unsized > 0 {
 		return m.InputTokens
 	}
 	return in
