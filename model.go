@@ -106,9 +106,10 @@ func (m Model) InputBound(c ChatRequest) int64 {
 // none: the largest per-image figure of the providers' published
 // pricing we checked when it was set (OpenAI's gpt-4o-mini at high
 // detail, eight tiles: 2,833 + 8 × 5,667 = 48,169 tokens), rounded up.
-// It reserves far more than most models need (gpt-4o: 1,445; Claude:
-// about 1,600), which is safe for the operator; a model's own
-// max_image_tokens should say what its provider documents.
+// It reserves far more than most models need (gpt-4o: 1,445; Claude
+// before Opus 4.7: about 1,600; Opus 4.7, Sonnet 5 and later: 4,784),
+// which is safe for the operator; a model's own max_image_tokens should
+// say what its provider documents for that model.
 const DefaultImageTokens = 50_000
 
 // MaxImageTokens bounds max_image_tokens.

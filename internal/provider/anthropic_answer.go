@@ -26,12 +26,19 @@ type messagesAnswer struct {
 	// Usage without input_tokens or output_tokens (an empty object, a null
 	// count) reports no usage, and is charged at its bound rather than as
 	// zero tokens.
-	Usage *struct {
-		InputTokens              *int64 `json:"input_tokens"`
-		OutputTokens             *int64 `json:"output_tokens"`
-		CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
-	} `json:"usage"`
+	Usage *messagesUsage `json:"usage"`
+}
+
+type messagesUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
+}
+
+// counted says the answer reports its usage: both counts present.
+func (u *messagesUsage) counted() bool {
+	return u != nil && u.InputTokens != nil && u.OutputTokens != nil
 }
 
 // toolCall is one of a chat.completion message's tool_calls.
@@ -65,11 +72,14 @@ func (p *Anthropic) parse(status int, body []byte) (inkwell.ProviderResponse, er
 	case a.ID == "":
 		// Without an id a charge could not name the request it paid for.
 		return inkwell.ProviderResponse{}, malformed(status, "answer has no id")
-	case strings.TrimSpace(text) == "" && len(calls) == 0 && a.StopReason != "refusal":
-		return inkwell.ProviderResponse{}, malformed(status, "answer has no text and no tool call")
+	case strings.TrimSpace(text) == "" && len(calls) == 0 && a.StopReason != "refusal" && !a.Usage.counted():
+		// With its usage it is an answer, billed: Claude documents empty
+		// end_turn answers (content [], a few output tokens), most often
+		// after a tool result. Without it nothing says what was billed.
+		return inkwell.ProviderResponse{}, malformed(status, "answer has no text, no tool call and no usage")
 	}
 	resp := inkwell.ProviderResponse{Text: text, RequestID: a.ID, AmountMicros: Price(text), FinishReason: a.finishReason()}
-	if u := a.Usage; u != nil && u.InputTokens != nil && u.OutputTokens != nil {
+	if u := a.Usage; u.counted() {
 		resp.Usage = true
 		resp.PromptTokens = sumTokens(*u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens)
 		resp.CompletionTokens = *u.OutputTokens

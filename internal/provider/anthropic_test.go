@@ -1,11 +1,9 @@
 package provider_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -365,40 +363,6 @@ func TestAnthropic_StopReasons(t *testing.T) {
 	}
 }
 
-// startResetAfterRead starts a provider that reads each request in full
-// and then resets the connection (SO_LINGER 0) instead of answering: the
-// request arrived, and may have been billed. It returns its URL and a
-// count of the requests it read.
-func startResetAfterRead(t *testing.T) (string, func() int) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	read := 0
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-				if _, err := io.Copy(io.Discard, req.Body); err == nil {
-					mu.Lock()
-					read++
-					mu.Unlock()
-				}
-			}
-			c.(*net.TCPConn).SetLinger(0)
-			c.Close()
-		}
-	})
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	return "http://" + ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return read }
-}
-
 func TestAnthropic_FailureClasses(t *testing.T) {
 	t.Parallel()
 	type setup struct {
@@ -442,7 +406,7 @@ func TestAnthropic_FailureClasses(t *testing.T) {
 		{"Hang", simSetup(providersim.Config{HangRate: 1}, 100*time.Millisecond),
 			"", provider.ClassTimeout, 0, inkwell.ClassTimeout, 0, ""},
 		{"ResetAfterRequestWritten", func(t *testing.T) setup {
-			url, reqs := startResetAfterRead(t)
+			url, reqs := simtest.ResetAfterRead(t)
 			return setup{url: url, timeout: 10 * time.Second, reqs: reqs}
 		}, "", provider.ClassNetwork, 0, inkwell.ClassTimeout, 0, "may have reached the provider"},
 		{"ConnectionRefused", func(t *testing.T) setup { return setup{url: "http://" + closedAddr(t), timeout: 10 * time.Second} },

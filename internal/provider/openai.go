@@ -201,7 +201,10 @@ type chatResponse struct {
 
 // answerText is the first choice's text: its content; for an answer that
 // only calls tools, "" (the calls are in the response); for a refusal,
-// the refusal. ok is false when it has none of these.
+// the refusal. ok is false when it has none of these and reports no
+// usage: an empty answer that says what it billed is an answer (a
+// reasoning model that spent max_completion_tokens thinking answers
+// content "" with finish_reason "length"), one that does not is not.
 func (cr chatResponse) answerText() (text string, ok bool) {
 	m := cr.Choices[0].Message
 	switch {
@@ -211,8 +214,17 @@ func (cr chatResponse) answerText() (text string, ok bool) {
 		return "", true
 	case m.Refusal != nil && strings.TrimSpace(*m.Refusal) != "":
 		return *m.Refusal, true
+	case cr.counted() && m.Content != nil:
+		return *m.Content, true
+	case cr.counted():
+		return "", true
 	}
 	return "", false
+}
+
+// counted says the answer reports its usage: both counts present.
+func (cr chatResponse) counted() bool {
+	return cr.Usage != nil && cr.Usage.PromptTokens != nil && cr.Usage.CompletionTokens != nil
 }
 
 func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error) {
@@ -226,14 +238,14 @@ func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error
 	text, ok := cr.answerText()
 	switch {
 	case !ok:
-		return inkwell.ProviderResponse{}, malformed(status, "answer has empty content")
+		return inkwell.ProviderResponse{}, malformed(status, "answer has empty content and no usage")
 	case cr.ID == "":
 		// Without an id a charge could not name the request it paid for.
 		return inkwell.ProviderResponse{}, malformed(status, "answer has no id")
 	}
 	resp := inkwell.ProviderResponse{Text: text, RequestID: cr.ID, AmountMicros: p.amount(cr, text), TokensUsed: tokensUsed(cr),
 		FinishReason: cr.Choices[0].FinishReason, Response: compactJSON(body)}
-	if u := cr.Usage; u != nil && u.PromptTokens != nil && u.CompletionTokens != nil {
+	if u := cr.Usage; cr.counted() {
 		resp.Usage, resp.PromptTokens, resp.CompletionTokens = true, *u.PromptTokens, *u.CompletionTokens
 	}
 	if err := storable(resp); err != nil {

@@ -278,3 +278,32 @@ func TestOpenAI_TokensUsed(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenAI_EmptyAnswerWithUsageIsAnAnswer: an answer with no text that
+// reports its usage was billed, so it is an answer (text "", its finish
+// reason and usage kept for the charge), not a malformed one that would
+// fail the job uncharged: a reasoning model that spends
+// max_completion_tokens thinking answers content "" with finish_reason
+// "length". Without a usage nothing says what was billed: still malformed
+// (callerror_test.go, MalformedEmptyContent and MalformedNullContent).
+func TestOpenAI_EmptyAnswerWithUsageIsAnAnswer(t *testing.T) {
+	t.Parallel()
+	const usage = `"usage":{"prompt_tokens":40,"completion_tokens":256,"total_tokens":296}`
+	for _, tc := range []struct{ name, message, text string }{
+		{"EmptyString", `{"role":"assistant","content":""}`, ""},
+		{"WhiteSpace", `{"role":"assistant","content":"\n"}`, "\n"},
+		{"Null", `{"role":"assistant","content":null}`, ""},
+		{"NoContent", `{"role":"assistant"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			body := `{"id":"chatcmpl-empty","object":"chat.completion","choices":[{"index":0,"message":` + tc.message + `,"finish_reason":"length"}],` + usage + `}`
+			url, _ := fakeAnswer(t, http.StatusOK, body, nil)
+			got := mustGenerate(t, mustOpenAI(t, url, 10*time.Second), inkwell.ProviderRequest{Prompt: "p"})
+			if got.Text != tc.text || got.FinishReason != "length" || got.RequestID != "chatcmpl-empty" ||
+				!got.Usage || got.PromptTokens != 40 || got.CompletionTokens != 256 {
+				t.Errorf("answer %+v; want text %q, finish length, id chatcmpl-empty, usage 40+256", got, tc.text)
+			}
+		})
+	}
+}

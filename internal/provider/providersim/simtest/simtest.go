@@ -3,11 +3,15 @@
 package simtest
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,4 +75,36 @@ func (s *Sim) MustLedger(t testing.TB) providersim.Ledger {
 		t.Fatalf("ledger: %v", err)
 	}
 	return l
+}
+
+// ResetAfterRead starts a provider on 127.0.0.1 that reads each request in
+// full and then resets the connection (SO_LINGER 0) instead of answering:
+// the request arrived, and may have been billed, what the simulator's
+// failure modes cannot show. It returns its URL and a count of the
+// requests it read; it stops in t.Cleanup.
+func ResetAfterRead(t testing.TB) (url string, read func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+				if _, err := io.Copy(io.Discard, req.Body); err == nil {
+					n.Add(1)
+				}
+			}
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+		}
+	})
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return "http://" + ln.Addr().String(), func() int { return int(n.Load()) }
 }
