@@ -77,7 +77,7 @@ func parseBatchLines(r *http.Request, in io.Reader, url string) (store.BatchPara
 	n := 0
 	for sc.Scan() {
 		n++
-		raw := bytes.TrimSpace(sc.Bytes())
+		raw := bytes.TrimFunc(sc.Bytes(), blankRune)
 		if len(raw) == 0 {
 			continue
 		}
@@ -113,6 +113,21 @@ func parseBatchLines(r *http.Request, in io.Reader, url string) (store.BatchPara
 	p.RequestHash = store.BatchHash(p.Lines)
 	return p, works, nil
 }
+
+// blankByte is the white space a line may hold and still be blank: the
+// ASCII kind only, as the upload's line count (lineCounter) reads it, so
+// that a file's lines are counted alike when it is stored and when its
+// batch is made. A line of Unicode spaces (U+00A0…) is not blank: it is a
+// line that is not JSON.
+func blankByte(b byte) bool {
+	switch b {
+	case ' ', '\t', '\r', '\v', '\f':
+		return true
+	}
+	return false
+}
+
+func blankRune(r rune) bool { return r < utf8.RuneSelf && blankByte(byte(r)) }
 
 // utf8BOM is the UTF-8 byte order mark, which Windows tools (Notepad,
 // PowerShell's Out-File) write at the start of a text file.

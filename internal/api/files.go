@@ -226,6 +226,7 @@ func fileObject(f store.File) FileObject {
 type upload struct {
 	purpose, filename string
 	file              *os.File
+	unlinked          bool // file has no name left: closing it frees it
 	count             lineCounter
 }
 
@@ -290,6 +291,11 @@ func (up *upload) spool(part io.Reader) error {
 		return inkwell.Errorf(inkwell.EUNAVAILABLE, "no room for the upload: %v", err)
 	}
 	up.file = f
+	// Unlinked at once, it is read through f alone and the kernel frees
+	// it when f closes, however the process ends: a serve killed mid-upload
+	// leaves nothing in the temporary directory. Where an open file cannot
+	// be removed (Windows), close removes it.
+	up.unlinked = os.Remove(f.Name()) == nil
 	if _, err := io.Copy(io.MultiWriter(&up.count, f), part); err != nil {
 		var e *inkwell.Error
 		if errors.As(err, &e) {
@@ -331,7 +337,9 @@ func (up *upload) checkPurpose() error {
 func (up *upload) close() {
 	if up != nil && up.file != nil {
 		up.file.Close()
-		os.Remove(up.file.Name())
+		if !up.unlinked {
+			os.Remove(up.file.Name())
+		}
 	}
 }
 
@@ -361,14 +369,13 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 			c.pastBOM = true
 			c.pending = c.bom > 0 // a BOM's first bytes and then another: content
 		}
-		switch b {
-		case '\n':
+		switch {
+		case b == '\n':
 			if c.pending {
 				c.lines++
 			}
 			c.pending = false
-		case ' ', '\t', '\r', '\v', '\f':
-		default:
+		case !blankByte(b): // the one blank of parseBatchLines
 			c.pending = true
 		}
 	}

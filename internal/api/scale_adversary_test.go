@@ -187,12 +187,26 @@ func saUploadStream(t *testing.T, srv *httptest.Server, content io.Reader, size 
 	return reply{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-// saUploadTemps is the spooled uploads (inkwell-upload-*) in dir.
+// saUploadTemps is the spooled uploads (inkwell-upload-*) of dir this
+// process holds: any file left there by name, and each one open, which
+// the upload unlinks as soon as it creates it (files.go, spool), as its
+// /proc/self/fd link ("/proc/self/fd/N", which os.Stat follows to the
+// file, unlinked or not).
 func saUploadTemps(t *testing.T, dir string) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(dir, "inkwell-upload-*"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd to see the open spooled uploads: %v", err)
+	}
+	for _, fd := range fds {
+		link := filepath.Join("/proc/self/fd", fd.Name())
+		if target, err := os.Readlink(link); err == nil && strings.HasPrefix(target, filepath.Join(dir, "inkwell-upload-")) {
+			m = append(m, link)
+		}
 	}
 	return m
 }
