@@ -160,8 +160,16 @@ func printDetail(w io.Writer, d inkwell.JobDetail) {
 		if r.FinishReason != "" {
 			fmt.Fprintf(w, "finish  %s\n", r.FinishReason)
 		}
-		fmt.Fprintf(w, "\nresult\n%s\n", r.Text)
-		if calls := toolCalls(r.Response); calls != "" {
+		calls := toolCalls(r.Response)
+		switch {
+		case r.Text == "" && calls == "":
+			// A billed answer of no text (a reasoning model out of
+			// tokens, Claude's empty end_turn): say so, not a blank.
+			fmt.Fprintf(w, "\nresult\n(no text: the provider answered nothing, finish %s)\n", orDash(r.FinishReason))
+		case r.Text != "":
+			fmt.Fprintf(w, "\nresult\n%s\n", r.Text)
+		}
+		if calls != "" {
 			fmt.Fprintf(w, "\ntool calls\n%s\n", calls)
 		}
 	}

@@ -66,3 +66,30 @@ func TestCLI_ShowsClassesBackOffAndAttemptNumbers(t *testing.T) {
 		t.Errorf("show prints times in another form than 2006-01-02T15:04:05Z:\n%s", stdout)
 	}
 }
+
+// TestCLI_ShowsAnEmptyAnswerAsSuch: a done job whose billed answer has no
+// text (a reasoning model that spent its tokens thinking, finish_reason
+// length) shows that it has none and why, not a blank result.
+func TestCLI_ShowsAnEmptyAnswerAsSuch(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	st := storetest.MustOpen(t, db, store.Options{})
+	payload, _ := json.Marshal(inkwell.Request{Prompt: "p", MaxWords: 5})
+	job, _, err := st.Accept(t.Context(), store.AcceptParams{IdempotencyKey: "k", RequestHash: inkwell.RequestHash(payload), Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := storetest.ClaimAs(t, st, "local")
+	if err := st.CompleteIfRunning(t.Context(), store.CompleteParams{JobID: job.ID, AttemptID: c.Attempt.ID, Text: "", FinishReason: "length",
+		Response: []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"length"}]}`),
+		Account: inkwell.DefaultAccount, AmountMicros: 5, ProviderRequestID: "chatcmpl-1"}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "show", "1", "--db", db)
+	if code != 0 {
+		t.Fatalf("show: exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(stdout, "result\n(no text: the provider answered nothing, finish length)\n") {
+		t.Errorf("show of a done job with an empty answer:\n%s", stdout)
+	}
+}
