@@ -82,7 +82,7 @@ func TestCLI_ShowsAnEmptyAnswerAsSuch(t *testing.T) {
 	c := storetest.ClaimAs(t, st, "local")
 	if err := st.CompleteIfRunning(t.Context(), store.CompleteParams{JobID: job.ID, AttemptID: c.Attempt.ID, Text: "", FinishReason: "length",
 		Response: []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"length"}]}`),
-		Account: inkwell.DefaultAccount, AmountMicros: 5, ProviderRequestID: "chatcmpl-1"}); err != nil {
+		Account:  inkwell.DefaultAccount, AmountMicros: 5, ProviderRequestID: "chatcmpl-1"}); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCLI(t, "show", "1", "--db", db)
