@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/net/http/httpproxy"
+
 	"github.com/inkwell/inkwell/internal/crashpoint"
 	"github.com/inkwell/inkwell/internal/store"
 )
@@ -57,8 +59,9 @@ type Config struct {
 	// Jitter returns a number in [0, 1); nil uses math/rand/v2.
 	Jitter func() float64
 	// Transport carries the requests; nil: a clone of
-	// http.DefaultTransport (which honours HTTPS_PROXY, e.g. an SSRF
-	// filtering proxy). Redirects are never followed.
+	// http.DefaultTransport that honours HTTPS_PROXY (e.g. an SSRF
+	// filtering proxy) for every host, loopback ones included
+	// (proxyFromEnvironment). Redirects are never followed.
 	Transport http.RoundTripper
 }
 
@@ -89,7 +92,9 @@ func (c Config) withDefaults() Config {
 		c.Jitter = rand.Float64
 	}
 	if c.Transport == nil {
-		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = proxyFromEnvironment(httpproxy.FromEnvironment())
+		c.Transport = t
 	}
 	return c
 }
@@ -136,32 +141,78 @@ func (s *Sender) Wake() {
 // is then fenced out (failure) or harmless (delivered).
 func (s *Sender) lease() time.Duration { return s.cfg.Timeout + 5*time.Second }
 
-// Run sends due deliveries until ctx ends. A database error is logged and
-// tried again at the next poll; Run returns only when ctx ends.
+// Run sends due deliveries until ctx ends, up to Concurrency at once: a
+// pool of send slots, each claimed afresh as it frees, so that a send to
+// a receiver that hangs until the time-out holds its own slot only and
+// a delivery that comes due meanwhile goes out on a free one. A database
+// error is logged and tried again at the next poll. When ctx ends, Run
+// waits for the sends in flight (each is cut short and recorded) and
+// returns nil.
 func (s *Sender) Run(ctx context.Context) error {
 	log := s.cfg.Logger
 	t := time.NewTimer(0)
 	defer t.Stop()
+	freed := make(chan struct{}, s.cfg.Concurrency)
+	var sends sync.WaitGroup
+	defer sends.Wait()
+	busy := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		case <-s.wake:
+		case <-freed:
+			busy--
 		}
-		n, err := s.SendDue(ctx)
+		for drained := false; !drained; { // every slot freed so far
+			select {
+			case <-freed:
+				busy--
+			default:
+				drained = true
+			}
+		}
+		if busy == s.cfg.Concurrency {
+			continue // a slot's end wakes the loop
+		}
+		n, err := s.start(ctx, s.cfg.Concurrency-busy, &sends, freed)
+		busy += n
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
 			log.Warn("webhooks: claim failed; trying again", "err", err, "in", s.cfg.Poll.String())
 			resetTimer(t, s.cfg.Poll)
-		case n == s.cfg.Concurrency:
-			resetTimer(t, 0) // more may be due
+		case busy == s.cfg.Concurrency:
+			resetTimer(t, s.cfg.Poll) // and a freed slot claims again
+		case n > 0:
+			resetTimer(t, 0) // the claim filled what it asked for, or nearly: more may be due
 		default:
 			resetTimer(t, s.cfg.Poll)
 		}
 	}
+}
+
+// start claims up to free due deliveries and sends each in its own
+// goroutine, which signals freed when its outcome is recorded. It returns
+// how many it claimed.
+func (s *Sender) start(ctx context.Context, free int, sends *sync.WaitGroup, freed chan<- struct{}) (int, error) {
+	inst, err := s.installation(ctx)
+	if err != nil {
+		return 0, err
+	}
+	claims, err := s.st.ClaimWebhooks(ctx, free, s.lease())
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range claims {
+		sends.Go(func() {
+			defer func() { freed <- struct{}{} }()
+			s.send(ctx, inst, c)
+		})
+	}
+	return len(claims), nil
 }
 
 func resetTimer(t *time.Timer, d time.Duration) {
