@@ -460,10 +460,12 @@ func (s *Store) markCancellingTx(ctx context.Context, tx *sql.Tx, b Batch, now a
 // markCancelledTx sets cancelled_at on a cancelling batch none of whose
 // jobs is queued or running any more; otherwise it changes nothing.
 func (s *Store) markCancelledTx(ctx context.Context, tx *sql.Tx, id int64) error {
-	const mark = `UPDATE batches SET cancelled_at = $2
+	// The time is the statement's own on PostgreSQL (clockOr), not a
+	// query on the pool from inside this transaction (see RetryIfFailed).
+	mark := `UPDATE batches SET cancelled_at = ` + s.dialect.clockOr("$2") + `
 		WHERE id = $1 AND cancelling_at IS NOT NULL AND cancelled_at IS NULL
 		  AND NOT EXISTS (SELECT 1 FROM jobs WHERE batch_id = $1 AND status IN ('queued', 'running'))`
-	if _, err := s.txExec(ctx, tx, mark, id, s.ts(s.now())); err != nil {
+	if _, err := s.txExec(ctx, tx, mark, id, s.clockArg()); err != nil {
 		return fmt.Errorf("cancel batch %d: mark it cancelled: %w", id, err)
 	}
 	return nil

@@ -656,7 +656,20 @@ func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) e
 // refused (EBUDGET). A refusal writes nothing, audit_log included.
 func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkwell.Job, error) {
 	var job inkwell.Job
+	// Read before the transaction: on PostgreSQL the clock is a query on
+	// the pool, and retries waiting for the account's row each hold a
+	// connection; one that held the row and asked for a connection of its
+	// own would wait for them, and they for it, until the pool's timeout.
+	now := s.nowTS()
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
+		// The account's row first, as a release and a cancel take it
+		// (budgets.go, lock order): else, on PostgreSQL, a release that
+		// commits between this retry's read of the reservation (open: no
+		// need to reserve again) and its update queues a job that holds
+		// no reservation.
+		if err := s.lockAccountsTx(ctx, tx, nil, []int64{jobID}); err != nil {
+			return err
+		}
 		cur, err := s.jobTx(ctx, tx, jobID)
 		if err != nil {
 			return err
@@ -673,7 +686,7 @@ func (s *Store) RetryIfFailed(ctx context.Context, jobID int64, by string) (inkw
 		if err := s.execOne(ctx, tx, retryJob, jobID); err != nil {
 			return fmt.Errorf("retry job %d: %w", jobID, err)
 		}
-		if err := s.auditTx(ctx, tx, s.nowTS(), by, AuditRetry, jobID, "was failed, class "+string(cur.ErrorClass)+": "+cur.Error); err != nil {
+		if err := s.auditTx(ctx, tx, now, by, AuditRetry, jobID, "was failed, class "+string(cur.ErrorClass)+": "+cur.Error); err != nil {
 			return err
 		}
 		job, err = s.jobTx(ctx, tx, jobID)
