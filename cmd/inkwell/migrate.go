@@ -25,6 +25,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
+	if !flagsOnly(fs, stderr, "the database is --db PATH") {
+		return 2
+	}
 	st, err := store.Open(ctx, *db, store.Options{})
 	if err != nil {
 		return fail(stderr, "migrate", err)

@@ -46,6 +46,9 @@ func runProviderSim(ctx context.Context, args []string, stdout, stderr io.Writer
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
+	if !flagsOnly(fs, stderr, "see --help") {
+		return 2
+	}
 	if *latency < 0 {
 		fmt.Fprintln(stderr, "inkwell provider-sim: --latency must not be negative")
 		return 2

@@ -35,6 +35,9 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
+	if !flagsOnly(fs, stderr, "the lane is --lane NAME, the database --db PATH") {
+		return 2
+	}
 	st, code := openArmed(ctx, "recover", *db, stderr)
 	if st == nil {
 		return code

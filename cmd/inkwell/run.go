@@ -159,3 +159,15 @@ func fail(stderr io.Writer, cmd string, err error) int {
 	fmt.Fprintf(stderr, "inkwell %s: %v\n", cmd, err)
 	return 1
 }
+
+// flagsOnly refuses a stray word after the flags of a command that takes
+// none (exit 2, before anything is opened or written): "inkwell migrate
+// real.db" or "inkwell recover web2" must not act on the default database
+// or lane instead of the one meant.
+func flagsOnly(fs *flag.FlagSet, stderr io.Writer, hint string) bool {
+	if fs.NArg() == 0 {
+		return true
+	}
+	fmt.Fprintf(stderr, "inkwell %s: unexpected argument %q: %s takes flags only (%s)\n", fs.Name(), fs.Arg(0), fs.Name(), hint)
+	return false
+}

@@ -53,6 +53,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
+	if !flagsOnly(fs, stderr, "the database is --db PATH") {
+		return 2
+	}
 	st, err := openExisting(ctx, *db)
 	if err != nil {
 		return fail(stderr, "status", err)

@@ -49,6 +49,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
+	if !flagsOnly(fs, stderr, "the text is --prompt TEXT") {
+		return 2
+	}
 	if strings.TrimSpace(*prompt) == "" {
 		fmt.Fprintln(stderr, "inkwell submit: --prompt is required")
 		return 2

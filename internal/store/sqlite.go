@@ -177,7 +177,15 @@ func sqliteDSN(path string, opts Options, immediate bool) (string, error) {
 		// while another process holds that lock, would fail as busy.
 		q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
 	}
-	q.Add("_pragma", "journal_mode(WAL)")
+	if !opts.NoMigrate {
+		// Persistent: SQLite writes it into the file's header at once.
+		// An open that may not migrate leaves it be: the schema it
+		// expects was made in WAL by a migrating open, and a file that
+		// is not Inkwell's (refused: no Inkwell schema) must be left
+		// exactly as it was, not switched to WAL (nor, when empty, given
+		// a header) by a command that changes nothing.
+		q.Add("_pragma", "journal_mode(WAL)")
+	}
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
