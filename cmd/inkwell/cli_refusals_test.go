@@ -189,3 +189,20 @@ func runCLIIn(t *testing.T, dir string, args ...string) (code int, stdout, stder
 	}
 	return code, out.String(), errOut.String()
 }
+
+// TestCLI_RecoverRefusesABadLaneName: 'inkwell recover --lane ""' (or a
+// name no lane may have) is bad input, exit 2 like any other, before the
+// database is opened: no file is created.
+func TestCLI_RecoverRefusesABadLaneName(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, lane := range []string{"", "../../x"} {
+		code, _, stderr := runCLI(t, "recover", "--lane", lane, "--db", filepath.Join(dir, "inkwell.db"))
+		if code != 2 || !strings.Contains(stderr, "--lane") {
+			t.Errorf("inkwell recover --lane %q: exit %d, stderr %q; want 2 naming --lane", lane, code, stderr)
+		}
+	}
+	if names := dirNames(t, dir); len(names) != 0 {
+		t.Errorf("inkwell recover with a bad lane created %v", names)
+	}
+}

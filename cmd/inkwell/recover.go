@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/store"
 )
@@ -36,6 +37,10 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 	if !flagsOnly(fs, stderr, "the lane is --lane NAME, the database --db PATH") {
+		return 2
+	}
+	if err := inkwell.ValidateLane(*lane); err != nil { // bad input: before the database is opened
+		fmt.Fprintf(stderr, "inkwell recover: --lane: %s\n", inkwell.ErrorMessage(err))
 		return 2
 	}
 	st, code := openArmed(ctx, "recover", *db, stderr)

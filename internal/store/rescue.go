@@ -92,8 +92,9 @@ func (s *Store) Rescue(ctx context.Context, l *LaneLock) (RecoveryReport, error)
 	const stop = `UPDATE lanes SET stopped_at = $1, stop_reason = $2
 		WHERE name = $3 AND incarnation = $4 AND stopped_at IS NULL`
 	reason := fmt.Sprintf("session ended: lane %s took its lock and closed its orphans (recovery run %d)", l.RescuedBy, rep.RunID)
+	now := s.nowTS() // before the transaction: see RetryIfFailed
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := s.exec(ctx, tx, stop, s.nowTS(), reason, l.Lane, prev.Incarnation)
+		_, err := s.exec(ctx, tx, stop, now, reason, l.Lane, prev.Incarnation)
 		return err
 	})
 	if err != nil {

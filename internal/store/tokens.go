@@ -68,6 +68,7 @@ func (s *Store) CreateToken(ctx context.Context, account, role string) (Token, s
 		return Token{}, "", err
 	}
 	sum := sha256.Sum256([]byte(secret))
+	created := s.nowTS() // before the transaction: see RetryIfFailed
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := s.txQueryRow(ctx, tx, `SELECT COUNT(*) FROM accounts WHERE name = $1`, account).Scan(&n); err != nil {
@@ -77,7 +78,7 @@ func (s *Store) CreateToken(ctx context.Context, account, role string) (Token, s
 			return inkwell.Errorf(inkwell.ENOTFOUND, "account %q not found: create it first with 'inkwell accounts add %s'", account, account)
 		}
 		_, err := s.txExec(ctx, tx, `INSERT INTO api_tokens (id, account, role, secret_sha256, created_at) VALUES ($1, $2, $3, $4, $5)`,
-			id, account, role, hex.EncodeToString(sum[:]), s.nowTS())
+			id, account, role, hex.EncodeToString(sum[:]), created)
 		if err != nil {
 			return fmt.Errorf("create token: %w", err)
 		}
@@ -137,8 +138,9 @@ func (s *Store) RevokeToken(ctx context.Context, id string) (t Token, already bo
 		id = id[:i] // a whole token was given: its id part; the secret is not needed
 	}
 	var n int64
+	now := s.nowTS() // before the transaction: see RetryIfFailed
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		n, err = s.exec(ctx, tx, `UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, s.nowTS(), id)
+		n, err = s.exec(ctx, tx, `UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, now, id)
 		return err
 	})
 	if err != nil {
