@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -166,28 +164,6 @@ func TestCLI_StatusRefusesAStrayArgument(t *testing.T) {
 	if code != 2 {
 		t.Errorf("inkwell status real.db: exit %d (stdout %d bytes, stderr %q); want 2 and the stray argument named, not the status of ./inkwell.db", code, len(stdout), stderr)
 	}
-}
-
-// runCLIIn is runCLI with the working directory dir.
-func runCLIIn(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, inkwellBin, args...)
-	cmd.Env = childEnv()
-	cmd.SysProcAttr = ChildProcAttr()
-	cmd.Dir = dir
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("inkwell %q did not finish within %v", args, waitLimit)
-	}
-	code = cmd.ProcessState.ExitCode()
-	if err != nil && code < 0 {
-		t.Fatalf("inkwell %q: %v", args, err)
-	}
-	return code, out.String(), errOut.String()
 }
 
 // TestCLI_RecoverRefusesABadLaneName: 'inkwell recover --lane ""' (or a

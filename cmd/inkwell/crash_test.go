@@ -72,15 +72,23 @@ func startServe(t *testing.T, db string, args ...string) *server {
 	return StartChild(t, inkwellBin, childEnv(), waitLimit, all...)
 }
 
-// runCLI runs the binary to completion and returns its exit code and output.
+// runCLI runs the binary to completion and returns its exit code and
+// output, in a working directory of its own (the default inkwell.db, if
+// ever used, lands there).
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return runCLIIn(t, t.TempDir(), args...)
+}
+
+// runCLIIn is runCLI with the working directory dir.
+func runCLIIn(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, inkwellBin, args...)
 	cmd.Env = childEnv()
 	cmd.SysProcAttr = ChildProcAttr()
-	cmd.Dir = t.TempDir() // the default inkwell.db, if ever used, lands here
+	cmd.Dir = dir
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

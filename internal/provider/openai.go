@@ -215,9 +215,9 @@ func (cr chatResponse) answerText() (text string, ok bool) {
 	case m.Refusal != nil && strings.TrimSpace(*m.Refusal) != "":
 		return *m.Refusal, true
 	case cr.counted() && m.Content != nil:
-		return *m.Content, true
+		return *m.Content, true // "", or white space, as sent
 	case cr.counted():
-		return "", true
+		return "", true // content null or absent
 	}
 	return "", false
 }

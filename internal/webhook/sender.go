@@ -176,21 +176,18 @@ func (s *Sender) Run(ctx context.Context) error {
 		if busy == s.cfg.Concurrency {
 			continue // a slot's end wakes the loop
 		}
-		n, err := s.start(ctx, s.cfg.Concurrency-busy, &sends, freed)
+		free := s.cfg.Concurrency - busy
+		n, err := s.start(ctx, free, &sends, freed)
 		busy += n
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return nil
-		case err != nil:
-			log.Warn("webhooks: claim failed; trying again", "err", err, "in", s.cfg.Poll.String())
-			resetTimer(t, s.cfg.Poll)
-		case busy == s.cfg.Concurrency:
-			resetTimer(t, s.cfg.Poll) // and a freed slot claims again
-		case n > 0:
-			resetTimer(t, 0) // the claim filled what it asked for, or nearly: more may be due
-		default:
-			resetTimer(t, s.cfg.Poll)
 		}
+		if err != nil {
+			log.Warn("webhooks: claim failed; trying again", "err", err, "in", s.cfg.Poll.String())
+		}
+		// Fewer due than slots free, or every slot taken (a freed one claims
+		// again at once): look again at the next poll, or when woken.
+		resetTimer(t, s.cfg.Poll)
 	}
 }
 

@@ -47,12 +47,10 @@ func endJobOf(t *testing.T, st *store.Store, account, key, errText string) int64
 // swReceiver verifies every request with the official Standard Webhooks
 // Go library, under whatever secret it holds at the time.
 type swReceiver struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	secret string
-	got    []swGot
-
-	setSecret func(string)
+	srv         *httptest.Server
+	mu          sync.Mutex
+	secret, old string // the secret now, and the one before the last setSecret
+	got         []swGot
 }
 
 type swGot struct {
@@ -64,7 +62,6 @@ type swGot struct {
 
 func newSWReceiver(t *testing.T) *swReceiver {
 	r := &swReceiver{}
-	var old string
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
@@ -76,8 +73,8 @@ func newSWReceiver(t *testing.T) *swReceiver {
 		} else {
 			g.err = wh.Verify(body, req.Header)
 		}
-		if old != "" && old != r.secret {
-			if wo, err := standardwebhooks.NewWebhook(old); err == nil {
+		if r.old != "" && r.old != r.secret {
+			if wo, err := standardwebhooks.NewWebhook(r.old); err == nil {
 				g.oldErr = wo.Verify(body, req.Header)
 			}
 		}
@@ -85,12 +82,13 @@ func newSWReceiver(t *testing.T) *swReceiver {
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(r.srv.Close)
-	r.setSecret = func(s string) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		old, r.secret = r.secret, s
-	}
 	return r
+}
+
+func (r *swReceiver) setSecret(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.old, r.secret = r.secret, s
 }
 
 func (r *swReceiver) requests() []swGot {

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 	"github.com/inkwell/inkwell/internal/webhook"
@@ -120,23 +119,8 @@ func verify(secret string, r received) error {
 // endJobs stores one done and one failed job of account.
 func endJobs(t *testing.T, st *store.Store, account string) {
 	t.Helper()
-	ctx := t.Context()
-	for _, key := range []string{"job-done", "job-failed"} {
-		payload, _ := json.Marshal(inkwell.Request{Prompt: "p", Account: account, MaxWords: 10})
-		if _, _, err := st.Accept(ctx, store.AcceptParams{Account: account, IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload}); err != nil {
-			t.Fatal(err)
-		}
-		c := storetest.ClaimAs(t, st, "local")
-		var err error
-		if key == "job-done" {
-			err = st.CompleteIfRunning(ctx, store.CompleteParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Text: "t", Account: account, AmountMicros: 1, ProviderRequestID: "r"})
-		} else {
-			err = st.FailIfRunning(ctx, store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "provider said no", Class: inkwell.ClassRejected})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	endJobOf(t, st, account, "job-done", "")
+	endJobOf(t, st, account, "job-failed", "provider said no")
 }
 
 func deliveries(t *testing.T, st *store.Store) []store.WebhookDelivery {
