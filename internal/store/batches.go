@@ -357,8 +357,9 @@ func (s *Store) CancelBatch(ctx context.Context, id int64, by string) (BatchCanc
 	if err := s.refuseWhileLost(); err != nil {
 		return out, err
 	}
+	now := s.nowTS() // before the transaction: see RetryIfFailed
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) (err error) {
-		out.Ended, err = s.cancelQueuedTx(ctx, tx, id, by)
+		out.Ended, err = s.cancelQueuedTx(ctx, tx, id, by, now)
 		return err
 	}, "", crashpoint.CancelAfterCommit)
 	if err != nil {
@@ -392,7 +393,7 @@ func (s *Store) CancelBatch(ctx context.Context, id int64, by string) (BatchCanc
 // cancelQueuedTx is CancelBatch's first transaction: the mark, and every
 // queued job ended as Cancel ends one (released, announced, audited).
 // It returns the jobs it ended.
-func (s *Store) cancelQueuedTx(ctx context.Context, tx *sql.Tx, id int64, by string) ([]int64, error) {
+func (s *Store) cancelQueuedTx(ctx context.Context, tx *sql.Tx, id int64, by string, now any) ([]int64, error) {
 	b, err := scanBatch(s.txQueryRow(ctx, tx, `SELECT `+batchColumns+` FROM batches WHERE id = $1`, id))
 	if err != nil {
 		return nil, notFound(err, "batch %d", id)
@@ -410,7 +411,6 @@ func (s *Store) cancelQueuedTx(ctx context.Context, tx *sql.Tx, id int64, by str
 			return nil, notFound(err, "batch %d", id)
 		}
 	}
-	now := s.ts(s.now())
 	if b.CancellingAt == nil {
 		if err := s.markCancellingTx(ctx, tx, b, now); err != nil {
 			return nil, err

@@ -1,6 +1,9 @@
 package store_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
@@ -59,4 +62,59 @@ func itoa(i int) string {
 		b = append([]byte{byte('0' + i%10)}, b...)
 	}
 	return string(b)
+}
+
+// TestStore_BatchCancelsAtOnceDoNotStallThePool: a client's cancel of a
+// batch re-sent many times at once (an SDK's retries, a script in a loop)
+// on PostgreSQL. Each cancel waits for the account's row, holding one of
+// the pool's connections; the one holding the row used to read the clock,
+// a query on the pool, from inside its transaction, and waited for a
+// connection the waiting cancels held, until the clock's time-out (5 s,
+// then the local clock). Every cancel must answer with the database's
+// clock read and no time-out.
+func TestStore_BatchCancelsAtOnceDoNotStallThePool(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.PostgresDSN(t)
+	var logged lockedBuffer
+	s := storetest.MustOpen(t, dsn, store.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	withBudget(t, s, ptr[int64](1_000_000_000))
+	b := mustAcceptBatch(t, s, acmeBatch("cancel-storm", 1_000, "a", "b", "c"))
+	const n = 30
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := s.CancelBatch(t.Context(), b.ID, store.ActorCLI)
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("cancel: %v", err)
+		}
+	}
+	if strings.Contains(logged.String(), "clock unreadable") {
+		t.Errorf("a cancel's clock read timed out, waiting for the pool its own transaction and the cancels behind it held:\n%s", logged.String())
+	}
+	if n := count(t, s, `SELECT COUNT(*) FROM jobs WHERE batch_id = `+itoa(int(b.ID))+` AND status = 'failed' AND error_class = 'cancelled'`); n != 3 {
+		t.Errorf("%d of the batch's 3 jobs cancelled; want 3", n)
+	}
+	assertBooks(t, s)
+}
+
+// lockedBuffer is a bytes.Buffer a logger may write from many goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

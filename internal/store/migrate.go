@@ -78,8 +78,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if err := s.runMigration(ctx, tx, m); err != nil {
 				return fmt.Errorf("migrate %04d_%s: %w", m.version, m.name, err)
 			}
-			if _, err := tx.ExecContext(ctx, s.dialect.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`),
-				m.version, m.name, s.dialect.ts(s.now())); err != nil {
+			// The statement reads the database's clock itself (clockOr): a
+			// transaction never asks the pool for the time (clock_rule_test.go).
+			if _, err := tx.ExecContext(ctx, s.dialect.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, `+s.dialect.clockOr("$3")+`)`),
+				m.version, m.name, s.clockArg()); err != nil {
 				return fmt.Errorf("migrate %04d: record: %w", m.version, err)
 			}
 			s.log.InfoContext(ctx, "migration applied", "version", m.version, "name", m.name)

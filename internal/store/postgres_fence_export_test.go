@@ -14,7 +14,8 @@ import (
 // first, as when the lock is lost between that check and the transaction.
 func (s *Store) RecoverSkippingCheck(ctx context.Context, l *LaneLock) (RecoveryReport, error) {
 	rep := RecoveryReport{Lane: l.Lane}
-	err := s.inTx(ctx, func(tx *sql.Tx) error { return s.recoverTx(ctx, tx, l, &rep) })
+	now := s.nowTS()
+	err := s.inTx(ctx, func(tx *sql.Tx) error { return s.recoverTx(ctx, tx, l, now, &rep) })
 	return rep, err
 }
 

@@ -63,8 +63,9 @@ func (s *Store) Recover(ctx context.Context, l *LaneLock, dryRun bool) (Recovery
 		return RecoveryReport{}, fmt.Errorf("recover: %w", err)
 	}
 	rep := RecoveryReport{Lane: l.Lane, DryRun: dryRun}
+	now := s.nowTS() // before the transaction: see RetryIfFailed
 	err := s.inTxHooks(ctx, func(tx *sql.Tx) error {
-		if err := s.recoverTx(ctx, tx, l, &rep); err != nil {
+		if err := s.recoverTx(ctx, tx, l, now, &rep); err != nil {
 			return err
 		}
 		if dryRun {
@@ -82,7 +83,7 @@ func (s *Store) Recover(ctx context.Context, l *LaneLock, dryRun bool) (Recovery
 	return rep, nil
 }
 
-func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *RecoveryReport) error {
+func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, now any, rep *RecoveryReport) error {
 	// The run opens and closes under the lock's fence (PostgreSQL; empty on
 	// SQLite): no row means the lock was lost, and the run writes nothing.
 	// Held by one session at both ends, it was held throughout, since a
@@ -132,7 +133,6 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, rep *Rec
 		prevInc = sql.NullString{String: prevRow.Incarnation, Valid: true}
 		prevBeat = s.ts(prevRow.HeartbeatAt)
 	}
-	now := s.nowTS()
 	err = tx.QueryRowContext(ctx, s.dialect.rebind(openRun), l.Lane, l.Self.Incarnation, now, l.Method, string(evJSON),
 		prevPID, prevHost, prevInc, prevBeat).Scan(&rep.RunID)
 	if errors.Is(err, sql.ErrNoRows) {
