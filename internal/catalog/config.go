@@ -119,13 +119,16 @@ type reader struct {
 }
 
 // unknownTop refuses a top-level key other than default_model, provider
-// and model. The tables are decoded as plain values, so all their keys are
+// and model, written in any form. The tables are decoded as plain values, so all their keys are
 // undecoded too: provider and model check their own.
 func (r *reader) unknownTop(md toml.MetaData) error {
 	for _, k := range md.Undecoded() {
-		if len(k) > 1 {
-			continue
+		if len(k) > 1 && slices.Contains(topKeys, k[0]) {
+			continue // a key of a table this file takes: that table checks it
 		}
+		// Any other first part is refused, however it was written: plainly,
+		// dotted (limits.rpm = 500) or as a table's header ([server.http]),
+		// whose parent the decoder does not list as undecoded.
 		hint := ""
 		if near := nearest(k[0], topKeys); near != "" {
 			hint = fmt.Sprintf("did you mean %q? ", near)
@@ -247,7 +250,12 @@ func looksLikeKey(s string) bool {
 	upper := strings.ContainsFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' })
 	lower := strings.ContainsFunc(s, func(r rune) bool { return r >= 'a' && r <= 'z' })
 	digit := strings.ContainsFunc(s, func(r rune) bool { return r >= '0' && r <= '9' })
-	return len(s) >= 24 && upper && lower && digit
+	if len(s) >= 24 && upper && lower && digit {
+		return true
+	}
+	// A long run of letters and digits with no _ between words, in one
+	// case: a hex or base-32 key (64 hex characters), not a name.
+	return len(s) >= 32 && !strings.Contains(s, "_") && (upper || lower) && digit
 }
 
 func checkURL(s string) error {
@@ -747,7 +755,7 @@ func findPositions(data []byte, md toml.MetaData) positions {
 		at := cur + loc[2]
 		line += bytes.Count(data[cur:at], []byte("\n"))
 		cur = cur + loc[3]
-		if _, seen := p.top[k[0]]; !seen && len(k) == 1 {
+		if _, seen := p.top[k[0]]; !seen { // a dotted key's first line is its top key's
 			p.top[k[0]] = line
 		}
 		switch tables := p.keys[k[0]]; {

@@ -66,3 +66,18 @@ func (b *bucket) fill(now time.Time) {
 		b.at = now
 	}
 }
+
+// after is how long until n more can have been taken from the bucket, one
+// call after another: what it holds now, then its pace (unlike wait, n may
+// be many calls' worth, more than the bucket ever holds).
+func (b *bucket) after(n float64, now time.Time) time.Duration {
+	if b.perSec == 0 {
+		return 0
+	}
+	b.fill(now)
+	short := n - b.level
+	if short <= 1e-9 {
+		return 0
+	}
+	return time.Duration(math.Ceil(short / b.perSec * float64(time.Second)))
+}

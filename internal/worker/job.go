@@ -10,6 +10,7 @@ import (
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/crashpoint"
+	"github.com/inkwell/inkwell/internal/limiter"
 	"github.com/inkwell/inkwell/internal/store"
 )
 
@@ -75,6 +76,9 @@ func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
 		if j.abortCause() != nil {
 			return l.aborted(ctx, j, elapsed)
 		}
+		if busy, ok := errors.AsType[*limiter.BusyError](callErr); ok {
+			return l.giveBack(ctx, j, busy.For, elapsed)
+		}
 		f := failure{msg: "provider: " + callErr.Error()}
 		f.class, f.retryAfter = classify(ctx, callErr)
 		switch {
@@ -131,7 +135,10 @@ func (l *Lane) call(ctx context.Context, j *claimedJob, preq inkwell.ProviderReq
 		waitCtx, stopWait := context.WithCancel(ctx)
 		defer stopWait()
 		defer context.AfterFunc(callCtx, stopWait)()
-		if err := lim.Wait(waitCtx, est); err != nil {
+		if err := l.admit(waitCtx, lim, est); err != nil {
+			if _, busy := errors.AsType[*limiter.BusyError](err); busy {
+				return inkwell.ProviderResponse{}, time.Since(start).Seconds(), err
+			}
 			return inkwell.ProviderResponse{}, time.Since(start).Seconds(), fmt.Errorf("%w: %w", errNotCalled, err)
 		}
 		defer func() {
@@ -222,6 +229,9 @@ type failure struct {
 	msg        string
 	class      inkwell.ErrorClass
 	retryAfter time.Duration
+	// heldFor is set for a call the provider's limiter held back, never
+	// sent (giveBack): the job waits this long, whatever the retry policy.
+	heldFor time.Duration
 }
 
 // fail records a failed attempt. In the same transaction its job fails, or
@@ -235,11 +245,16 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 	err := l.record(ctx, j, false, func(wctx context.Context) error {
 		// Decided on each try of the write, after a count that waits
 		// for the database as the write does.
-		t, err := l.tally(wctx, j, f.class)
-		if err != nil {
-			return err
+		if f.heldFor > 0 {
+			d = retryDecision{wait: f.heldFor}
+		} else {
+			t, err := l.tally(wctx, j, f.class)
+			if err != nil {
+				return err
+			}
+			d = pol.decide(f.class, j.Attempt.AttemptNumber, t, f.retryAfter)
 		}
-		d, retryAt = pol.decide(f.class, j.Attempt.AttemptNumber, t, f.retryAfter), nil
+		retryAt = nil
 		if d.wait > 0 {
 			// The back-off is measured on the store's clock, the one the
 			// claim compares not_before with (on PostgreSQL the
@@ -247,6 +262,7 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 			at := l.store.Now().Add(d.wait)
 			retryAt = &at
 		}
+		var err error
 		j.next, err = l.store.FailAndClaim(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg, Class: f.class,
 			RetryAt: retryAt, ProviderHonoursKeys: pol.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter}, l.nextLock(ctx, j))
 		return err
@@ -262,6 +278,12 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 		return fmt.Errorf("%w: %w", errUnrecorded, err)
 	}
 	switch {
+	case retryAt != nil && f.heldFor > 0:
+		j.log.InfoContext(wctx, "job given back unsent: its provider's limit would hold it, and the slot serves other providers' jobs meanwhile",
+			"provider", j.route.Model.Provider, "not_before", retryAt.UTC().Format(time.RFC3339Nano))
+		l.observe(OutcomeRescheduled, secs, j.Job)
+		l.kickIn(d.wait)
+		return nil
 	case retryAt != nil:
 		limit, most := "max_attempts", pol.MaxAttempts
 		if f.class == inkwell.ClassRateLimited {
@@ -412,4 +434,42 @@ func storableError(msg string) string {
 		msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + "..."
 	}
 	return msg
+}
+
+// holdAtMost is how long a lane serving several providers lets one call
+// wait in its provider's limiter before it gives the job back (giveBack):
+// long enough for the ordinary pace of an rpm or tpm, short next to a
+// 429's pause, so that one provider's limit does not keep every slot from
+// the others' jobs (docs/providers.md, "Limits").
+const holdAtMost = time.Second
+
+// waitMostLimiter is a limiter that can say no instead of waiting long
+// (*limiter.Limiter).
+type waitMostLimiter interface {
+	WaitAtMost(ctx context.Context, tokens int, most time.Duration) error
+}
+
+// admit waits for lim to admit a call of est tokens. A lane whose
+// calls go to more than one provider waits at most holdAtMost (the error
+// is then a *limiter.BusyError); a lane with one provider has nothing else
+// for its slots to do, and waits as long as the limit says.
+func (l *Lane) admit(ctx context.Context, lim Limiter, est int) error {
+	if wm, ok := lim.(waitMostLimiter); ok && len(l.limiters()) > 1 {
+		return wm.WaitAtMost(ctx, est, holdAtMost)
+	}
+	return lim.Wait(ctx, est)
+}
+
+// giveBack puts a job whose call its provider's limiter held back (a 429's
+// pause, or the line at its rpm or tpm) back to queued, unsent, until
+// about when the limiter would have let it go: its attempt fails as
+// rate_limited, "not sent", and its slot takes the next job, which may go
+// to another provider. It is not an automatic retry (nothing was sent, and
+// it happens whatever --max-attempts says), but a later count of the job's
+// 429s includes it (--max-rate-limited).
+func (l *Lane) giveBack(ctx context.Context, j *claimedJob, held time.Duration, secs float64) error {
+	held = max(held, 10*time.Millisecond)
+	msg := fmt.Sprintf("not sent: provider %s's limits (a 429's pause, or its rpm or tpm) would have held this call about %s more; given back to the queue so that the lane's slots serve other providers' jobs meanwhile",
+		j.route.Model.Provider, held.Round(time.Millisecond))
+	return l.fail(ctx, j, failure{msg: msg, class: inkwell.ClassRateLimited, heldFor: held}, secs)
 }
