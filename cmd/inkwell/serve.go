@@ -371,6 +371,7 @@ func (m *Main) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		m.log.Info("shutdown requested: no new claims; waiting for the running call", "grace", m.cfg.Grace.String())
+		m.srv.Stopping() // /readyz 503 "stopping"; waiters on jobs not running answer now
 	case httpErr = <-httpDone:
 		httpErr = fmt.Errorf("http server: %w", httpErr)
 		stopLane()

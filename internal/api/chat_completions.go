@@ -61,7 +61,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeCompletion(w, r, d)
+	s.writeCompletion(w, r, d, generated)
 }
 
 // chatKey is the request's Idempotency-Key; without one, a new key
@@ -87,8 +87,18 @@ func (s *Server) syncWait() time.Duration {
 
 // writeCompletion answers a job as the chat-completions API would: done,
 // its chat.completion object; failed, the error form with the status its
-// class maps to; still queued or running, 504.
-func (s *Server) writeCompletion(w http.ResponseWriter, r *http.Request, d inkwell.JobDetail) {
+// class maps to; still queued or running, 504, or 503 when the server is
+// stopping.
+//
+// The official OpenAI SDKs retry 409, 429 and 5xx on their own unless the
+// answer says x-should-retry: false. A failed job's answer always says so:
+// the job has ended, and a re-send is answered the same (with the key), or
+// is a new job that may be billed again (without: a cancelled job would
+// run after all). A pending job's answer says so when its key was
+// generated (keyless): the SDK's re-send, keyless too, would be a second
+// job beside the first; with the caller's key the re-send waits on it.
+func (s *Server) writeCompletion(w http.ResponseWriter, r *http.Request, d inkwell.JobDetail, generated bool) {
+	id := strconv.FormatInt(d.Job.ID, 10)
 	switch {
 	case d.Job.Status == inkwell.StatusDone && d.Result != nil:
 		w.Header().Set("Content-Type", "application/json")
@@ -97,16 +107,31 @@ func (s *Server) writeCompletion(w http.ResponseWriter, r *http.Request, d inkwe
 	case d.Job.Status == inkwell.StatusFailed:
 		status := classStatus(d.Job.ErrorClass)
 		s.cfg.Metrics.Refusal(r.Pattern, string(d.Job.ErrorClass))
+		w.Header().Set("X-Should-Retry", "false")
 		writeJSON(w, status, map[string]any{"error": map[string]any{
 			"code": string(d.Job.ErrorClass), "type": "inkwell_job_failed",
-			"message": "job " + strconv.FormatInt(d.Job.ID, 10) + " failed: " + d.Job.Error,
+			"message": "job " + id + " failed: " + d.Job.Error,
 		}})
 	default:
+		again := "send the same request with the same Idempotency-Key to wait on it again, or GET /v1/jobs/" + id + "?wait=60s"
+		if generated {
+			w.Header().Set("X-Should-Retry", "false")
+			again = "it was sent without an Idempotency-Key, so sending it again would be a second job: GET /v1/jobs/" + id + "?wait=60s reads this one"
+		}
+		if s.cfg.Waits.Stopping() {
+			s.cfg.Metrics.Refusal(r.Pattern, "server_stopping")
+			w.Header().Set("Retry-After", "5")
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{
+				"code": "server_stopping", "type": "inkwell_job_pending",
+				"message": "job " + id + " is stored and " + d.Job.Status + ", but this server is stopping and claims no more jobs; " +
+					"a lane runs it when one is up (this server restarted, or another on the same database): " + again,
+			}})
+			return
+		}
 		s.cfg.Metrics.Refusal(r.Pattern, "still_"+d.Job.Status)
 		writeJSON(w, http.StatusGatewayTimeout, map[string]any{"error": map[string]any{
 			"code": "still_" + d.Job.Status, "type": "inkwell_job_pending",
-			"message": "job " + strconv.FormatInt(d.Job.ID, 10) + " is still " + d.Job.Status + " after the server's --sync-wait; " +
-				"send the same request with the same Idempotency-Key to wait on it again, or GET /v1/jobs/" + strconv.FormatInt(d.Job.ID, 10) + "?wait=60s",
+			"message": "job " + id + " is still " + d.Job.Status + " after the server's --sync-wait; " + again,
 		}})
 	}
 }

@@ -36,12 +36,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusInternalServerError
 	}
 	msg := inkwell.ErrorMessage(err)
-	s.cfg.Metrics.Refusal(r.Pattern, code)
-	switch {
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		// The client went away while waiting: nothing to log as a failure.
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client went away while waiting: no refusal, and nothing to
+		// log as a failure (nor to count as the internal error operators
+		// alert on).
 		s.log.DebugContext(r.Context(), "client gone before its answer", "method", r.Method, "path", r.URL.Path)
 		return
+	}
+	s.cfg.Metrics.Refusal(r.Pattern, code)
+	switch {
 	case status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="inkwell"`)
 	case status == http.StatusTooManyRequests:

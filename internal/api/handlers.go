@@ -153,6 +153,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // the database takes writes (503 "unavailable" with the reason otherwise:
 // the last write failed for want of the database, or its files are gone).
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if s.stopping.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+		return
+	}
 	if !s.ready.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "recovering"})
 		return

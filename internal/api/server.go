@@ -93,6 +93,7 @@ type Server struct {
 	log      *slog.Logger
 	mux      *routeMux
 	ready    atomic.Bool
+	stopping atomic.Bool // Stopping was called
 	pages    pages
 	auth     *authGate
 	rpm      *accountLimits // per-account rpm at admission (admission.go)
@@ -140,6 +141,16 @@ func New(cfg Config) *Server {
 
 // SetReady marks the server ready: recovery has run and the lane is up.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// Stopping says a graceful stop has begun: its lane claims nothing more.
+// /readyz answers 503 "stopping", so a balancer sends no more work here;
+// waiters on jobs not running answer now (a chat completion 503
+// server_stopping), those on running jobs wait for the answer the grace
+// period may still bring. Requests are still served until the stop ends.
+func (s *Server) Stopping() {
+	s.stopping.Store(true)
+	s.cfg.Waits.Stop()
+}
 
 // ServeHTTP implements http.Handler. A request no route takes gets the
 // JSON error form too, not the mux's plain text.

@@ -64,7 +64,10 @@ func (s *Server) showWaiting(w http.ResponseWriter, r *http.Request, id int64, w
 	for {
 		woken, release := s.cfg.Waits.Subscribe(id)
 		d, err := s.showOwned(r.Context(), id)
-		if err != nil || ended(d.Job.Status) || s.cfg.Waits.Closed() { // closed: the server is stopping
+		// Closed: the server has stopped its lane. Stopping: its lane
+		// claims nothing more, so only a running job's answer may still come.
+		if err != nil || ended(d.Job.Status) || s.cfg.Waits.Closed() ||
+			(s.cfg.Waits.Stopping() && d.Job.Status != inkwell.StatusRunning) {
 			release()
 			return d, err
 		}

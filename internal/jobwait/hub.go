@@ -16,10 +16,11 @@ import (
 
 // Hub wakes the waiters of a job. The zero value is not usable; use New.
 type Hub struct {
-	mu      sync.Mutex
-	waits   map[int64]*wait
-	closed  bool
-	waiters atomic.Int64 // subscribed, not yet released
+	mu       sync.Mutex
+	waits    map[int64]*wait
+	stopping bool // Stop: the lane claims nothing more
+	closed   bool
+	waiters  atomic.Int64 // subscribed, not yet released
 }
 
 // wait is one job's waiters: ch is closed to wake them all; n counts
@@ -93,6 +94,24 @@ func (h *Hub) wakeAll() {
 		close(w.ch)
 		delete(h.waits, id)
 	}
+}
+
+// Stop wakes every waiter and says the server is stopping (Stopping): its
+// lane claims nothing more, so a waiter on a job not yet running answers
+// now, while one whose job runs may wait on for the answer its call is
+// still allowed to bring (the grace period). Close comes after.
+func (h *Hub) Stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopping = true
+	h.wakeAll()
+}
+
+// Stopping reports whether Stop (or Close) was called.
+func (h *Hub) Stopping() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stopping || h.closed
 }
 
 // Close wakes every waiter and makes later Subscribes wake at once: a

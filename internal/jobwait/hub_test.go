@@ -76,3 +76,28 @@ func TestHub(t *testing.T) {
 		}
 	})
 }
+
+// TestHub_Stop: Stop wakes every waiter and says the server is stopping,
+// but, unlike Close, a later Subscribe still waits (a waiter on a running
+// job waits on for its answer) until a Wake or the Close.
+func TestHub_Stop(t *testing.T) {
+	h := jobwait.New()
+	before, release := h.Subscribe(1)
+	defer release()
+	if h.Stopping() {
+		t.Fatal("Stopping before Stop")
+	}
+	h.Stop()
+	if !closed(before) || !h.Stopping() || h.Closed() {
+		t.Fatalf("after Stop: woken %t, Stopping %t, Closed %t; want true, true, false", closed(before), h.Stopping(), h.Closed())
+	}
+	after, release2 := h.Subscribe(1)
+	defer release2()
+	if closed(after) {
+		t.Fatal("a Subscribe after Stop woke at once; it must wait for the job's end or Close")
+	}
+	h.Close()
+	if !closed(after) || !h.Stopping() {
+		t.Fatalf("after Close: woken %t, Stopping %t; want both", closed(after), h.Stopping())
+	}
+}
