@@ -186,12 +186,20 @@ func printCatalog(w io.Writer, c catalogJSON) {
 	fmt.Fprintln(w, "\nMODELS (prices in currency units per million tokens)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tPROVIDER\tUPSTREAM\tINPUT\tOUTPUT\tMAX OUTPUT TOKENS\tMAX IMAGE TOKENS\tMAX INPUT TOKENS\tDEFAULT")
+	unpriced := false
 	for _, m := range c.Models {
+		in, out := formatAmount(m.InputMicrosPerMTok), formatAmount(m.OutputMicrosPerMTok)
+		if m.InputMicrosPerMTok == 0 && m.OutputMicrosPerMTok == 0 {
+			in, out, unpriced = "unpriced*", "unpriced*", true
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", m.Name, m.Provider, m.Upstream,
-			formatAmount(m.InputMicrosPerMTok), formatAmount(m.OutputMicrosPerMTok), m.MaxOutputTokens, m.MaxImageTokens,
-			inputTokensText(m.MaxInputTokens), yesNoText(m.Default))
+			in, out, m.MaxOutputTokens, m.MaxImageTokens, inputTokensText(m.MaxInputTokens), yesNoText(m.Default))
 	}
 	tw.Flush()
+	if unpriced {
+		// Not free: 0 and 0 would read so (docs/providers.md, "Prices and money").
+		fmt.Fprintln(w, "  * no price: charged what the provider says it billed, or by the word (1,000 micros a word) when it says nothing")
+	}
 }
 
 // inputTokensText is a model's max_input_tokens for a person: 0 is none

@@ -39,10 +39,12 @@ func TestModels_Tables(t *testing.T) {
 		"  anthropic  anthropic  https://api.anthropic.com/   ANTHROPIC_API_KEY  NOT SET  unlimited  unlimited  2m0s     no\n",
 		"  ANTHROPIC_API_KEY is not set in this environment",
 		"MODELS (prices in currency units per million tokens)\n",
-		"  NAME         PROVIDER   UPSTREAM                INPUT  OUTPUT  MAX OUTPUT TOKENS  MAX IMAGE TOKENS  MAX INPUT TOKENS  DEFAULT\n",
-		"  gpt-4o-mini  openai     gpt-4o-mini-2024-07-18  0.15   0.60    16384              48169             128000            no\n",
-		"  claude-x     anthropic  claude-x-20250101       3.00   15.00   8192               0                 -                 yes\n",
-		"  echo         local      echo                    0.00   0.00    1                  50000             -                 no\n",
+		"  NAME         PROVIDER   UPSTREAM                INPUT      OUTPUT     MAX OUTPUT TOKENS  MAX IMAGE TOKENS  MAX INPUT TOKENS  DEFAULT\n",
+		"  gpt-4o-mini  openai     gpt-4o-mini-2024-07-18  0.15       0.60       16384              48169             128000            no\n",
+		"  claude-x     anthropic  claude-x-20250101       3.00       15.00      8192               0                 -                 yes\n",
+		// No price is not free: 0.00 and 0.00 would read so.
+		"  echo         local      echo                    unpriced*  unpriced*  1                  50000             -                 no\n",
+		"  * no price: charged what the provider says it billed",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("inkwell models does not print %q:\n%s", want, stdout)

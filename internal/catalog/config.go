@@ -172,8 +172,10 @@ func (r *reader) provider(e entry, before []Provider) (Provider, error) {
 	if p.Name, err = e.name(); err != nil {
 		return p, err
 	}
-	if i := slices.IndexFunc(before, func(q Provider) bool { return q.Name == p.Name }); i >= 0 {
-		return p, e.errorf("name", "name %q is already [[provider]] #%d (line %d): give each provider its own name", p.Name, i+1, r.pos.line("provider", i, "name"))
+	// Names are matched exactly; two that differ only in case would be
+	// two providers that every log and listing makes look like one.
+	if i := slices.IndexFunc(before, func(q Provider) bool { return strings.EqualFold(q.Name, p.Name) }); i >= 0 {
+		return p, e.errorf("name", "name %q is already [[provider]] #%d (line %d)%s: give each provider its own name", p.Name, i+1, r.pos.line("provider", i, "name"), inAnotherCase(p.Name, before[i].Name))
 	}
 	if err := r.providerKind(e, &p); err != nil {
 		return p, err
@@ -370,8 +372,10 @@ func (r *reader) model(e entry, c *Catalog) (inkwell.Model, error) {
 	if m.Name, err = e.name(); err != nil {
 		return m, err
 	}
-	if i := slices.IndexFunc(c.Models, func(o inkwell.Model) bool { return o.Name == m.Name }); i >= 0 {
-		return m, e.errorf("name", "name %q is already [[model]] #%d (line %d): give each model its own name", m.Name, i+1, r.pos.line("model", i, "name"))
+	// Matched exactly, as requests name them: "GPT-4o" beside "gpt-4o"
+	// would be a second model a typo in a request's case picks silently.
+	if i := slices.IndexFunc(c.Models, func(o inkwell.Model) bool { return strings.EqualFold(o.Name, m.Name) }); i >= 0 {
+		return m, e.errorf("name", "name %q is already [[model]] #%d (line %d)%s: give each model its own name", m.Name, i+1, r.pos.line("model", i, "name"), inAnotherCase(m.Name, c.Models[i].Name))
 	}
 	if m.Provider, err = r.modelProvider(e, c.Providers); err != nil {
 		return m, err
@@ -551,6 +555,15 @@ func (e entry) unknownKeys(known []string) error {
 }
 
 // name reads the required, non-empty name.
+// inAnotherCase says how an earlier name differs from name when only case
+// tells them apart ("" when they are the same).
+func inAnotherCase(name, earlier string) string {
+	if name == earlier {
+		return ""
+	}
+	return fmt.Sprintf(", written %q: names that differ only in case are refused", earlier)
+}
+
 func (e entry) name() (string, error) {
 	name, ok, err := e.str("name")
 	switch {
@@ -560,6 +573,10 @@ func (e entry) name() (string, error) {
 		return "", e.errorf("", "name is missing: add name = \"...\" (unique among the [[%s]] tables)", e.kind)
 	case name == "" || strings.TrimSpace(name) != name || strings.ContainsFunc(name, unicode.IsControl):
 		return "", e.errorf("name", "name %q must be non-empty, without spaces around it or control characters", name)
+	case strings.ContainsFunc(name, func(r rune) bool { return unicode.Is(unicode.Cf, r) }):
+		// A zero-width space or joiner: "m\u200b" reads as "m" in every
+		// log and listing, and is another model.
+		return "", e.errorf("name", "name %q holds an invisible character (a zero-width space, joiner or mark): it would read as another name", name)
 	}
 	return name, nil
 }
@@ -629,7 +646,9 @@ func (e entry) limit(key, unit string) (int, error) {
 	return int(n), nil
 }
 
-// price reads a price per million tokens, in micros: 0 or absent is free.
+// price reads a price per million tokens, in micros. 0 or absent is no
+// price: a model with neither price is charged what its provider says it
+// billed (docs/providers.md, "Prices and money"), not nothing.
 func (e entry) price(key, tokens string) (int64, error) {
 	v, ok := e.fields[key]
 	if f, isFloat := v.(float64); ok && isFloat {

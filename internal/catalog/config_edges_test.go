@@ -93,3 +93,30 @@ func TestConfig_PriceEdgesRefused(t *testing.T) {
 		t.Errorf("a price past int64: %v; want a refusal at line 9", err)
 	}
 }
+
+// TestConfig_NamesThatLookAlikeRefused: two models or providers whose
+// names differ only in case, or a name with an invisible character, read
+// as one name in every log and listing while requests match them exactly:
+// refused at the second name's line.
+func TestConfig_NamesThatLookAlikeRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, file, want string
+		line             int
+	}{
+		{"ModelCase", edgeHead + edgeModel + "\n[[model]]\nname = \"M\"\nprovider = \"o\"\nmax_output_tokens = 5\n", `written "m"`, 12},
+		{"ProviderCase", edgeHead + "[[provider]]\nname = \"O\"\nkind = \"openai\"\nurl = \"https://api.openai.com\"\n\n" + edgeModel, `written "o"`, 7},
+		{"ZeroWidth", edgeHead + "[[model]]\nname = \"m\u200b\"\nprovider = \"o\"\nmax_output_tokens = 5\n", "invisible character", 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := catalog.Parse("inkwell.toml", []byte(tc.file))
+			var fe *catalog.FileError
+			if !errors.As(err, &fe) {
+				t.Fatalf("Parse: %v; want a *FileError", err)
+			}
+			if !strings.Contains(fe.Message, tc.want) || fe.Line != tc.line {
+				t.Errorf("refusal at line %d: %q; want line %d saying %q", fe.Line, fe.Message, tc.line, tc.want)
+			}
+		})
+	}
+}
