@@ -73,10 +73,17 @@ func parseBatchLines(r *http.Request, in io.Reader, url string) (store.BatchPara
 	seen := map[string]int{} // custom_id -> line
 	first := 0               // the line that set p.Account
 	sc := bufio.NewScanner(skipBOM(in))
-	sc.Buffer(make([]byte, 0, 16<<10), MaxBatchLineBytes) // grows up to the limit, never past it
+	// The buffer grows up to a line at the limit and its ending ("\r\n"),
+	// never past it: a scanner takes only a line that fits with its ending
+	// (at the end of the input, one byte short of the buffer), so the
+	// limit itself is checked on the line as scanned, without its ending.
+	sc.Buffer(make([]byte, 0, 16<<10), MaxBatchLineBytes+2)
 	n := 0
 	for sc.Scan() {
 		n++
+		if len(sc.Bytes()) > MaxBatchLineBytes {
+			return store.BatchParams{}, nil, lineTooLong(n)
+		}
 		raw := bytes.TrimFunc(sc.Bytes(), blankRune)
 		if len(raw) == 0 {
 			continue
@@ -320,9 +327,13 @@ func scanError(err error, line int) error {
 	case errors.As(err, &tooLarge):
 		return batchTooLarge()
 	case errors.Is(err, bufio.ErrTooLong):
-		return inkwell.Errorf(inkwell.ETOOLARGE, "line %d is over %d bytes", line, MaxBatchLineBytes)
+		return lineTooLong(line)
 	}
 	return inkwell.Errorf(inkwell.EINVALID, "reading body: %v", err)
+}
+
+func lineTooLong(line int) error {
+	return inkwell.Errorf(inkwell.ETOOLARGE, "line %d is over %d bytes", line, MaxBatchLineBytes)
 }
 
 func batchTooLarge() error {
