@@ -459,6 +459,28 @@ type WebhookFailParams struct {
 	Error    string    // what went wrong, in words
 	NextAt   time.Time // when to try again
 	GiveUp   bool      // no more attempts: gave_up_at is set instead
+	// ReceiverDown says the receiver did not answer, or answered 429 or
+	// 5xx: the account's other deliveries due before NextAt would meet
+	// the same, so they wait until then too (webhookHoldAccount).
+	ReceiverDown bool
+}
+
+// webhookHoldAccount is the rest of a failed send whose receiver is down:
+// the account's other pending deliveries due before the failed one's next
+// try ($2) wait until then, so that a dead receiver's backlog does not
+// take every send slot from the other accounts' deliveries, one time-out
+// after another. Their attempts are not counted (they were not sent). At
+// most webhookHoldChunk a failure: a backlog larger than that is held by
+// the failures that follow. On PostgreSQL rows another sender holds are
+// skipped (claimLock), so two senders holding one account never wait on
+// each other.
+const webhookHoldChunk = 10_000
+
+func (s *Store) webhookHoldAccountSQL() string {
+	return `UPDATE webhook_deliveries SET next_attempt_at = $2
+		WHERE id IN (SELECT id FROM webhook_deliveries
+			WHERE account = $1 AND delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < $2 AND id <> $3
+			ORDER BY next_attempt_at LIMIT ` + strconv.Itoa(webhookHoldChunk) + s.dialect.claimLock + `)`
 }
 
 // claimWebhooksSQL is ClaimWebhooks' statement: $1 now, $2 how many, $3
@@ -489,8 +511,10 @@ const webhookFailed = `UPDATE webhook_deliveries SET last_status = $3, last_erro
 // WebhookFailed records a failed send: the error and when to try again,
 // or that the sender gave up. Fenced by the claim's attempts count: when
 // the lease ran out and another sender claimed the row since, this late
-// word changes nothing (and is no error).
-func (s *Store) WebhookFailed(ctx context.Context, p WebhookFailParams) error {
+// word changes nothing (and is no error). With ReceiverDown (and not
+// GiveUp) the account's other deliveries due before NextAt wait until then
+// too; held is how many.
+func (s *Store) WebhookFailed(ctx context.Context, p WebhookFailParams) (held int, err error) {
 	upd := webhookFailed
 	var status sql.NullInt64
 	if p.Status != 0 {
@@ -500,10 +524,22 @@ func (s *Store) WebhookFailed(ctx context.Context, p WebhookFailParams) error {
 	if p.GiveUp {
 		gaveUp = s.nowTS()
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := s.exec(ctx, tx, upd, p.ID, p.Attempts, status, p.Error, s.ts(p.NextAt), gaveUp)
+	next := s.ts(p.NextAt)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		held = 0
+		n, err := s.exec(ctx, tx, upd, p.ID, p.Attempts, status, p.Error, next, gaveUp)
+		if err != nil || n != 1 || !p.ReceiverDown || p.GiveUp {
+			return err
+		}
+		var account string
+		if err := s.txQueryRow(ctx, tx, `SELECT account FROM webhook_deliveries WHERE id = $1`, p.ID).Scan(&account); err != nil {
+			return err
+		}
+		n, err = s.exec(ctx, tx, s.webhookHoldAccountSQL(), account, next, p.ID)
+		held = int(n)
 		return err
 	})
+	return held, err
 }
 
 // ReplayWebhook sends a delivery again. A pending one is made due now (it

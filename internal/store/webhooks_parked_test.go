@@ -87,7 +87,7 @@ func TestStore_WebhookOrphansParkedByTheClaim(t *testing.T) {
 		}
 
 		// acme's send in flight fails: due again, it is parked by the next claim.
-		if err := s.WebhookFailed(ctx, store.WebhookFailParams{ID: inFlight[0].ID, Attempts: 1, Status: 500, Error: "HTTP 500", NextAt: time.Now().Add(-time.Minute)}); err != nil {
+		if _, err := s.WebhookFailed(ctx, store.WebhookFailParams{ID: inFlight[0].ID, Attempts: 1, Status: 500, Error: "HTTP 500", NextAt: time.Now().Add(-time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 		if claims, err := s.ClaimWebhooks(ctx, 10, time.Hour); err != nil || len(claims) != 0 {

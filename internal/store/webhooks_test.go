@@ -241,7 +241,7 @@ func TestStore_WebhookClaimAndOutcomes(t *testing.T) {
 		}
 		// The lease ends (a claim with a lease in the past stands in for a
 		// sender that died): another claim takes it as attempt 2.
-		if err := s.WebhookFailed(ctx, store.WebhookFailParams{ID: c.ID, Attempts: 1, Status: 500, Error: "HTTP 500", NextAt: time.Now().Add(-time.Second)}); err != nil {
+		if _, err := s.WebhookFailed(ctx, store.WebhookFailParams{ID: c.ID, Attempts: 1, Status: 500, Error: "HTTP 500", NextAt: time.Now().Add(-time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 		claims, err = s.ClaimWebhooks(ctx, 10, -time.Minute)
@@ -249,7 +249,7 @@ func TestStore_WebhookClaimAndOutcomes(t *testing.T) {
 			t.Fatalf("claim after a failure: %+v, %v; want attempt 2", claims, err)
 		}
 		// The first sender's late failure is fenced out by the attempts count.
-		if err := s.WebhookFailed(ctx, store.WebhookFailParams{ID: c.ID, Attempts: 1, Error: "late", NextAt: time.Now().Add(time.Hour)}); err != nil {
+		if _, err := s.WebhookFailed(ctx, store.WebhookFailParams{ID: c.ID, Attempts: 1, Error: "late", NextAt: time.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		if d, _ := s.WebhookDelivery(ctx, c.ID); d.LastError != "HTTP 500" || d.LastStatus != 500 {

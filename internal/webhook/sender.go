@@ -286,15 +286,24 @@ func (s *Sender) send(ctx context.Context, inst string, c store.WebhookSend) {
 	} else {
 		p.NextAt = s.st.Now().Add(s.backoff(c.Attempts, retryAfter))
 	}
+	// No answer, 429 or 5xx: the receiver is down or refuses for now, and
+	// the account's other due deliveries would each spend a slot (up to a
+	// time-out) learning it again: they wait with this one.
+	p.ReceiverDown = status == 0 || status == http.StatusTooManyRequests || status >= 500
 	if ctx.Err() != nil && status == 0 { // cut short by a stop: try again at the next start
-		p.NextAt, p.GiveUp, outcome = s.st.Now(), false, OutcomeFailed
+		p.NextAt, p.GiveUp, p.ReceiverDown, outcome = s.st.Now(), false, false, OutcomeFailed
 		p.Error = "send cut short: the sender stopped"
 	}
-	if rerr := s.st.WebhookFailed(rec, p); rerr != nil {
+	held, rerr := s.st.WebhookFailed(rec, p)
+	if rerr != nil {
 		log.Warn("webhooks: recording a failed send failed; the lease will end and it is sent again", "err", rerr)
 	}
 	s.observe(outcome, start)
 	log.Info("webhook not delivered", "outcome", outcome, "status", status, "err", p.Error, "next_attempt_at", p.NextAt.UTC().Format(time.RFC3339))
+	if held > 0 {
+		log.Info("webhooks: the account's receiver is down; its other due deliveries wait with this one", "held", held,
+			"next_attempt_at", p.NextAt.UTC().Format(time.RFC3339))
+	}
 }
 
 func (s *Sender) observe(outcome string, start time.Time) {

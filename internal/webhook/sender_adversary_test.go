@@ -419,3 +419,53 @@ func TestSender_TwoServesNeverPostOneDeliveryAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestSender_DeadReceiversBacklogDoesNotHoldTheOthers: twenty deliveries
+// of an account whose receiver hangs until the time-out are due, older
+// than one of a healthy account's, and the sender has two slots. Claimed
+// oldest first, the backlog used to take both slots one time-out after
+// another (ten rounds) before the healthy one's turn. Now the first failed
+// send holds the dead account's other due deliveries until its next try:
+// the healthy delivery goes out while most of the backlog has never been
+// sent (an order, not a time).
+func TestSender_DeadReceiversBacklogDoesNotHoldTheOthers(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, st *store.Store) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		dead := newReceiver(t)
+		dead.setMode("hang")
+		live := newReceiver(t)
+		if _, err := st.CreateAccount(ctx, store.Account{Name: "dead", WebhookURL: dead.srv.URL}); err != nil {
+			t.Fatal(err)
+		}
+		la, err := st.CreateAccount(ctx, store.Account{Name: "live", WebhookURL: live.srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		live.secret = la.WebhookSecret
+		const backlog = 20
+		for i := range backlog {
+			endJobOf(t, st, "dead", fmt.Sprintf("d%d", i), "")
+		}
+		endJobOf(t, st, "live", "l1", "")
+		snd := webhook.New(st, webhook.Config{Timeout: time.Second, Concurrency: 2, Poll: 50 * time.Millisecond, Logger: storetest.TestLogger(t)})
+		done := make(chan struct{})
+		go func() { defer close(done); _ = snd.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+
+		storetest.WaitFor(t, backlog*time.Second, "the live account's delivery", func() bool { return len(live.requests()) == 1 })
+		if n := len(dead.requests()); n > backlog/2 {
+			t.Errorf("the dead receiver had %d of its %d deliveries posted (each a whole time-out of a slot) before the healthy account's one went out: its backlog held the slots", n, backlog)
+		}
+		var held int
+		for _, d := range deliveries(t, st) {
+			if d.Account == "dead" && d.Attempts == 0 && d.NextAttemptAt.After(time.Now()) {
+				held++
+			}
+		}
+		if held < backlog/2 {
+			t.Errorf("%d of the dead account's deliveries wait, never sent, for the failed send's next try; want most of its %d", held, backlog)
+		}
+	})
+}
