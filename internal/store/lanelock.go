@@ -78,10 +78,11 @@ type laneHold interface {
 	// lost is closed when the lock is no longer held; nil when loss is
 	// found only by check.
 	lost() <-chan struct{}
-	// provesDeathAlone is false when the lock can be taken from under a
-	// live holder (a file can be deleted), so the previous holder's
-	// process must be proven gone too (lanelock_proof.go).
-	provesDeathAlone() bool
+	// takenFromLive says how this lock may have been taken while its
+	// previous holder h still runs ("" when that cannot be): a lock file
+	// deleted under it, a lock session ended under it. Recovery then
+	// refuses while h is alive on this host (lanelock_proof.go).
+	takenFromLive(h Holder) string
 }
 
 // ValidateLane is the one rule for a lane's name (inkwell.ValidateLane).

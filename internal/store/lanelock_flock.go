@@ -17,7 +17,7 @@ import (
 // flockHold is the lane lock on SQLite: an exclusive flock on a file
 // beside the database. The kernel drops it when the holding process dies,
 // however it dies; but the file can be deleted or replaced under a live
-// holder, so it does not prove a holder dead alone (provesDeathAlone).
+// holder, so it does not prove a holder dead alone (takenFromLive).
 type flockHold struct {
 	path     string
 	mu       sync.Mutex // guards file: Check runs from the loop and the heartbeat
@@ -131,7 +131,9 @@ func (h *flockHold) proof(*LaneLock) string {
 
 func (h *flockHold) lost() <-chan struct{} { return nil }
 
-func (h *flockHold) provesDeathAlone() bool { return false }
+func (h *flockHold) takenFromLive(Holder) string {
+	return "its lock file was deleted or replaced while its holder runs"
+}
 
 func (h *flockHold) writeSelf(l *LaneLock) error {
 	b, _ := json.Marshal(l.Self)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Reads of the lanes table (and of lane_liveness, its view), in one place.
@@ -111,4 +112,30 @@ func (s *Store) LanesWithRunning(ctx context.Context, except string) ([]string, 
 		lanes = append(lanes, l)
 	}
 	return lanes, rows.Err()
+}
+
+// AttemptRef names one attempt and its job.
+type AttemptRef struct{ ID, JobID int64 }
+
+// RunningAttemptsOf lists the attempts running on lane that started
+// before the store's clock less age, oldest first: what a lane holding
+// the lane's lock compares with the calls it runs (worker: a claim whose
+// commit landed but whose answer the lane never got).
+func (s *Store) RunningAttemptsOf(ctx context.Context, lane string, age time.Duration) ([]AttemptRef, error) {
+	before := s.ts(s.now().Add(-age))
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(`SELECT id, job_id FROM job_attempts
+		WHERE status = 'running' AND lane = $1 AND started_at < $2 ORDER BY id`), lane, before)
+	if err != nil {
+		return nil, s.classify(fmt.Errorf("running attempts of lane %s: %w", lane, err))
+	}
+	defer rows.Close()
+	var out []AttemptRef
+	for rows.Next() {
+		var a AttemptRef
+		if err := rows.Scan(&a.ID, &a.JobID); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
 }

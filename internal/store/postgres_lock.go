@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -311,8 +312,20 @@ func (l *LaneLock) BackendPID() int {
 
 func (p *pgLock) lost() <-chan struct{} { return p.lostCh }
 
-// provesDeathAlone: nobody can take a session advisory lock from a live
-// session, so a granted lock proves its previous holder's session gone.
-func (p *pgLock) provesDeathAlone() bool { return true }
+// takenFromLive: nobody can take a session advisory lock from a live
+// session, so a granted lock proves its previous holder's session gone,
+// but not its process: a session killed by hand (pg_terminate_backend) or
+// cut from its process by the network leaves the process running, its
+// calls in flight and their answers still to be stored. Where that process
+// is on this host and alive, recovery must not close its attempts under
+// it. This very process's earlier holder is not such a case: a lane that
+// lost its lock stops and never takes it again in the same process.
+func (p *pgLock) takenFromLive(h Holder) string {
+	if h.PID == os.Getpid() && h.Host == hostname() {
+		return ""
+	}
+	return "its lock session ended (killed, or its connection lost) while its process runs; that process claims nothing more " +
+		"and exits once its calls in flight have ended and their answers are stored"
+}
 
 func (p *pgLock) proof(l *LaneLock) string { return advisoryProof(l) }

@@ -117,9 +117,11 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, now any,
 	if err != nil {
 		return err
 	}
-	if !l.hold.provesDeathAlone() { // a flock is proof only with its holder's process gone
-		if _, live := previousHolders(l, prevRow); live != nil {
-			return s.liveHolderError(l.Lane, *live, prevRow, "its lock file was deleted or replaced while its holder runs")
+	// The lock proves its previous holder's lock gone; its process must be
+	// proven gone too wherever the lock can be taken from a live one.
+	if _, live := previousHolders(l, prevRow); live != nil {
+		if why := l.hold.takenFromLive(*live); why != "" {
+			return s.liveHolderError(l.Lane, *live, prevRow, why)
 		}
 	}
 	rep.Evidence = s.evidence(l, prevRow)

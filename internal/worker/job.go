@@ -48,16 +48,23 @@ func (l *Lane) nextLock(ctx context.Context, j *claimedJob) *store.LaneLock {
 	return l.lock
 }
 
-func (l *Lane) runJob(ctx context.Context, j *claimedJob) error {
+func (l *Lane) runJob(ctx context.Context, j *claimedJob) (err error) {
 	c := j.Claimed
 	j.log.InfoContext(ctx, "job claimed")
 	if l.cfg.Observer != nil {
 		l.cfg.Observer.Claimed(l.cfg.Name)
 	}
 	// From here until its call ends, a cancel aborts the call (cancel.go).
+	// The registry is also what the lane runs (stranded.go): an attempt
+	// whose outcome could not be recorded stays in it, since its call
+	// was made and only restart recovery may close it.
 	var unregister func()
 	j.callCtx, unregister = l.calls.add(ctx, c.Attempt.ID)
-	defer unregister()
+	defer func() {
+		if !errors.Is(err, errUnrecorded) {
+			unregister()
+		}
+	}()
 	w, err := inkwell.ReadPayload(c.Job.Payload)
 	c.Job.Payload = nil // read: a call in flight holds the request once, as its provider request
 	if err != nil {
@@ -120,7 +127,7 @@ type claimedJob struct {
 func (l *Lane) call(ctx context.Context, j *claimedJob, preq inkwell.ProviderRequest, est int) (resp inkwell.ProviderResponse, secs float64, err error) {
 	callCtx, cancel := context.WithCancel(j.callCtx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
+	stop := context.AfterFunc(l.operatorStop(ctx), func() {
 		t := time.AfterFunc(l.cfg.Grace, cancel)
 		context.AfterFunc(callCtx, func() { t.Stop() })
 	})
@@ -409,10 +416,11 @@ func (l *Lane) record(ctx context.Context, j *claimedJob, answer bool, write fun
 }
 
 // answerDeadline is how long an unstored answer is tried: for as long as
-// the process lives, until a stop signal; then for the grace period, said
+// the process lives, until an operator's stop (a stop the lane makes on
+// its own does not count: operatorStop); then for the grace period, said
 // loudly once.
 func (l *Lane) answerDeadline(ctx context.Context, j *claimedJob) time.Time {
-	if ctx.Err() == nil {
+	if l.operatorStop(ctx).Err() == nil {
 		return time.Now().Add(24 * time.Hour) // pushed forward at every try: no limit while running
 	}
 	if j.stopSeen.IsZero() {

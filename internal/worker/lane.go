@@ -128,6 +128,7 @@ type laneStore interface {
 	CanRescue() bool
 	OutcomesClaim() bool // slot.go
 	LanesWithRunning(ctx context.Context, except string) ([]string, error)
+	RunningAttemptsOf(ctx context.Context, lane string, age time.Duration) ([]store.AttemptRef, error) // stranded.go
 	LockLaneForRescue(ctx context.Context, lane string, by *store.LaneLock) (*store.LaneLock, error)
 	Rescue(ctx context.Context, l *store.LaneLock) (store.RecoveryReport, error)
 }
@@ -149,6 +150,11 @@ type Lane struct {
 	writing     chan struct{} // answers written after their slot was freed, at most answersPerSlot × Concurrency (slot.go)
 	restored    atomic.Int64  // lock file restorations already logged
 	calls       calls         // calls in flight by attempt id, for cancel (cancel.go)
+	// operator is Run's context, which only an operator's stop ends
+	// (serve's SIGTERM); the lane's own stops (its lock lost, its files
+	// deleted, an outcome it could not record) end the lane's context
+	// only. Set before Run starts anything that reads it.
+	operator context.Context
 }
 
 // New returns a lane over st. It panics on a missing provider: a
@@ -260,6 +266,7 @@ func (l *Lane) Run(ctx context.Context) error {
 	if l.lock == nil {
 		return errors.New("worker: Run before Open")
 	}
+	l.operator = ctx
 	laneCtx, stopLane := context.WithCancelCause(ctx)
 	defer stopLane(nil)
 	var wg sync.WaitGroup
@@ -427,6 +434,20 @@ func (l *Lane) release() {
 }
 
 // waitFor waits until ctx ends or a or b delivers (a nil channel never does).
+// operatorStop is the context whose end is an operator's stop: Run's,
+// or ctx outside Run. A stop the lane makes on its own ends the lane's
+// context, not this one: it claims nothing more, but its calls in flight
+// run to their end and their answers are tried until stored, for as long
+// as the process lives (the completion is fenced by its attempt, so a
+// lane that lost its lock may still store it safely, or be refused).
+// Only an operator's stop bounds them by the grace period.
+func (l *Lane) operatorStop(ctx context.Context) context.Context {
+	if l.operator != nil {
+		return l.operator
+	}
+	return ctx
+}
+
 func (l *Lane) waitFor(ctx context.Context, a <-chan struct{}, b <-chan time.Time) {
 	select {
 	case <-ctx.Done():
@@ -472,6 +493,10 @@ func (l *Lane) heartbeat(ctx context.Context, stopLane context.CancelCauseFunc) 
 			return
 		case err != nil && ctx.Err() == nil:
 			l.log.WarnContext(ctx, "heartbeat", "err", err)
+		case err == nil:
+			sctx, cancel := context.WithTimeout(ctx, l.cfg.DBTimeout)
+			l.closeStranded(sctx) // stranded.go
+			cancel()
 		}
 	}
 }
