@@ -289,10 +289,10 @@ func TestOpenAISDK_SyncWaitRunsOutWithKey(t *testing.T) {
 // TestOpenAISDK_SyncWaitRunsOutWithoutKey: the same call sent as
 // the SDK sends it by default, with no Idempotency-Key. Inkwell makes a key
 // for it and answers 504 when --sync-wait runs out; the SDK retries 504 on
-// its own (max_retries 2 by default), and each retry is a new job, a new
+// its own (max_retries 2 by default), and each retry was a new job, a new
 // provider bill and a new charge, for one call of the user's. Inkwell knows
-// the key was its own and the job is still running: it could tell the SDK
-// not to retry (x-should-retry: false, which the official SDKs obey).
+// the key was its own and the job is still running: it tells the SDK not
+// to retry (x-should-retry: false, which the official SDKs obey).
 func TestOpenAISDK_SyncWaitRunsOutWithoutKey(t *testing.T) {
 	t.Parallel()
 	sim := simtest.MustStart(t, providersim.Config{Latency: 3 * time.Second})

@@ -22,19 +22,36 @@ func pgfaultServeArgs(dsn, simURL string, extra ...string) []string {
 		"--heartbeat", "200ms", "--poll", "50ms"}, extra...)
 }
 
+// pgHolder is a serve child holding lane X on a fresh PostgreSQL database,
+// with n jobs running on a simulator that answers in 3 s.
+type pgHolder struct {
+	dsn, bin string
+	st       *store.Store
+	sim      *simtest.Sim
+	a        *cli.Child
+	ids      []int64
+}
+
+func startPGHolder(t *testing.T, prefix string, n int, grace string) pgHolder {
+	t.Helper()
+	h := pgHolder{dsn: storetest.PostgresDSN(t)}
+	h.st = storetest.MustOpen(t, h.dsn, store.Options{})
+	h.sim = simtest.MustStart(t, providersim.Config{Latency: 3 * time.Second})
+	h.bin = lanesBinary(t)
+	env := append(os.Environ(), "INKWELL_CRASH_AT=")
+	h.a = cli.StartChild(t, h.bin, env, pgfaultWait, pgfaultServeArgs(h.dsn, h.sim.URL, "--grace", grace)...)
+	h.ids = pgfaultSubmit(t, h.a.URL, prefix, n)
+	pgfaultAllRunning(t, h.st, h.ids)
+	return h
+}
+
 // A second serve of the same lane on the same database, while the first
 // is alive and holds the lock, is refused with the holder named, and
 // writes nothing (no recovery run, the lanes row still the first's).
 func TestServePG_SecondServeOfALiveLaneRefused(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.PostgresDSN(t)
-	st := storetest.MustOpen(t, dsn, store.Options{})
-	sim := simtest.MustStart(t, providersim.Config{Latency: 3 * time.Second})
-	bin := lanesBinary(t)
-	env := append(os.Environ(), "INKWELL_CRASH_AT=")
-	a := cli.StartChild(t, bin, env, pgfaultWait, pgfaultServeArgs(dsn, sim.URL, "--grace", "10s")...)
-	ids := pgfaultSubmit(t, a.URL, "second", 2)
-	pgfaultAllRunning(t, st, ids)
+	h := startPGHolder(t, "second", 2, "10s")
+	dsn, st, sim, bin, a, ids := h.dsn, h.st, h.sim, h.bin, h.a, h.ids
 	runs := lanesCount(t, st, `SELECT COUNT(*) FROM recovery_runs`)
 
 	out, err := exec.Command(bin, pgfaultServeArgs(dsn, sim.URL)...).CombinedOutput()
@@ -83,14 +100,8 @@ func exitCode(err error) int {
 // stored.
 func TestServePG_SameLaneRefusedWhileOldHolderAlive(t *testing.T) {
 	t.Parallel()
-	dsn := storetest.PostgresDSN(t)
-	st := storetest.MustOpen(t, dsn, store.Options{})
-	sim := simtest.MustStart(t, providersim.Config{Latency: 3 * time.Second})
-	bin := lanesBinary(t)
-	env := append(os.Environ(), "INKWELL_CRASH_AT=")
-	a := cli.StartChild(t, bin, env, pgfaultWait, pgfaultServeArgs(dsn, sim.URL, "--grace", "20s")...)
-	ids := pgfaultSubmit(t, a.URL, "split", 3)
-	pgfaultAllRunning(t, st, ids)
+	h := startPGHolder(t, "split", 3, "20s")
+	dsn, st, sim, bin, a, ids := h.dsn, h.st, h.sim, h.bin, h.a, h.ids
 
 	var n int
 	if err := st.DB().QueryRowContext(t.Context(), `SELECT COUNT(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity
@@ -103,7 +114,7 @@ func TestServePG_SameLaneRefusedWhileOldHolderAlive(t *testing.T) {
 	// B starts while A is alive with its calls in flight. Started by hand:
 	// a refused B exits, which StartChild would take for a failure.
 	cmdB := exec.Command(bin, pgfaultServeArgs(dsn, sim.URL, "--grace", "5s")...)
-	cmdB.Env = env
+	cmdB.Env = append(os.Environ(), "INKWELL_CRASH_AT=")
 	cmdB.SysProcAttr = cli.ChildProcAttr()
 	var outB strings.Builder
 	cmdB.Stderr = &outB

@@ -318,17 +318,7 @@ func TestSender_HangingReceiverHoldsOnlyItsSlot(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		dead := newReceiver(t)
-		dead.setMode("hang")
-		live := newReceiver(t)
-		if _, err := st.CreateAccount(ctx, store.Account{Name: "dead", WebhookURL: dead.srv.URL}); err != nil {
-			t.Fatal(err)
-		}
-		la, err := st.CreateAccount(ctx, store.Account{Name: "live", WebhookURL: live.srv.URL})
-		if err != nil {
-			t.Fatal(err)
-		}
-		live.secret = la.WebhookSecret
+		dead, live := deadAndLive(t, st)
 		const timeout = 4 * time.Second
 		snd := webhook.New(st, webhook.Config{Timeout: timeout, Concurrency: 4, Poll: 100 * time.Millisecond, Logger: storetest.TestLogger(t)})
 		done := make(chan struct{})
@@ -346,6 +336,24 @@ func TestSender_HangingReceiverHoldsOnlyItsSlot(t *testing.T) {
 				"it waited for another account's hanging receiver (time-out %s)", took.Round(10*time.Millisecond), timeout)
 		}
 	})
+}
+
+// deadAndLive makes two accounts: "dead", whose receiver hangs until the
+// send's time-out, and "live", whose receiver answers 204 and verifies.
+func deadAndLive(t *testing.T, st *store.Store) (dead, live *receiver) {
+	t.Helper()
+	dead = newReceiver(t)
+	dead.setMode("hang")
+	live = newReceiver(t)
+	if _, err := st.CreateAccount(t.Context(), store.Account{Name: "dead", WebhookURL: dead.srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	la, err := st.CreateAccount(t.Context(), store.Account{Name: "live", WebhookURL: live.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.secret = la.WebhookSecret
+	return dead, live
 }
 
 // TestSender_TwoServesNeverPostOneDeliveryAtOnce: two senders on two store
@@ -433,17 +441,7 @@ func TestSender_DeadReceiversBacklogDoesNotHoldTheOthers(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		dead := newReceiver(t)
-		dead.setMode("hang")
-		live := newReceiver(t)
-		if _, err := st.CreateAccount(ctx, store.Account{Name: "dead", WebhookURL: dead.srv.URL}); err != nil {
-			t.Fatal(err)
-		}
-		la, err := st.CreateAccount(ctx, store.Account{Name: "live", WebhookURL: live.srv.URL})
-		if err != nil {
-			t.Fatal(err)
-		}
-		live.secret = la.WebhookSecret
+		dead, live := deadAndLive(t, st)
 		const backlog = 20
 		for i := range backlog {
 			endJobOf(t, st, "dead", fmt.Sprintf("d%d", i), "")
