@@ -555,6 +555,13 @@ func (e entry) unknownKeys(known []string) error {
 }
 
 // name reads the required, non-empty name.
+// invisible reports a character Unicode says to draw as nothing (its
+// Default_Ignorable_Code_Point set): format characters such as U+200B,
+// variation selectors, the combining grapheme joiner, Hangul fillers.
+func invisible(r rune) bool {
+	return unicode.In(r, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
+}
+
 // inAnotherCase says how an earlier name differs from name when only case
 // tells them apart ("" when they are the same).
 func inAnotherCase(name, earlier string) string {
@@ -573,7 +580,7 @@ func (e entry) name() (string, error) {
 		return "", e.errorf("", "name is missing: add name = \"...\" (unique among the [[%s]] tables)", e.kind)
 	case name == "" || strings.TrimSpace(name) != name || strings.ContainsFunc(name, unicode.IsControl):
 		return "", e.errorf("name", "name %q must be non-empty, without spaces around it or control characters", name)
-	case strings.ContainsFunc(name, func(r rune) bool { return unicode.Is(unicode.Cf, r) }):
+	case strings.ContainsFunc(name, invisible):
 		// A zero-width space or joiner: "m\u200b" reads as "m" in every
 		// log and listing, and is another model.
 		return "", e.errorf("name", "name %q holds an invisible character (a zero-width space, joiner or mark): it would read as another name", name)

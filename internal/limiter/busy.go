@@ -2,8 +2,8 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -27,24 +27,26 @@ func (l *Limiter) WaitAtMost(ctx context.Context, tokens int, most time.Duration
 		l.observe(time.Now())
 		return &BusyError{For: left}
 	}
-	wctx, cancel := context.WithTimeout(ctx, most)
-	defer cancel()
-	err := l.Wait(wctx, tokens)
-	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return &BusyError{For: l.estimate(tokens)}
+	return l.wait(ctx, tokens, most)
 }
 
-// estimate is how long a call of tokens joining the line now would wait:
-// the pause, then every call in line and this one at the limits' pace.
-func (l *Limiter) estimate(tokens int) time.Duration {
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ahead := float64(max(tokens, 0))
-	for _, w := range l.queue {
-		ahead += w.tokens
+// estimateLocked is how long w, still in line, would go on waiting: the
+// pause, then the calls ahead of it, the calls given back before it that
+// are still to come back (promised), and w itself, at the limits' pace.
+// The answer is promised to w in turn: callers given back one after
+// another come back one after another, as the limits let them go, not
+// all at the first free moment.
+func (l *Limiter) estimateLocked(w *waiter, now time.Time) time.Duration {
+	l.promised = slices.DeleteFunc(l.promised, func(t time.Time) bool { return !t.After(now) })
+	calls, tokens := len(l.promised), 0.0
+	for _, q := range l.queue {
+		calls++
+		tokens += q.tokens
+		if q == w {
+			break
+		}
 	}
-	return max(l.pausedUntil.Sub(now), l.reqs.after(float64(len(l.queue)+1), now), l.toks.after(ahead, now))
+	d := max(l.pausedUntil.Sub(now), l.reqs.after(float64(calls), now), l.toks.after(tokens, now))
+	l.promised = append(l.promised, now.Add(d))
+	return d
 }

@@ -45,6 +45,9 @@ type Limiter struct {
 	backoffs    int   // 429s without Retry-After since the last answer: the next back-off doubles
 	inFlight    int   // calls admitted whose Done has not come yet
 	limited     int64 // 429s reported to Done, ever
+	// promised is when the callers WaitAtMost gave back were told to come
+	// back, those still to come (busy.go).
+	promised []time.Time
 }
 
 // waiter is one caller of Wait. wake tells it that the line or the
@@ -77,10 +80,23 @@ func New(cfg Config) *Limiter {
 // line, the lane is not paused, and both buckets hold enough. It returns
 // ctx's error, and admits nothing, if ctx ends first.
 func (l *Limiter) Wait(ctx context.Context, tokens int) error {
+	return l.wait(ctx, tokens, 0)
+}
+
+// wait is Wait, giving up after most when most > 0: then the error is a
+// *BusyError whose For is estimated from the caller's place in line
+// before it leaves it.
+func (l *Limiter) wait(ctx context.Context, tokens int, most time.Duration) error {
 	start := time.Now()
 	defer l.observe(start)
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	var giveUp <-chan time.Time
+	if most > 0 {
+		t := time.NewTimer(most)
+		defer t.Stop()
+		giveUp = t.C
 	}
 	w := &waiter{tokens: float64(max(tokens, 0)), wake: make(chan struct{}, 1)}
 	l.mu.Lock()
@@ -95,13 +111,16 @@ func (l *Limiter) Wait(ctx context.Context, tokens int) error {
 			}
 		}
 		l.mu.Unlock()
-		if err := w.sleep(ctx, delay); err != nil {
-			l.mu.Lock()
+		err := w.sleep(ctx, delay, giveUp)
+		l.mu.Lock()
+		if err != nil {
+			if errors.Is(err, errGaveUp) {
+				err = &BusyError{For: l.estimateLocked(w, time.Now())}
+			}
 			l.leaveLocked(w)
 			l.mu.Unlock()
 			return err
 		}
-		l.mu.Lock()
 	}
 }
 
@@ -225,9 +244,12 @@ func (l *Limiter) pauseLocked(now time.Time, retryAfter time.Duration) {
 		"paused_until", until, "pause", d.Round(time.Millisecond), "retry_after", retryAfter)
 }
 
-// sleep waits until w is woken, delay passes (never when delay < 0), or
-// ctx ends (its error).
-func (w *waiter) sleep(ctx context.Context, delay time.Duration) error {
+// errGaveUp: the caller's own bound (WaitAtMost's most) passed first.
+var errGaveUp = errors.New("limiter: gave up waiting")
+
+// sleep waits until w is woken, delay passes (never when delay < 0), ctx
+// ends (its error) or giveUp fires (errGaveUp; nil: never).
+func (w *waiter) sleep(ctx context.Context, delay time.Duration, giveUp <-chan time.Time) error {
 	var timeout <-chan time.Time
 	if delay >= 0 {
 		t := time.NewTimer(delay)
@@ -237,6 +259,8 @@ func (w *waiter) sleep(ctx context.Context, delay time.Duration) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-giveUp:
+		return errGaveUp
 	case <-w.wake:
 	case <-timeout:
 	}

@@ -123,7 +123,8 @@ func (s *Store) Attempts(ctx context.Context, jobID int64) ([]inkwell.Attempt, e
 
 // RetryCounts is what automatic retry counts of a job's finished
 // attempts since its last retry by hand: all of them, and those answered
-// 429 (class rate_limited).
+// 429 (class rate_limited); an attempt given back unsent (held_back) is
+// neither.
 type RetryCounts struct{ Attempts, RateLimited int }
 
 // AutoRetryCounts counts a job's finished attempts that finished after its
@@ -139,7 +140,7 @@ type RetryCounts struct{ Attempts, RateLimited int }
 func (s *Store) AutoRetryCounts(ctx context.Context, jobID int64) (RetryCounts, error) {
 	const query = `SELECT COUNT(*), COALESCE(SUM(CASE WHEN a.error_class = 'rate_limited' THEN 1 ELSE 0 END), 0)
 		FROM job_attempts a
-		WHERE a.job_id = $1 AND a.status <> 'running'
+		WHERE a.job_id = $1 AND a.status <> 'running' AND a.held_back IS NOT TRUE
 		  AND NOT EXISTS (SELECT 1 FROM audit_log r WHERE r.job_id = a.job_id AND r.action = 'retry' AND r.at >= a.finished_at)`
 	var c RetryCounts
 	if err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(query), jobID).Scan(&c.Attempts, &c.RateLimited); err != nil {

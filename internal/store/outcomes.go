@@ -61,6 +61,11 @@ const maxOutcomeBatch = 128
 // group ran out of time gets EUNAVAILABLE-like errors and tries again.
 const outcomeCommitTimeout = 10 * time.Second
 
+// OutcomeCommitTimeout is outcomeCommitTimeout for the lane: a job claimed
+// with an outcome is stamped when its group begins, and reaches its slot
+// at most this long after (worker's stranded attempts).
+const OutcomeCommitTimeout = outcomeCommitTimeout
+
 func newOutcomeBatcher(s *Store) *outcomeBatcher {
 	b := &outcomeBatcher{s: s}
 	b.g = newGroupCommit(maxOutcomeBatch, b.commit)

@@ -594,6 +594,10 @@ type FailParams struct {
 	// GaveUpAfter, when > 0, says the job fails because automatic retry
 	// gave up after this many attempts: the job's error says so.
 	GaveUpAfter int
+	// HeldBack marks an attempt given back unsent, its call held by its
+	// provider's limiter (job_attempts.held_back): automatic retry counts
+	// it neither as an attempt nor as a 429.
+	HeldBack bool
 }
 
 // FailIfRunning moves one attempt running -> failed with its error, class
@@ -625,9 +629,10 @@ func (s *Store) FailAndClaim(ctx context.Context, p FailParams, l *LaneLock) (ne
 
 // failTx is FailIfRunning's writes, inside an outcome group's transaction.
 func (s *Store) failTx(ctx context.Context, tx *sql.Tx, p FailParams, now any) error {
-	const failAttempt = `UPDATE job_attempts SET status = 'failed', error = $1, error_class = $2, finished_at = $3
+	const failAttempt = `UPDATE job_attempts SET status = 'failed', error = $1, error_class = $2, finished_at = $3, held_back = $6
 		WHERE id = $4 AND job_id = $5 AND status = 'running'`
-	if err := s.execOne(ctx, tx, failAttempt, p.Error, string(p.Class), now, p.AttemptID, p.JobID); err != nil {
+	heldBack := sql.NullBool{Bool: true, Valid: p.HeldBack} // NULL for every other attempt
+	if err := s.execOne(ctx, tx, failAttempt, p.Error, string(p.Class), now, p.AttemptID, p.JobID, heldBack); err != nil {
 		return fmt.Errorf("fail attempt %d of job %d: %w", p.AttemptID, p.JobID, err)
 	}
 	if p.RetryAt != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -461,8 +462,10 @@ type WebhookFailParams struct {
 	GiveUp   bool      // no more attempts: gave_up_at is set instead
 	// ReceiverDown says the receiver did not answer, or answered 429 or
 	// 5xx: the account's other deliveries due before NextAt would meet
-	// the same, so they wait until then too (webhookHoldAccount).
+	// the same, so they wait until then too (webhookHoldAccount), if the
+	// account's URL is still URL, the one the send went to.
 	ReceiverDown bool
+	URL          string
 }
 
 // webhookHoldAccount is the rest of a failed send whose receiver is down:
@@ -531,8 +534,15 @@ func (s *Store) WebhookFailed(ctx context.Context, p WebhookFailParams) (held in
 		if err != nil || n != 1 || !p.ReceiverDown || p.GiveUp {
 			return err
 		}
+		// Only while the account still sends to the receiver that failed:
+		// a URL changed since the claim is another receiver.
 		var account string
-		if err := s.txQueryRow(ctx, tx, `SELECT account FROM webhook_deliveries WHERE id = $1`, p.ID).Scan(&account); err != nil {
+		err = s.txQueryRow(ctx, tx, `SELECT d.account FROM webhook_deliveries d JOIN accounts a ON a.name = d.account
+			WHERE d.id = $1 AND a.webhook_url = $2`, p.ID, p.URL).Scan(&account)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		n, err = s.exec(ctx, tx, s.webhookHoldAccountSQL(), account, next, p.ID)

@@ -40,7 +40,7 @@ func TestStore_WebhookReceiverDownHoldsTheAccount(t *testing.T) {
 		}
 		next := time.Now().Add(10 * time.Minute)
 		held, err = s.WebhookFailed(ctx, store.WebhookFailParams{ID: second[0].ID, Attempts: 1, Error: "no answer in 15s",
-			NextAt: next, ReceiverDown: true})
+			NextAt: next, ReceiverDown: true, URL: second[0].URL})
 		if err != nil || held != 3 {
 			t.Fatalf("no answer: held %d, %v; want acme's 3 other due deliveries", held, err)
 		}
@@ -57,7 +57,7 @@ func TestStore_WebhookReceiverDownHoldsTheAccount(t *testing.T) {
 			t.Errorf("%d of acme's deliveries wait until the failed one's next try, with %d attempts among them; want 4 (the failed one and the 3 held) and 1 (only the one sent)", heldRows, counted)
 		}
 		// A give-up holds nothing more.
-		held, err = s.WebhookFailed(ctx, store.WebhookFailParams{ID: claims[0].ID, Attempts: 1, Error: "no answer", NextAt: time.Now(), GiveUp: true, ReceiverDown: true})
+		held, err = s.WebhookFailed(ctx, store.WebhookFailParams{ID: claims[0].ID, Attempts: 1, Error: "no answer", NextAt: time.Now(), GiveUp: true, ReceiverDown: true, URL: claims[0].URL})
 		if err != nil || held != 0 {
 			t.Errorf("a give-up: held %d, %v; want 0", held, err)
 		}

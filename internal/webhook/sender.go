@@ -290,6 +290,7 @@ func (s *Sender) send(ctx context.Context, inst string, c store.WebhookSend) {
 	// the account's other due deliveries would each spend a slot (up to a
 	// time-out) learning it again: they wait with this one.
 	p.ReceiverDown = status == 0 || status == http.StatusTooManyRequests || status >= 500
+	p.URL = c.URL
 	if ctx.Err() != nil && status == 0 { // cut short by a stop: try again at the next start
 		p.NextAt, p.GiveUp, p.ReceiverDown, outcome = s.st.Now(), false, false, OutcomeFailed
 		p.Error = "send cut short: the sender stopped"

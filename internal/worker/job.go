@@ -271,7 +271,7 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 		}
 		var err error
 		j.next, err = l.store.FailAndClaim(wctx, store.FailParams{JobID: j.Job.ID, AttemptID: j.Attempt.ID, Error: msg, Class: f.class,
-			RetryAt: retryAt, ProviderHonoursKeys: pol.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter}, l.nextLock(ctx, j))
+			RetryAt: retryAt, ProviderHonoursKeys: pol.ProviderHonoursKeys, GaveUpAfter: d.gaveUpAfter, HeldBack: f.heldFor > 0}, l.nextLock(ctx, j))
 		return err
 	})
 	wctx := context.WithoutCancel(ctx)
@@ -471,10 +471,10 @@ func (l *Lane) admit(ctx context.Context, lim Limiter, est int) error {
 // giveBack puts a job whose call its provider's limiter held back (a 429's
 // pause, or the line at its rpm or tpm) back to queued, unsent, until
 // about when the limiter would have let it go: its attempt fails as
-// rate_limited, "not sent", and its slot takes the next job, which may go
-// to another provider. It is not an automatic retry (nothing was sent, and
-// it happens whatever --max-attempts says), but a later count of the job's
-// 429s includes it (--max-rate-limited).
+// rate_limited, "not sent", marked held_back, and its slot takes the next
+// job, which may go to another provider. It is not an automatic retry:
+// nothing was sent, it happens whatever --max-attempts says, and automatic
+// retry counts it neither as an attempt nor as a 429.
 func (l *Lane) giveBack(ctx context.Context, j *claimedJob, held time.Duration, secs float64) error {
 	held = max(held, 10*time.Millisecond)
 	msg := fmt.Sprintf("not sent: provider %s's limits (a 429's pause, or its rpm or tpm) would have held this call about %s more; given back to the queue so that the lane's slots serve other providers' jobs meanwhile",

@@ -25,9 +25,13 @@ import (
 // once: nothing was sent, nothing can be billed twice.
 
 // strandedAge is how old a running attempt of this lane must be before it
-// may be stranded: a claim's statement is bounded by Config.DBTimeout, and
-// a job claimed reaches its slot's registry a moment after its answer.
-func (l *Lane) strandedAge() time.Duration { return l.cfg.DBTimeout + 5*time.Second }
+// may be stranded: a claim's statement is bounded by Config.DBTimeout, a
+// claim made with an outcome is stamped when its group begins and the
+// group is bounded by store.OutcomeCommitTimeout, and a job claimed
+// reaches its slot's registry a moment after its answer.
+func (l *Lane) strandedAge() time.Duration {
+	return max(l.cfg.DBTimeout, store.OutcomeCommitTimeout) + 5*time.Second
+}
 
 // closeStranded puts back the jobs of this lane's stranded attempts.
 // Called from the heartbeat, after a beat that proved the lock held.
