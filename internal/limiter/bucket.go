@@ -67,15 +67,19 @@ func (b *bucket) fill(now time.Time) {
 	}
 }
 
-// after is how long until n more can have been taken from the bucket, one
-// call after another: what it holds now, then its pace (unlike wait, n may
-// be many calls' worth, more than the bucket ever holds).
-func (b *bucket) after(n float64, now time.Time) time.Duration {
+// after is how long from t until n more can have been taken from the
+// bucket, one call after another: what it will hold at t, then its pace
+// (unlike wait, n may be many calls' worth, more than the bucket ever
+// holds). It changes nothing: t may be in the future (a pause's end).
+func (b bucket) after(n float64, t time.Time) time.Duration {
 	if b.perSec == 0 {
 		return 0
 	}
-	b.fill(now)
-	short := n - b.level
+	level := b.level
+	if t.After(b.at) {
+		level = min(b.size, level+t.Sub(b.at).Seconds()*b.perSec)
+	}
+	short := n - level
 	if short <= 1e-9 {
 		return 0
 	}

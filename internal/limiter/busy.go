@@ -23,30 +23,56 @@ func (e *BusyError) Error() string {
 // providers uses it so that one provider's pause or pace does not keep its
 // slots from the others' jobs (worker.Lane.call).
 func (l *Limiter) WaitAtMost(ctx context.Context, tokens int, most time.Duration) error {
-	if left := time.Until(l.PausedUntil()); left > most {
-		l.observe(time.Now())
-		return &BusyError{For: left}
+	now := time.Now()
+	l.mu.Lock()
+	if l.pausedUntil.Sub(now) > most {
+		d := l.promiseLocked(nil, float64(max(tokens, 0)), now)
+		l.mu.Unlock()
+		l.observe(now)
+		return &BusyError{For: d}
 	}
+	l.mu.Unlock()
 	return l.wait(ctx, tokens, most)
 }
 
-// estimateLocked is how long w, still in line, would go on waiting: the
-// pause, then the calls ahead of it, the calls given back before it that
-// are still to come back (promised), and w itself, at the limits' pace.
-// The answer is promised to w in turn: callers given back one after
-// another come back one after another, as the limits let them go, not
-// all at the first free moment.
-func (l *Limiter) estimateLocked(w *waiter, now time.Time) time.Duration {
-	l.promised = slices.DeleteFunc(l.promised, func(t time.Time) bool { return !t.After(now) })
-	calls, tokens := len(l.promised), 0.0
+// promise is when a caller given back was told to come back, and its
+// tokens.
+type promise struct {
+	at     time.Time
+	tokens float64
+}
+
+// promiseLocked is how long a call of own tokens would go on waiting: w
+// in line (nil: joining it at the end), after the pause, the calls ahead
+// of it and those given back before it still to come back, at the limits'
+// pace. The answer is promised to it in turn: callers given back one after
+// another come back one after another, as the limits let them go, not all
+// at the first free moment. A call larger than the token bucket goes once
+// the bucket is full (leaving a debt), so its own share counts at most
+// the bucket's size, as admission does.
+func (l *Limiter) promiseLocked(w *waiter, own float64, now time.Time) time.Duration {
+	l.promised = slices.DeleteFunc(l.promised, func(p promise) bool { return !p.at.After(now) })
+	calls, tokens := len(l.promised)+1, own
+	if l.toks.size > 0 {
+		tokens = min(own, l.toks.size)
+	}
+	for _, p := range l.promised {
+		tokens += p.tokens
+	}
 	for _, q := range l.queue {
-		calls++
-		tokens += q.tokens
 		if q == w {
 			break
 		}
+		calls++
+		tokens += q.tokens
 	}
-	d := max(l.pausedUntil.Sub(now), l.reqs.after(float64(calls), now), l.toks.after(tokens, now))
-	l.promised = append(l.promised, now.Add(d))
+	// The buckets fill during a pause, but nothing is taken before its
+	// end: the pace counts from then.
+	from := now
+	if l.pausedUntil.After(now) {
+		from = l.pausedUntil
+	}
+	d := from.Sub(now) + max(l.reqs.after(float64(calls), from), l.toks.after(tokens, from))
+	l.promised = append(l.promised, promise{at: now.Add(d), tokens: own})
 	return d
 }

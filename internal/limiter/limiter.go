@@ -47,7 +47,7 @@ type Limiter struct {
 	limited     int64 // 429s reported to Done, ever
 	// promised is when the callers WaitAtMost gave back were told to come
 	// back, those still to come (busy.go).
-	promised []time.Time
+	promised []promise
 }
 
 // waiter is one caller of Wait. wake tells it that the line or the
@@ -115,7 +115,7 @@ func (l *Limiter) wait(ctx context.Context, tokens int, most time.Duration) erro
 		l.mu.Lock()
 		if err != nil {
 			if errors.Is(err, errGaveUp) {
-				err = &BusyError{For: l.estimateLocked(w, time.Now())}
+				err = &BusyError{For: l.promiseLocked(w, w.tokens, time.Now())}
 			}
 			l.leaveLocked(w)
 			l.mu.Unlock()

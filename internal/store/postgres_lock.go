@@ -94,7 +94,7 @@ func (s *Store) lockLanePostgres(ctx context.Context, lane string) (*LaneLock, e
 
 // lockPostgres opens a dedicated session and takes lane's lock on it,
 // without waiting, except that a lane's own start waits out a rescuing
-// lane's brief hold. role names the holder in pg_stat_activity ("lane" or
+// lane's brief hold, and any start a holder whose session is ending. role names the holder in pg_stat_activity ("lane" or
 // "rescue"); keep starts the keeper.
 func (s *Store) lockPostgres(ctx context.Context, lane, role string, self Holder, keep bool) (*LaneLock, error) {
 	deadline := time.Now().Add(rescueWait)
@@ -111,10 +111,14 @@ func (s *Store) lockPostgres(ctx context.Context, lane, role string, self Holder
 			}
 			return l, nil
 		}
-		if role != "lane" || held.role != "rescue" || time.Now().After(deadline) {
+		// Worth another try, for a moment: a rescue's short hold, and a
+		// holder whose session ended while it was looked up (a process just
+		// killed: the server ends its session a moment later).
+		brief := role == "lane" && held.role == "rescue" || held.gone
+		if !brief || time.Now().After(deadline) {
 			return nil, held.err
 		}
-		select { // a rescue holds the lock for one short transaction
+		select {
 		case <-ctx.Done():
 			return nil, held.err
 		case <-time.After(50 * time.Millisecond):
@@ -122,9 +126,11 @@ func (s *Store) lockPostgres(ctx context.Context, lane, role string, self Holder
 	}
 }
 
-// heldByError carries the refusal and whether the holder is a rescue.
+// heldByError carries the refusal, whether the holder is a rescue, and
+// whether its session was gone by the time it was looked up.
 type heldByError struct {
 	role string
+	gone bool
 	err  error
 }
 
@@ -148,7 +154,7 @@ func (s *Store) tryLockPostgres(ctx context.Context, lane, role string, self Hol
 		if err != nil {
 			return nil, err
 		}
-		return nil, &heldByError{role: h.role, err: h.refusal(lane)}
+		return nil, &heldByError{role: h.role, gone: !h.known, err: h.refusal(lane)}
 	}
 	if err := s.refusePooler(ctx, p); err != nil {
 		p.close()

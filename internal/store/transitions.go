@@ -594,9 +594,10 @@ type FailParams struct {
 	// GaveUpAfter, when > 0, says the job fails because automatic retry
 	// gave up after this many attempts: the job's error says so.
 	GaveUpAfter int
-	// HeldBack marks an attempt given back unsent, its call held by its
-	// provider's limiter (job_attempts.held_back): automatic retry counts
-	// it neither as an attempt nor as a 429.
+	// HeldBack marks an attempt the lane gave back unsent of its own doing
+	// (job_attempts.held_back): its call held by its provider's limiter,
+	// or its claim's answer lost on the way (worker's stranded attempts).
+	// Automatic retry counts it neither as an attempt nor as a 429.
 	HeldBack bool
 }
 

@@ -79,7 +79,14 @@ func (l *Lane) rescueLane(ctx context.Context, dead string) {
 	}
 	defer lock.Release()
 	rep, err := l.store.Rescue(ctx, lock)
-	if err != nil {
+	switch {
+	case inkwell.ErrorCode(err) == inkwell.ELANEHELD:
+		// Its session ended but its process runs on this host, storing its
+		// answers (pgLock.takenFromLive): not dead, and no fault of ours;
+		// it says so at every look, so only at debug.
+		l.log.DebugContext(ctx, "rescue: the lane's session ended but its process lives; left alone", "dead_lane", dead, "err", err)
+		return
+	case err != nil:
 		l.log.ErrorContext(ctx, "rescue: close dead lane's orphans", "dead_lane", dead, "err", err)
 		return
 	}

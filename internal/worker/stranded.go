@@ -49,7 +49,9 @@ func (l *Lane) closeStranded(ctx context.Context) {
 			continue
 		}
 		now := l.store.Now()
-		_, err := l.store.FailAndClaim(ctx, store.FailParams{JobID: a.JobID, AttemptID: a.ID, Class: inkwell.ClassNotSent, RetryAt: &now,
+		// Held back, as the limiter's give-back is: the lane's own doing,
+		// nothing sent, so automatic retry does not count it.
+		_, err := l.store.FailAndClaim(ctx, store.FailParams{JobID: a.JobID, AttemptID: a.ID, Class: inkwell.ClassNotSent, RetryAt: &now, HeldBack: true,
 			Error: "not sent: this lane's claim of the job committed, but its answer never reached the lane (the database connection broke on the way back), so no call was made; queued again"}, nil)
 		log := l.log.With("job_id", a.JobID, "attempt_id", a.ID)
 		if err != nil {
