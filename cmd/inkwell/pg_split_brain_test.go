@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -180,4 +182,36 @@ func TestServePG_StoppedHolderKeepsItsLane(t *testing.T) {
 	if err := a.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("A after SIGCONT and SIGTERM: %v, want exit 0", err)
 	}
+}
+
+// TestServePG_LaneThatLostItsLockIsNotReady: serve's lock session is
+// ended (as a network cut or an operator would) while its two calls run.
+// The lane stops claiming and drains: its calls finish and their answers
+// are stored. Meanwhile /readyz must say 503 "stopping", so a balancer
+// sends no more work to a server that will run none of it (it said 200).
+func TestServePG_LaneThatLostItsLockIsNotReady(t *testing.T) {
+	t.Parallel()
+	h := startPGHolder(t, "unready", 2, "10s")
+	var n int
+	if err := h.st.DB().QueryRowContext(t.Context(), `SELECT COUNT(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name LIKE 'inkwell/lane/%'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("terminate the lock session: %d sessions, %v", n, err)
+	}
+	storetest.WaitFor(t, pgfaultWait, "/readyz 503 stopping while the lane drains", func() bool {
+		resp, err := http.Get(h.a.URL + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), "stopping")
+	})
+	storetest.WaitFor(t, pgfaultWait, "the drained answers stored", func() bool {
+		for _, id := range h.ids {
+			if pgfaultShow(t, h.st, id).Job.Status != inkwell.StatusDone {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -51,6 +51,12 @@ type Config struct {
 	// ended it here (done, or failed for good; not a reschedule): serve
 	// wakes the job's long-polls with it.
 	OnEnded func(jobID int64)
+	// OnStopping, if set, is called once when the lane stops claiming on
+	// its own (its lock lost, its files deleted, an outcome it could not
+	// record), with why; it still drains its calls and answers: serve
+	// turns /readyz to 503 stopping with it. An operator's stop does not
+	// call it (serve knows of that one).
+	OnStopping func(cause error)
 }
 
 // beat is what the lane's heartbeat writes besides the time.
@@ -269,6 +275,13 @@ func (l *Lane) Run(ctx context.Context) error {
 	l.operator = ctx
 	laneCtx, stopLane := context.WithCancelCause(ctx)
 	defer stopLane(nil)
+	if l.cfg.OnStopping != nil {
+		defer context.AfterFunc(laneCtx, func() {
+			if ctx.Err() == nil { // its own stop, not the operator's
+				l.cfg.OnStopping(context.Cause(laneCtx))
+			}
+		})()
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); l.heartbeat(laneCtx, stopLane) }()
