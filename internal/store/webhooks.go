@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -479,10 +478,15 @@ type WebhookFailParams struct {
 // each other.
 const webhookHoldChunk = 10_000
 
+// $1 is the failed delivery, $2 its next try, $3 the URL it was sent to:
+// the account is the delivery's only while it still sends there (a URL
+// changed since the claim is another receiver, and nothing is held).
 func (s *Store) webhookHoldAccountSQL() string {
 	return `UPDATE webhook_deliveries SET next_attempt_at = $2
 		WHERE id IN (SELECT id FROM webhook_deliveries
-			WHERE account = $1 AND delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < $2 AND id <> $3
+			WHERE account = (SELECT d.account FROM webhook_deliveries d JOIN accounts a ON a.name = d.account
+			                 WHERE d.id = $1 AND a.webhook_url = $3)
+			  AND delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at < $2 AND id <> $1
 			ORDER BY next_attempt_at LIMIT ` + strconv.Itoa(webhookHoldChunk) + s.dialect.claimLock + `)`
 }
 
@@ -534,18 +538,7 @@ func (s *Store) WebhookFailed(ctx context.Context, p WebhookFailParams) (held in
 		if err != nil || n != 1 || !p.ReceiverDown || p.GiveUp {
 			return err
 		}
-		// Only while the account still sends to the receiver that failed:
-		// a URL changed since the claim is another receiver.
-		var account string
-		err = s.txQueryRow(ctx, tx, `SELECT d.account FROM webhook_deliveries d JOIN accounts a ON a.name = d.account
-			WHERE d.id = $1 AND a.webhook_url = $2`, p.ID, p.URL).Scan(&account)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		n, err = s.exec(ctx, tx, s.webhookHoldAccountSQL(), account, next, p.ID)
+		n, err = s.exec(ctx, tx, s.webhookHoldAccountSQL(), p.ID, next, p.URL)
 		held = int(n)
 		return err
 	})
