@@ -584,3 +584,84 @@ func TestWait_ClientGoneIsNotAnInternalError(t *testing.T) {
 		}
 	}
 }
+
+// TestServe_SIGTERMWakesWaiterOfJobPutBack: a job that goes back to
+// queued during a graceful stop (its call timed out on a provider that
+// honours keys, so it is retried) will not run here again: the stopping
+// lane claims nothing. Its waiting chat completion is answered then
+// (503 server_stopping), not when the grace period ends behind another
+// call still running.
+func TestServe_SIGTERMWakesWaiterOfJobPutBack(t *testing.T) {
+	t.Parallel()
+	slow := simtest.MustStart(t, providersim.Config{Latency: 8 * time.Second})
+	stuck := simtest.MustStart(t, providersim.Config{HangRate: 1})
+	path := filepath.Join(t.TempDir(), "inkwell.toml")
+	cfg := fmt.Sprintf(`[[provider]]
+name = "slow"
+kind = "openai"
+url = %q
+honours_keys = true
+
+[[provider]]
+name = "stuck"
+kind = "openai"
+url = %q
+honours_keys = true
+timeout = "2s"
+
+[[model]]
+name = "writer"
+provider = "slow"
+max_output_tokens = 50
+
+[[model]]
+name = "hung"
+provider = "stuck"
+max_output_tokens = 50
+`, slow.URL, stuck.URL)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	srv := startServe(t, db, "--config", path, "--concurrency", "2", "--grace", "30s", "--sync-wait", "2m")
+	st := storetest.MustOpen(t, db, store.Options{})
+
+	ctx := t.Context()
+	var long, putBack chatAnswer
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		long = timedPost(ctx, srv.URL, "long", `{"model":"writer","messages":[{"role":"user","content":"ink"}],"max_tokens":20}`)
+	})
+	storetest.WaitFor(t, waitLimit, "the long call running", func() bool {
+		return countWhere(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'running'`) == 1
+	})
+	wg.Go(func() {
+		putBack = timedPost(ctx, srv.URL, "hung", `{"model":"hung","messages":[{"role":"user","content":"ink"}],"max_tokens":20}`)
+	})
+	storetest.WaitFor(t, waitLimit, "both calls running", func() bool {
+		return countWhere(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'running'`) == 2
+	})
+	sigAt := time.Now()
+	exitErr := make(chan error, 1)
+	go func() { exitErr <- srv.Signal(t, syscall.SIGTERM) }()
+	wg.Wait()
+	if err := <-exitErr; err != nil {
+		t.Errorf("serve after SIGTERM: %v, want exit 0", err)
+	}
+	t.Logf("put back: %d after %v; long: %d after %v", putBack.status, putBack.at.Sub(sigAt), long.status, long.at.Sub(sigAt))
+	if long.err != nil || long.status != http.StatusOK {
+		t.Errorf("the long call in flight at SIGTERM: %d %s (err %v); want 200, its answer within the grace", long.status, long.body, long.err)
+	}
+	if putBack.err != nil || putBack.status != http.StatusServiceUnavailable || !strings.Contains(putBack.body, "server_stopping") {
+		t.Errorf("the call that timed out during the stop: %d %s (err %v); want 503 server_stopping", putBack.status, putBack.body, putBack.err)
+	}
+	// An order, not a time: the job put back is answered when it is put
+	// back (about 2 s after it began), not when the long call ends.
+	if !putBack.at.Before(long.at) {
+		t.Errorf("the waiter of the job put back was answered %v after SIGTERM, the long call %v after it: want it answered when its job went back to queued", putBack.at.Sub(sigAt), long.at.Sub(sigAt))
+	}
+	var status string
+	if err := st.DB().QueryRow(`SELECT status FROM jobs WHERE idempotency_key = 'hung'`).Scan(&status); err != nil || status != "queued" {
+		t.Errorf("the job put back: %q (err %v), want queued for the next lane", status, err)
+	}
+}

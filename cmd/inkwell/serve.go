@@ -305,6 +305,7 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 		Name: cfg.Lane, Router: cfg.Routes, Logger: m.log,
 		Heartbeat: cfg.Heartbeat, Poll: cfg.Poll, Grace: cfg.Grace, Rescue: cfg.Rescue, Concurrency: cfg.Concurrency,
 		Observer: m.metrics, Retry: cfg.Retry, OnEnded: func(id int64) { m.waits.Wake(id); m.webhooks.Wake() },
+		OnRequeued: func(id int64) { m.waits.Wake(id) },
 		// A lane that stops on its own drains its answers, claiming
 		// nothing: no more work should be sent here.
 		OnStopping: func(error) { m.srv.Stopping() },

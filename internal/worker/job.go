@@ -288,6 +288,7 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 	case retryAt != nil && f.heldFor > 0:
 		j.log.InfoContext(wctx, "job given back unsent: its provider's limit would hold it, and the slot serves other providers' jobs meanwhile",
 			"provider", j.route.Model.Provider, "not_before", retryAt.UTC().Format(time.RFC3339Nano))
+		l.requeued(j.Job.ID)
 		l.observe(OutcomeRescheduled, secs, j.Job)
 		l.kickIn(d.wait)
 		return nil
@@ -298,6 +299,7 @@ func (l *Lane) fail(ctx context.Context, j *claimedJob, f failure, secs float64)
 		}
 		j.log.WarnContext(wctx, "attempt failed; job queued again for an automatic retry", "error", msg, "error_class", f.class,
 			"not_before", retryAt.UTC().Format(time.RFC3339Nano), limit, most)
+		l.requeued(j.Job.ID)
 		l.observe(OutcomeRescheduled, secs, j.Job)
 		l.kickIn(d.wait)
 		return nil
@@ -343,6 +345,14 @@ func (l *Lane) tally(ctx context.Context, j *claimedJob, c inkwell.ErrorClass) (
 func (l *Lane) ended(jobID int64) {
 	if l.cfg.OnEnded != nil {
 		l.cfg.OnEnded(jobID)
+	}
+}
+
+// requeued tells Config.OnRequeued that a job went back to queued here
+// (its commit is done).
+func (l *Lane) requeued(jobID int64) {
+	if l.cfg.OnRequeued != nil {
+		l.cfg.OnRequeued(jobID)
 	}
 }
 

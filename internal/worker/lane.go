@@ -51,6 +51,13 @@ type Config struct {
 	// ended it here (done, or failed for good; not a reschedule): serve
 	// wakes the job's long-polls with it.
 	OnEnded func(jobID int64)
+	// OnRequeued, if set, is called with a job's id after the commit that
+	// put it back to queued here (an automatic retry, a job given back
+	// unsent, a stranded attempt put back): serve wakes the job's waiters
+	// with it, so that while it stops they answer at once (a stopping
+	// lane claims nothing, so the job will not run here) instead of
+	// waiting out the grace period for an end that cannot come.
+	OnRequeued func(jobID int64)
 	// OnStopping, if set, is called once when the lane stops claiming on
 	// its own (its lock lost, its files deleted, an outcome it could not
 	// record), with why; it still drains its calls and answers: serve

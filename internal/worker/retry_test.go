@@ -256,7 +256,9 @@ func TestLane_ReschedulesSafeFailures(t *testing.T) {
 		var endsMu sync.Mutex
 		var ends []int64 // OnEnded: long-polls are woken for ends, never for a reschedule
 		onEnded := func(id int64) { endsMu.Lock(); ends = append(ends, id); endsMu.Unlock() }
-		startLane(t, st, worker.Config{Provider: prov, Concurrency: 4, Poll: 50 * time.Millisecond, Retry: policy, OnEnded: onEnded})
+		var requeues []int64 // OnRequeued: each reschedule, after its commit
+		onRequeued := func(id int64) { endsMu.Lock(); requeues = append(requeues, id); endsMu.Unlock() }
+		startLane(t, st, worker.Config{Provider: prov, Concurrency: 4, Poll: 50 * time.Millisecond, Retry: policy, OnEnded: onEnded, OnRequeued: onRequeued})
 
 		j502 := accept(t, st, "k502", "five-oh-two", 3)
 		j429 := accept(t, st, "k429", "four-two-nine", 3)
@@ -291,6 +293,12 @@ func TestLane_ReschedulesSafeFailures(t *testing.T) {
 		slices.Sort(ends)
 		if want := []int64{j502.ID, j429.ID, j400.ID}; !slices.Equal(ends, want) {
 			t.Errorf("OnEnded told %v, want each job once %v (a reschedule is not an end)", ends, want)
+		}
+		slices.Sort(requeues)
+		want := []int64{j502.ID, j502.ID, j429.ID}
+		slices.Sort(want)
+		if !slices.Equal(requeues, want) {
+			t.Errorf("OnRequeued told %v, want %v: the 502 job twice, the 429 job once, the 400 job never", requeues, want)
 		}
 	})
 }

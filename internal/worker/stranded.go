@@ -59,6 +59,7 @@ func (l *Lane) closeStranded(ctx context.Context) {
 			continue
 		}
 		log.WarnContext(ctx, "job put back: its claim committed but the answer was lost on the way back, so this lane never ran it; the provider was not called")
+		l.requeued(a.JobID)
 		l.Wake()
 	}
 }
