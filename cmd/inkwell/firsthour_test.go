@@ -42,7 +42,7 @@ func TestServe_OpenAIFlagsRefusedBeforeAnythingIsCreated(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "inkwell.db")
 	for flagName, args := range map[string][]string{
-		"--provider-timeout":          {"--provider-timeout", "0s"},
+		"--provider-timeout":          {"--provider-timeout", "500ms"},
 		"--provider-micros-per-token": {"--provider-micros-per-token", "-1"},
 	} {
 		all := append([]string{"serve", "--db", db, "--provider", "openai", "--provider-url", "http://127.0.0.1:9"}, args...)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/catalog"
 	"github.com/inkwell/inkwell/internal/limiter"
 	"github.com/inkwell/inkwell/internal/provider"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,7 +35,7 @@ func addProviderFlags(fs *flag.FlagSet) providerFlags {
 		latency: fs.Duration("sim-latency", 2*time.Second, "with --provider sim: how long each call takes (long enough to watch a job run, or kill it mid-call)"),
 		url:     fs.String("provider-url", "", "with --provider openai: the API's base URL, e.g. http://127.0.0.1:9090 (a provider-sim) or https://api.openai.com"),
 		model:   fs.String("model", "", "with --provider openai: the model name sent with each call"),
-		timeout: fs.Duration("provider-timeout", 60*time.Second, "with --provider openai: bound on one provider call (must be positive)"),
+		timeout: fs.Duration("provider-timeout", 60*time.Second, "with --provider openai: bound on one provider call (at least 1s)"),
 		rpm:     fs.Int("provider-rpm", 0, "the lane's provider calls per minute, spread evenly (0: unlimited); set it a little under the provider's limit"),
 		tpm:     fs.Int("provider-tpm", 0, "the lane's provider tokens per minute, estimated from the prompt and max_words before each call and corrected by the answer's usage (0: unlimited)"),
 	}
@@ -56,8 +57,8 @@ func (f providerFlags) checkOpenAI() error {
 	switch {
 	case *f.microsPerToken < 0 || *f.microsPerToken > 1_000_000:
 		return fmt.Errorf("--provider-micros-per-token must be 0 (Inkwell's price by the word) to 1000000 (one currency unit a token), not %d", *f.microsPerToken)
-	case *f.kind == "openai" && *f.timeout <= 0:
-		return fmt.Errorf("--provider-timeout must be positive, not %s: it bounds each provider call", *f.timeout)
+	case *f.kind == "openai" && *f.timeout < catalog.MinTimeout:
+		return fmt.Errorf("--provider-timeout must be at least %s, not %s: it bounds each provider call, and a call cut off while the provider answers may still be billed", catalog.MinTimeout, *f.timeout)
 	}
 	return nil
 }

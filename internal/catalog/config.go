@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/inkwell/inkwell"
+	"golang.org/x/text/unicode/norm"
 )
 
 // FileError is a config file refused: the file, the line at fault (0 when
@@ -35,6 +36,12 @@ func (e *FileError) Error() string {
 // DefaultTimeout bounds one provider call when a [[provider]] names no
 // timeout.
 const DefaultTimeout = 60 * time.Second
+
+// MinTimeout is the shortest call bound a provider may have. A bound
+// shorter than a provider takes to answer fails calls it is still
+// answering, and may bill: a typo ("1ms" for "1m") would pay for every
+// answer and keep none.
+const MinTimeout = time.Second
 
 // maxOutputTokens bounds max_output_tokens: Model.Cost counts at most 2^32
 // tokens.
@@ -174,7 +181,7 @@ func (r *reader) provider(e entry, before []Provider) (Provider, error) {
 	}
 	// Names are matched exactly; two that differ only in case would be
 	// two providers that every log and listing makes look like one.
-	if i := slices.IndexFunc(before, func(q Provider) bool { return strings.EqualFold(q.Name, p.Name) }); i >= 0 {
+	if i := slices.IndexFunc(before, func(q Provider) bool { return lookAlike(q.Name, p.Name) }); i >= 0 {
 		return p, e.errorf("name", "name %q is already [[provider]] #%d (line %d)%s: give each provider its own name", p.Name, i+1, r.pos.line("provider", i, "name"), inAnotherCase(p.Name, before[i].Name))
 	}
 	if err := r.providerKind(e, &p); err != nil {
@@ -335,8 +342,8 @@ func (r *reader) providerLimits(e entry, p *Provider) error {
 		return err
 	case !ok:
 		timeout = DefaultTimeout
-	case timeout <= 0:
-		return e.errorf("timeout", "timeout %s must be positive: it bounds each call to the provider (absent: %s)", timeout, DefaultTimeout)
+	case timeout < MinTimeout:
+		return e.errorf("timeout", "timeout %s must be at least %s: it bounds each call to the provider, and a call cut off while the provider answers may still be billed (absent: %s)", timeout, MinTimeout, DefaultTimeout)
 	}
 	p.Timeout = timeout
 	honours, ok, err := e.boolean("honours_keys")
@@ -374,7 +381,7 @@ func (r *reader) model(e entry, c *Catalog) (inkwell.Model, error) {
 	}
 	// Matched exactly, as requests name them: "GPT-4o" beside "gpt-4o"
 	// would be a second model a typo in a request's case picks silently.
-	if i := slices.IndexFunc(c.Models, func(o inkwell.Model) bool { return strings.EqualFold(o.Name, m.Name) }); i >= 0 {
+	if i := slices.IndexFunc(c.Models, func(o inkwell.Model) bool { return lookAlike(o.Name, m.Name) }); i >= 0 {
 		return m, e.errorf("name", "name %q is already [[model]] #%d (line %d)%s: give each model its own name", m.Name, i+1, r.pos.line("model", i, "name"), inAnotherCase(m.Name, c.Models[i].Name))
 	}
 	if m.Provider, err = r.modelProvider(e, c.Providers); err != nil {
@@ -562,13 +569,21 @@ func invisible(r rune) bool {
 	return unicode.In(r, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
 }
 
+// lookAlike reports two names a reader cannot tell apart: the same but
+// for case, or for how an accented letter is written (é as one code
+// point, or as e and a combining accent: NFC against NFD, as a file
+// edited on macOS may hold).
+func lookAlike(a, b string) bool {
+	return strings.EqualFold(norm.NFC.String(a), norm.NFC.String(b))
+}
+
 // inAnotherCase says how an earlier name differs from name when only case
-// tells them apart ("" when they are the same).
+// or the accents' encoding tells them apart ("" when they are the same).
 func inAnotherCase(name, earlier string) string {
 	if name == earlier {
 		return ""
 	}
-	return fmt.Sprintf(", written %q: names that differ only in case are refused", earlier)
+	return fmt.Sprintf(", written %q: names that differ only in case, or in how an accent is encoded, are refused", earlier)
 }
 
 func (e entry) name() (string, error) {

@@ -107,6 +107,9 @@ func TestConfig_NamesThatLookAlikeRefused(t *testing.T) {
 		{"ModelCase", edgeHead + edgeModel + "\n[[model]]\nname = \"M\"\nprovider = \"o\"\nmax_output_tokens = 5\n", `written "m"`, 12},
 		{"ProviderCase", edgeHead + "[[provider]]\nname = \"O\"\nkind = \"openai\"\nurl = \"https://api.openai.com\"\n\n" + edgeModel, `written "o"`, 7},
 		{"ZeroWidth", edgeHead + "[[model]]\nname = \"m\u200b\"\nprovider = \"o\"\nmax_output_tokens = 5\n", "invisible character", 7},
+		// "café" as one code point (NFC), then as e and U+0301 (NFD).
+		{"AccentEncoding", edgeHead + "[[model]]\nname = \"caf\u00e9\"\nprovider = \"o\"\nmax_output_tokens = 5\n\n[[model]]\nname = \"cafe\u0301\"\nprovider = \"o\"\nmax_output_tokens = 5\n", "how an accent is encoded", 12},
+		{"AccentEncodingAndCase", edgeHead + "[[model]]\nname = \"caf\u00e9\"\nprovider = \"o\"\nmax_output_tokens = 5\n\n[[model]]\nname = \"CAFE\u0301\"\nprovider = \"o\"\nmax_output_tokens = 5\n", "written \"caf\u00e9\"", 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := catalog.Parse("inkwell.toml", []byte(tc.file))
