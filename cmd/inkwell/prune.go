@@ -82,6 +82,11 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, "prune", err)
 	}
 	defer st.Close()
+	if *vacuum && st.Path() == "" {
+		// Refused before anything is pruned: the command as given cannot
+		// be done, so none of it is.
+		return usage("--vacuum is for a SQLite file; on PostgreSQL autovacuum makes the space prune frees reusable (run prune without --vacuum)")
+	}
 	if set["older-than"] {
 		if code := pruneOlderThan(ctx, st, age, *dryRun, stdout, stderr, *vacuum); code != 0 {
 			return code
@@ -134,6 +139,7 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 		}
 		fmt.Fprintf(stdout, "dry run: %d jobs finished before %s (older than %s) would be pruned (%d done, %d failed); nothing was written\n",
 			rep.Matched, when, age, rep.MatchedDone, rep.MatchedFailed)
+		heldByBatch(stdout, rep)
 		return 0
 	}
 	if err != nil && rep.Pruned == 0 && rep.Matched == 0 {
@@ -141,6 +147,7 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 	}
 	fmt.Fprintf(stdout, "pruned %d jobs finished before %s (older than %s): %d done, %d failed, in %d batches, %s; the longest batch held the writer %s (%d over 50ms)\n",
 		rep.Pruned, when, age, rep.PrunedDone, rep.PrunedFailed, rep.Batches, rep.Elapsed.Round(time.Millisecond), rep.LongestBatch.Round(100*time.Microsecond), rep.SlowBatches)
+	heldByBatch(stdout, rep)
 	if st.Path() != "" && rep.Pruned > 0 {
 		fmt.Fprintf(stdout, "file %s: %s before, %s after", st.Path(), mb(rep.FileBefore), mb(rep.FileAfter))
 		if rep.PagesVacuumed > 0 {
@@ -158,6 +165,13 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 		return 1
 	}
 	return 0
+}
+
+// heldByBatch says how many jobs old enough were kept for their batch.
+func heldByBatch(stdout io.Writer, rep store.PruneReport) {
+	if rep.HeldByBatch > 0 {
+		fmt.Fprintf(stdout, "kept %d jobs finished before then: their batch has a job that had not (its output is still to be read); a later prune takes them once the whole batch is older\n", rep.HeldByBatch)
+	}
 }
 
 func vacuumFile(ctx context.Context, st *store.Store, stdout, stderr io.Writer) int {

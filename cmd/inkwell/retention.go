@@ -75,6 +75,10 @@ func (m *Main) pruneOnce(ctx context.Context, log *slog.Logger, warned *bool) {
 	})
 	attrs := []any{"jobs", rep.Pruned, "done", rep.PrunedDone, "failed", rep.PrunedFailed, "finished_before", rep.Before.Format(time.RFC3339),
 		"batches", rep.Batches, "longest_batch", rep.LongestBatch.String(), "batches_over_50ms", rep.SlowBatches, "took", rep.Elapsed.Round(time.Millisecond).String()}
+	if rep.HeldByBatch > 0 {
+		// Old enough, but their batch had not ended: its output is still to be read.
+		attrs = append(attrs, "kept_for_unended_batch", rep.HeldByBatch)
+	}
 	if m.st.Path() != "" && rep.Pruned > 0 {
 		attrs = append(attrs, "file_bytes_before", rep.FileBefore, "file_bytes_after", rep.FileAfter, "pages_vacuumed", rep.PagesVacuumed)
 	}
@@ -86,7 +90,7 @@ func (m *Main) pruneOnce(ctx context.Context, log *slog.Logger, warned *bool) {
 		log.Warn("retention: prune failed; it runs again at the next interval", append(attrs, "err", err)...)
 		return
 	case rep.Pruned == 0:
-		log.Debug("retention: nothing to prune", "finished_before", rep.Before.Format(time.RFC3339))
+		log.Debug("retention: nothing to prune", "finished_before", rep.Before.Format(time.RFC3339), "kept_for_unended_batch", rep.HeldByBatch)
 		return
 	}
 	log.Info("retention: pruned the prompt and text of finished jobs", attrs...)

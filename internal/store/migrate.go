@@ -103,15 +103,28 @@ func pending(migs []migration, applied map[int]bool) bool {
 	return false
 }
 
-// refuseUnderLiveLanes refuses to migrate a PostgreSQL database while a
-// lane holds its lock on it: that lane runs the Inkwell the schema is being
-// changed under. Migration 0005, for one, changes the provider key of every
-// job from then on: a lane of the older Inkwell would call the provider
-// under the old key, and a retry by a newer lane under the new one, which a
+// refuseUnderLiveLanes refuses to migrate a database while a lane holds
+// its lock on it: that lane runs the Inkwell the schema is being changed
+// under. Migration 0005, for one, changes the provider key of every job
+// from then on: a lane of the older Inkwell would call the provider under
+// the old key, and a retry by a newer lane under the new one, which a
 // provider that honours keys would bill again. Stop every lane, migrate,
-// start the new ones. (A SQLite file has one lane, whose serve migrates it
-// at start, before it takes the lock.)
+// start the new ones. On PostgreSQL the lanes' advisory locks say who
+// holds one; on SQLite the flocks on the lock files beside the file (a
+// serve migrates at start, before it takes its own).
 func (s *Store) refuseUnderLiveLanes(ctx context.Context, tx *sql.Tx) error {
+	if s.dialect.lockKind == lockFlock {
+		held, err := heldLaneFiles(s.path)
+		if err != nil {
+			return fmt.Errorf("migrate: look for live lanes: %w", err)
+		}
+		if len(held) > 0 {
+			return inkwell.Errorf(inkwell.ELANEHELD, "migrate: lanes are running on this file (%s hold their lock files %s.lane-NAME.lock; "+
+				"see SELECT * FROM lane_liveness): stop every inkwell serve of the older version, then migrate (or start the new one) again; "+
+				"nothing was changed", strings.Join(held, ", "), s.path)
+		}
+		return nil
+	}
 	if s.dialect.lockKind != lockAdvisory {
 		return nil
 	}

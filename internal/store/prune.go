@@ -19,6 +19,11 @@ import (
 // stay, so a re-send is still answered and nothing runs twice. It runs in
 // small low-priority transactions, and on SQLite rewrites the rows it
 // shrinks so the file can shrink too: docs/retention.md says how and why.
+//
+// A job of a batch is pruned only once its whole batch ended before the
+// cut-off: the batch's output file is made from its jobs when it is read,
+// and a client reads it once the batch has ended, so a line done early in
+// a long batch keeps its answer until then (batchVerdicts).
 
 // PruneOptions tune Prune. The zero value is the production default.
 type PruneOptions struct {
@@ -60,7 +65,10 @@ type PruneReport struct {
 	// prunes none and says what it would in Matched, MatchedDone, MatchedFailed.
 	Pruned, PrunedDone, PrunedFailed int64
 	MatchedDone, MatchedFailed       int64
-	Batches                          int
+	// HeldByBatch counts the jobs finished before Before but kept, as their
+	// batch had a job that had not (its output is still to be read).
+	HeldByBatch int64
+	Batches     int
 	// LongestBatch is the longest a batch (or a vacuum step, or a
 	// checkpoint between them) held the writer, from its BEGIN until its
 	// commit returned; SlowBatches counts those that held it over 50 ms,
@@ -117,7 +125,8 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 		return rep, err
 	}
 	opts = s.pruneDefaults(opts)
-	if err := s.countPrunable(ctx, &rep); err != nil {
+	verdicts := batchVerdicts{}
+	if err := s.countPrunable(ctx, &rep, verdicts); err != nil {
 		return rep, err
 	}
 	if s.pruneRewritesRows() {
@@ -147,7 +156,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 		var got, done, failed int
 		var held time.Duration
 		var yielded bool
-		got, done, failed, held, yielded, err = s.pruneBatch(ctx, before, n, opts.By)
+		got, done, failed, held, yielded, err = s.pruneBatch(ctx, before, n, opts.By, verdicts)
 		if err != nil {
 			break
 		}
@@ -225,41 +234,128 @@ func (s *Store) pruneDefaults(o PruneOptions) PruneOptions {
 	return o
 }
 
-// needPruneSchema refuses a database older than migration 0005, which
-// added pruned_at: a clear word instead of "no such column".
+// needPruneSchema refuses a database whose schema is not this Inkwell's
+// own: a prune writes columns and tables added by many migrations (pruned_at
+// in 0005, audit_log in 0008, batch_id in 0011, results.response in
+// 0016), and `inkwell prune` opens without migrating. A clear word
+// instead of "no such column" halfway.
 func (s *Store) needPruneSchema(ctx context.Context) error {
+	if s.schemaCurrent(ctx) {
+		return nil
+	}
 	v, err := s.SchemaVersion(ctx)
 	if err != nil {
 		return s.classify(err)
 	}
-	if v < 5 {
-		return inkwell.Errorf(inkwell.EINVALID, "the database schema is at version %d; retention needs migration 0005: run 'inkwell migrate' (or start 'inkwell serve') first", v)
+	migs, err := loadMigrations(s.dialect.name)
+	if err != nil {
+		return err
+	}
+	if newest := migs[len(migs)-1].version; v > newest {
+		return inkwell.Errorf(inkwell.EINVALID, "the database schema is at version %d, newer than this inkwell knows (%d): prune with the newer inkwell that migrated it", v, newest)
+	}
+	return inkwell.Errorf(inkwell.EINVALID, "the database schema is at version %d, not this inkwell's %d; retention needs it current: run 'inkwell migrate' (or start 'inkwell serve') first", v, migs[len(migs)-1].version)
+}
+
+// countPrunable counts the jobs a Prune would take, by status, on the read
+// pool (the jobs_unpruned index), and judges each batch they belong to
+// (verdicts): the jobs of a batch not ended before the cut-off are counted
+// in HeldByBatch instead.
+func (s *Store) countPrunable(ctx context.Context, rep *PruneReport, verdicts batchVerdicts) error {
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(`SELECT status, batch_id, COUNT(*) FROM jobs WHERE `+pruneMatch+` GROUP BY status, batch_id`), s.ts(rep.Before))
+	if err != nil {
+		return s.classify(fmt.Errorf("prune: count jobs: %w", err))
+	}
+	type group struct {
+		status string
+		batch  sql.NullInt64
+		n      int64
+	}
+	var groups []group
+	for rows.Next() {
+		var g group
+		if err := rows.Scan(&g.status, &g.batch, &g.n); err != nil {
+			rows.Close()
+			return err
+		}
+		groups = append(groups, g)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return s.classify(fmt.Errorf("prune: count jobs: %w", err))
+	}
+	for _, g := range groups {
+		if g.batch.Valid {
+			kept, err := verdicts.judge(g.batch.Int64, func() (bool, error) {
+				return s.batchNotEnded(ctx, s.rdb.QueryRowContext, g.batch.Int64, rep.Before)
+			})
+			if err != nil {
+				return s.classify(err)
+			}
+			if kept {
+				rep.HeldByBatch += g.n
+				continue
+			}
+		}
+		if g.status == inkwell.StatusDone {
+			rep.MatchedDone += g.n
+		} else {
+			rep.MatchedFailed += g.n
+		}
+		rep.Matched += g.n
 	}
 	return nil
 }
 
-// countPrunable counts the jobs a Prune would take, by status, on the read
-// pool (the jobs_unpruned index).
-func (s *Store) countPrunable(ctx context.Context, rep *PruneReport) error {
-	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(`SELECT status, COUNT(*) FROM jobs WHERE `+pruneMatch+` GROUP BY status`), s.ts(rep.Before))
+// batchVerdicts is one Prune's word on each batch its jobs belong to:
+// true for a batch that had a job not finished before the cut-off (its
+// jobs are kept), false for one that had ended by then. Each batch is
+// judged once a run.
+type batchVerdicts map[int64]bool
+
+// judge returns batch's verdict, asking notEnded the first time.
+func (v batchVerdicts) judge(batch int64, notEnded func() (bool, error)) (bool, error) {
+	if kept, ok := v[batch]; ok {
+		return kept, nil
+	}
+	kept, err := notEnded()
 	if err != nil {
-		return s.classify(fmt.Errorf("prune: count jobs: %w", err))
+		return false, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			return err
+	v[batch] = kept
+	return kept, nil
+}
+
+// kept lists the batches whose jobs are kept, for a NOT IN (…) list: ids
+// this code read from the database, never text from outside.
+func (v batchVerdicts) kept() string {
+	var b strings.Builder
+	for id, kept := range v {
+		if !kept {
+			continue
 		}
-		if status == inkwell.StatusDone {
-			rep.MatchedDone = n
-		} else {
-			rep.MatchedFailed = n
+		if b.Len() > 0 {
+			b.WriteByte(',')
 		}
-		rep.Matched += n
+		b.WriteString(strconv.FormatInt(id, 10))
 	}
-	return rows.Err()
+	return b.String()
+}
+
+// batchNotEndedSQL: batch $1 has a job not finished before $2 (queued,
+// running, or finished since), read through jobs_batch_line.
+const batchNotEndedSQL = `SELECT EXISTS (SELECT 1 FROM jobs WHERE batch_id = $1 AND (status NOT IN ('done', 'failed') OR finished_at IS NULL OR finished_at >= $2))`
+
+// batchNotEnded reports whether batch had a job not finished before
+// before, read with queryRow (the read pool, or the batch's transaction).
+func (s *Store) batchNotEnded(ctx context.Context, queryRow func(context.Context, string, ...any) *sql.Row, batch int64, before time.Time) (bool, error) {
+	var notEnded bool
+	if err := queryRow(ctx, s.dialect.rebind(batchNotEndedSQL), batch, s.ts(before)).Scan(&notEnded); err != nil {
+		return false, fmt.Errorf("prune: has batch %d ended: %w", batch, err)
+	}
+	return notEnded, nil
 }
 
 // nextBatchSize scales the batch so that it holds the writer about target:
@@ -290,6 +386,7 @@ type pruneRow struct {
 	id      int64
 	status  string
 	payload string
+	batch   sql.NullInt64
 }
 
 // pruneBatch prunes up to n jobs, oldest finished first, in one
@@ -302,11 +399,18 @@ type pruneRow struct {
 // written, not for the whole batch. The batch's size follows the budget;
 // the chunk bounds the wait behind it. A writer of another process cannot
 // be seen here: it waits for the batch, as before.
-func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by string) (got, done, failed int, held time.Duration, yielded bool, err error) {
+//
+// The jobs of a batch verdicts keeps are not selected; a batch no verdict
+// names yet (its first job finished as the run began) is judged here.
+func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by string, verdicts batchVerdicts) (got, done, failed int, held time.Duration, yielded bool, err error) {
 	// ORDER BY finished_at reads the index in order; PostgreSQL locks the
 	// rows it takes (a retry of one of them waits, then finds it pruned)
 	// and skips rows another writer holds.
-	sel := `SELECT id, status, payload FROM jobs WHERE ` + pruneMatch + ` ORDER BY finished_at LIMIT $2` + s.dialect.claimLock
+	notKept := ""
+	if list := verdicts.kept(); list != "" {
+		notKept = ` AND (batch_id IS NULL OR batch_id NOT IN (` + list + `))`
+	}
+	sel := `SELECT id, status, payload, batch_id FROM jobs WHERE ` + pruneMatch + notKept + ` ORDER BY finished_at LIMIT $2` + s.dialect.claimLock
 	prunedAt := s.nowTS()
 	var t0 time.Time // the writer is ours from here (BEGIN) until the commit returns
 	err = s.inTxAt(ctx, writeLow, func(tx *sql.Tx) error {
@@ -318,7 +422,7 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by stri
 		var batch []pruneRow
 		for rows.Next() {
 			var r pruneRow
-			if err := rows.Scan(&r.id, &r.status, &r.payload); err != nil {
+			if err := rows.Scan(&r.id, &r.status, &r.payload, &r.batch); err != nil {
 				rows.Close()
 				return err
 			}
@@ -330,6 +434,14 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by stri
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("prune: select jobs: %w", err)
 		}
+		selected := len(batch)
+		if batch, err = s.dropKept(ctx, tx, batch, before, verdicts); err != nil {
+			return err
+		}
+		// Rows of a batch judged just now and kept were left out: a short
+		// batch then says nothing of what is left, so it counts as a
+		// yield and the run goes on (their batch is not selected again).
+		yielded = len(batch) < selected
 		if len(batch) == 0 {
 			return nil
 		}
@@ -369,6 +481,26 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by stri
 		return 0, 0, 0, held, false, err
 	}
 	return got, done, failed, held, yielded, nil
+}
+
+// dropKept leaves out of batch the jobs of batches judged now and kept.
+func (s *Store) dropKept(ctx context.Context, tx *sql.Tx, batch []pruneRow, before time.Time, verdicts batchVerdicts) ([]pruneRow, error) {
+	out := batch[:0]
+	for _, r := range batch {
+		if r.batch.Valid {
+			kept, err := verdicts.judge(r.batch.Int64, func() (bool, error) {
+				return s.batchNotEnded(ctx, tx.QueryRowContext, r.batch.Int64, before)
+			})
+			if err != nil {
+				return nil, err
+			}
+			if kept {
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // prunedPayload is the request without its prompt (see the comment at the

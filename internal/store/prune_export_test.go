@@ -8,7 +8,7 @@ import (
 // PruneBatch runs one prune batch of up to n jobs, as Prune does, and says
 // how many it pruned and whether it gave way to a waiting writer.
 func PruneBatch(ctx context.Context, s *Store, before time.Time, n int) (got int, yielded bool, err error) {
-	got, _, _, _, yielded, err = s.pruneBatch(ctx, before, n, ActorCLI)
+	got, _, _, _, yielded, err = s.pruneBatch(ctx, before, n, ActorCLI, batchVerdicts{})
 	return got, yielded, err
 }
 

@@ -119,10 +119,19 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, now any,
 	}
 	// The lock proves its previous holder's lock gone; its process must be
 	// proven gone too wherever the lock can be taken from a live one.
-	if _, live := previousHolders(l, prevRow); live != nil {
+	findings, live := previousHolders(l, prevRow)
+	if live != nil {
 		if why := l.hold.takenFromLive(*live); why != "" {
 			return s.liveHolderError(l.Lane, *live, prevRow, why)
 		}
+		// Taken from a live holder only when it is this very process
+		// (pgLock.takenFromLive): its lock session ended under it.
+		findings = append(findings, fmt.Sprintf("previous holder (pid %d on host %s) is this process, whose lock session ended", live.PID, live.Host))
+	}
+	if l.PreviousProcess == "" {
+		// On PostgreSQL the flock's proof (provePreviousGone) never ran:
+		// what was found of the previous holder here is the evidence.
+		l.PreviousProcess = strings.Join(findings, "; ")
 	}
 	rep.Evidence = s.evidence(l, prevRow)
 	evJSON, _ := json.Marshal(rep.Evidence)
