@@ -15,7 +15,7 @@ import (
 // TestCLI_RetrySaysWhenTheLastCallMayHaveBeenBilled: inkwell retry of a
 // job whose last attempt may have been billed (a timeout) still queues it,
 // and says on stderr that a provider ignoring keys bills again; a job whose
-// last call was not billed (a 502) is retried without a word.
+// last call was not billed (a 503) is retried without a word.
 func TestCLI_RetrySaysWhenTheLastCallMayHaveBeenBilled(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "inkwell.db")

@@ -48,6 +48,12 @@ func (e *CallError) ErrorClass() inkwell.ErrorClass {
 	case ClassRateLimited:
 		return inkwell.ClassRateLimited
 	case ClassServer:
+		if gatewayGaveUp(e.Status) {
+			// A gateway in front of the provider stopped waiting for it:
+			// the provider may have answered, and billed, behind it. As
+			// ambiguous as a timeout: retried only where keys are honoured.
+			return inkwell.ClassTimeout
+		}
 		return inkwell.ClassProviderError
 	case ClassClient:
 		return inkwell.ClassRejected
@@ -63,6 +69,14 @@ func (e *CallError) ErrorClass() inkwell.ErrorClass {
 		return inkwell.ClassShutdown
 	}
 	return inkwell.ClassTimeout // no answer, and the request may have arrived
+}
+
+// gatewayGaveUp reports a 502 (Bad Gateway) or 504 (Gateway Timeout): an
+// intermediary's word that the provider's own answer did not reach it,
+// not the provider's that it did nothing. A 500, 503 or 529 is the
+// provider refusing the call itself.
+func gatewayGaveUp(status int) bool {
+	return status == 502 || status == 504
 }
 
 // Error names the class first, so jobs.error says what kind of failure it was.
@@ -125,6 +139,9 @@ func statusError(status int, body string, retryAfter time.Duration) *CallError {
 	}
 	if e.Msg == "" {
 		e.Msg = "empty body"
+	}
+	if e.Class == ClassServer && gatewayGaveUp(status) {
+		e.Msg += " (a gateway's answer: the provider may have answered, and billed, behind it; outcome unknown)"
 	}
 	return e
 }

@@ -205,3 +205,29 @@ func TestOpenAI_CanceledUnwraps(t *testing.T) {
 		t.Fatal("Generate did not return within 10s of cancel")
 	}
 }
+
+// TestCallError_GatewayAnswersAreAmbiguous: a 502 or 504 is a gateway's
+// word that the provider's answer did not reach it, not the provider's
+// that it did nothing: classed timeout (retried only where keys are
+// honoured), and its message says the outcome is unknown. A 500, 503 or
+// 529 is the provider's own refusal: provider_error, retried.
+func TestCallError_GatewayAnswersAreAmbiguous(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[int]inkwell.ErrorClass{
+		502: inkwell.ClassTimeout, 504: inkwell.ClassTimeout,
+		500: inkwell.ClassProviderError, 503: inkwell.ClassProviderError, 529: inkwell.ClassProviderError,
+	} {
+		url, _ := fakeAnswer(t, status, `{"error":{"message":"upstream"}}`, nil)
+		_, err := mustOpenAI(t, url, 10*time.Second).Generate(context.Background(), inkwell.ProviderRequest{IdempotencyKey: "job-1", Prompt: "p", MaxWords: 5})
+		ce, ok := provider.AsCallError(err)
+		if !ok {
+			t.Fatalf("HTTP %d: %v, want a *CallError", status, err)
+		}
+		if got := ce.ErrorClass(); got != want {
+			t.Errorf("HTTP %d: class %q, want %q", status, got, want)
+		}
+		if unknown := strings.Contains(ce.Msg, "outcome unknown"); unknown != (want == inkwell.ClassTimeout) {
+			t.Errorf("HTTP %d: message %q; says the outcome is unknown: %v, want %v", status, ce.Msg, unknown, want == inkwell.ClassTimeout)
+		}
+	}
+}

@@ -32,7 +32,7 @@ func TestLane_429sCountApartFromMaxAttempts(t *testing.T) {
 			case strings.HasPrefix(prompt, "storm-for-ever"):
 				return fail(http.StatusTooManyRequests)
 			case strings.HasPrefix(prompt, "mixed") && (n == 1 || n == 4):
-				return fail(http.StatusBadGateway)
+				return fail(http.StatusServiceUnavailable)
 			case strings.HasPrefix(prompt, "mixed") && n <= 3:
 				return fail(http.StatusTooManyRequests)
 			}
@@ -79,9 +79,9 @@ func TestLane_429sCountApartFromMaxAttempts(t *testing.T) {
 		}
 
 		d = waitJob(t, st, mixed.ID, "the mixed job failed", isStatus(inkwell.StatusFailed))
-		wantClasses(t, "502, two 429s, 502", d, pe, rl, rl, pe)
+		wantClasses(t, "503, two 429s, 503", d, pe, rl, rl, pe)
 		if d.Job.GaveUpAfter != 4 || d.Job.ErrorClass != pe {
-			t.Errorf("502, two 429s, 502: job %+v; want it to give up after 4 attempts, at its second provider error", d.Job)
+			t.Errorf("503, two 429s, 503: job %+v; want it to give up after 4 attempts, at its second provider error", d.Job)
 		}
 	})
 }

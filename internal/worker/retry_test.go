@@ -137,6 +137,8 @@ func TestRetry_ClassOfRealFailures(t *testing.T) {
 		case "429":
 			w.Header().Set("Retry-After", "7")
 			http.Error(w, `{"error":{"message":"slow down"}}`, http.StatusTooManyRequests)
+		case "503":
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
 		case "502":
 			http.Error(w, "bad gateway", http.StatusBadGateway)
 		case "400":
@@ -162,7 +164,8 @@ func TestRetry_ClassOfRealFailures(t *testing.T) {
 		retryAfter time.Duration
 	}{
 		{"429", srv.URL, inkwell.ClassRateLimited, 7 * time.Second},
-		{"502", srv.URL, inkwell.ClassProviderError, 0},
+		{"503", srv.URL, inkwell.ClassProviderError, 0},
+		{"502", srv.URL, inkwell.ClassTimeout, 0}, // a gateway's word: the provider may have billed behind it
 		{"400", srv.URL, inkwell.ClassRejected, 0},
 		{"junk", srv.URL, inkwell.ClassMalformed, 0},
 		{"hang", srv.URL, inkwell.ClassTimeout, 0}, // connected, then no answer: it may have arrived
@@ -236,8 +239,8 @@ func TestLane_ReschedulesSafeFailures(t *testing.T) {
 		st := storetest.MustOpen(t, b.DSN, store.Options{})
 		flaky := startFlakyProvider(t, func(w http.ResponseWriter, prompt string, n int) bool {
 			switch {
-			case strings.HasPrefix(prompt, "five-oh-two") && n <= 2:
-				http.Error(w, "bad gateway", http.StatusBadGateway)
+			case strings.HasPrefix(prompt, "five-oh-three") && n <= 2:
+				http.Error(w, "unavailable", http.StatusServiceUnavailable)
 			case strings.HasPrefix(prompt, "four-two-nine") && n == 1:
 				w.Header().Set("Retry-After", "1")
 				http.Error(w, "slow down", http.StatusTooManyRequests)
@@ -260,14 +263,14 @@ func TestLane_ReschedulesSafeFailures(t *testing.T) {
 		onRequeued := func(id int64) { endsMu.Lock(); requeues = append(requeues, id); endsMu.Unlock() }
 		startLane(t, st, worker.Config{Provider: prov, Concurrency: 4, Poll: 50 * time.Millisecond, Retry: policy, OnEnded: onEnded, OnRequeued: onRequeued})
 
-		j502 := accept(t, st, "k502", "five-oh-two", 3)
+		j503 := accept(t, st, "k503", "five-oh-three", 3)
 		j429 := accept(t, st, "k429", "four-two-nine", 3)
 		j400 := accept(t, st, "k400", "four-hundred", 3)
 
-		d := waitJob(t, st, j502.ID, "the 502 job done", isStatus(inkwell.StatusDone))
-		wantClasses(t, "502 job", d, inkwell.ClassProviderError, inkwell.ClassProviderError, "")
-		if d.Charge == nil || d.Result == nil || flaky.callsOf("five-oh-two") != 3 {
-			t.Errorf("502 job: charge %v result %v calls %d; want one of each after 3 calls", d.Charge, d.Result, flaky.callsOf("five-oh-two"))
+		d := waitJob(t, st, j503.ID, "the 503 job done", isStatus(inkwell.StatusDone))
+		wantClasses(t, "503 job", d, inkwell.ClassProviderError, inkwell.ClassProviderError, "")
+		if d.Charge == nil || d.Result == nil || flaky.callsOf("five-oh-three") != 3 {
+			t.Errorf("503 job: charge %v result %v calls %d; want one of each after 3 calls", d.Charge, d.Result, flaky.callsOf("five-oh-three"))
 		}
 
 		d = waitJob(t, st, j429.ID, "the 429 job done", isStatus(inkwell.StatusDone))
@@ -291,14 +294,14 @@ func TestLane_ReschedulesSafeFailures(t *testing.T) {
 		endsMu.Lock()
 		defer endsMu.Unlock()
 		slices.Sort(ends)
-		if want := []int64{j502.ID, j429.ID, j400.ID}; !slices.Equal(ends, want) {
+		if want := []int64{j503.ID, j429.ID, j400.ID}; !slices.Equal(ends, want) {
 			t.Errorf("OnEnded told %v, want each job once %v (a reschedule is not an end)", ends, want)
 		}
 		slices.Sort(requeues)
-		want := []int64{j502.ID, j502.ID, j429.ID}
+		want := []int64{j503.ID, j503.ID, j429.ID}
 		slices.Sort(want)
 		if !slices.Equal(requeues, want) {
-			t.Errorf("OnRequeued told %v, want %v: the 502 job twice, the 429 job once, the 400 job never", requeues, want)
+			t.Errorf("OnRequeued told %v, want %v: the 503 job twice, the 429 job once, the 400 job never", requeues, want)
 		}
 	})
 }
