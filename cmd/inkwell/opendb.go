@@ -45,12 +45,31 @@ func openArmed(ctx context.Context, cmd, dsn string, stderr io.Writer) (*store.S
 
 // openExisting opens a database that must already hold Inkwell's schema,
 // for commands that inspect or change rows but never create a database.
+// openExistingMigrated opens a database that exists (a SQLite file that
+// is not there is refused, and not created) and migrates it.
+func openExistingMigrated(ctx context.Context, dsn string) (*store.Store, error) {
+	if err := mustExist(dsn); err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, dsn, store.Options{})
+}
+
+// mustExist refuses a SQLite path with no file (a PostgreSQL URL passes).
+func mustExist(dsn string) error {
+	if strings.Contains(dsn, "://") {
+		return nil
+	}
+	if _, err := os.Stat(strings.TrimPrefix(dsn, "file:")); err != nil {
+		shown := store.RedactDSN(dsn)
+		return inkwell.Errorf(inkwell.EINVALID, "database %s: %v; start 'inkwell serve --db %s' to create it", shown, errors.Unwrap(err), shown)
+	}
+	return nil
+}
+
 func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 	shown := store.RedactDSN(dsn) // never print a PostgreSQL password
-	if !strings.Contains(dsn, "://") {
-		if _, err := os.Stat(strings.TrimPrefix(dsn, "file:")); err != nil {
-			return nil, inkwell.Errorf(inkwell.EINVALID, "database %s: %v; start 'inkwell serve --db %s' to create it", shown, errors.Unwrap(err), shown)
-		}
+	if err := mustExist(dsn); err != nil {
+		return nil, err
 	}
 	st, err := store.Open(ctx, dsn, store.Options{NoMigrate: true})
 	if err != nil {

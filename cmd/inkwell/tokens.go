@@ -78,7 +78,20 @@ func runTokensCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "inkwell tokens create: %s\n", inkwell.ErrorMessage(err))
 		return 2
 	}
-	st, err := store.Open(ctx, *db, store.Options{})
+	open := func() (*store.Store, error) { return store.Open(ctx, *db, store.Options{}) }
+	if *account != inkwell.DefaultAccount {
+		// Only 'default' exists in a new database: a token for another
+		// account needs one that exists, and a mistyped --db must not
+		// leave a new file behind its refusal.
+		open = func() (*store.Store, error) {
+			st, err := openExistingMigrated(ctx, *db)
+			if inkwell.ErrorCode(err) == inkwell.EINVALID {
+				err = inkwell.Errorf(inkwell.EINVALID, "account %s: %s (a new database holds only the account 'default'; check --db)", *account, inkwell.ErrorMessage(err))
+			}
+			return st, err
+		}
+	}
+	st, err := open()
 	if err != nil {
 		return fail(stderr, "tokens create", err)
 	}

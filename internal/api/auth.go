@@ -157,11 +157,26 @@ func (s *Server) guard(level access, h http.HandlerFunc) http.HandlerFunc {
 		if se != nil {
 			ctx = context.WithValue(ctx, sessionCtxKey{}, se)
 		}
+		used := new(atomic.Bool)
+		ctx = context.WithValue(ctx, usedKey{}, used)
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		h(rec, r.WithContext(ctx))
-		if rec.status < 400 {
+		if rec.status < 400 || used.Load() {
 			s.auth.tokens.TokenUsed(tok.ID)
 		}
+	}
+}
+
+// usedKey holds a request's mark that it stored something (stored): a
+// chat completion whose job is stored and then answered 504 (its
+// --sync-wait ran out) or 4xx/5xx (its job failed) used its token, though
+// its status says otherwise; only a refused request does not count.
+type usedKey struct{}
+
+// stored marks the request's token used (a no-op without tokens).
+func stored(ctx context.Context) {
+	if used, ok := ctx.Value(usedKey{}).(*atomic.Bool); ok {
+		used.Store(true)
 	}
 }
 

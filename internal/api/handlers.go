@@ -96,6 +96,7 @@ func (s *Server) acceptJob(w http.ResponseWriter, r *http.Request, p store.Accep
 	if err != nil {
 		return job, false, err
 	}
+	stored(r.Context()) // the token was used, whatever the answer's status
 	s.cfg.Metrics.AcceptedJob(created)
 	if created {
 		s.log.InfoContext(r.Context(), "job accepted", "job_id", job.ID)
