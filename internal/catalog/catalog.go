@@ -3,7 +3,8 @@
 // is read from serve's config file (Load) or made from today's flags
 // (Single), and asked by the API at accept (Check, WorstCase) and by the
 // worker at each call (Route). It holds data only: the providers' HTTP
-// clients are built from it in cmd/inkwell.
+// clients are built from it in cmd/inkwell (Check asks the provider
+// package's Anthropic mapping whether a request can be sent, no more).
 package catalog
 
 import (
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	"github.com/inkwell/inkwell/internal/provider"
 )
 
 // Provider kinds.
@@ -164,6 +166,12 @@ func anthropicCarries(req inkwell.ChatRequest, m inkwell.Model) error {
 		if t != "text" && t != "refusal" && t != "image_url" {
 			return inkwell.Errorf(inkwell.EINVALID, "a content part of type %q cannot be carried to model %q: Inkwell sends Anthropic's Messages API text and image_url parts only", t, m.Name)
 		}
+	}
+	// The mapping itself (tools, tool_choice, images, turns), as the lane
+	// will run it: what it cannot send is refused now, nothing written,
+	// rather than stored, reserved and rejected when claimed.
+	if err := provider.CheckMessages(req); err != nil {
+		return inkwell.Errorf(inkwell.EINVALID, "model %q: %s", m.Name, err.Error())
 	}
 	return nil
 }

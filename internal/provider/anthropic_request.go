@@ -7,6 +7,7 @@ package provider
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -73,6 +74,11 @@ func toMessages(c inkwell.ChatRequest) (messagesRequest, error) {
 	var system []string
 	for i, m := range c.Messages {
 		if m.Role == "system" || m.Role == "developer" {
+			if t := nonTextPart(m.Content); t != "" {
+				// Text() would keep the text and drop the rest: the model
+				// would answer another conversation than the one sent.
+				return mr, unmappable("messages[%d]: a %s message's part of type %q has no place in the Messages API, whose system prompt is text only", i, m.Role, t)
+			}
 			system = append(system, m.Text())
 			continue
 		}
@@ -80,10 +86,16 @@ func toMessages(c inkwell.ChatRequest) (messagesRequest, error) {
 		if err != nil {
 			return mr, unmappable("messages[%d]: %s", i, err)
 		}
+		if len(blocks) == 0 {
+			continue // an empty turn: the Messages API refuses empty content, and it says nothing
+		}
 		mr.Messages = appendMerged(mr.Messages, role, blocks)
 	}
 	if len(mr.Messages) == 0 {
-		return mr, unmappable("messages has no user or assistant message; the Messages API needs at least one")
+		return mr, unmappable("messages has no user or assistant message with content; the Messages API needs at least one")
+	}
+	if trimFinalAssistant(&mr); len(mr.Messages) == 0 {
+		return mr, unmappable("messages has no user or assistant message with content; the Messages API needs at least one")
 	}
 	mr.System = strings.Join(system, "\n\n")
 	var err error
@@ -175,8 +187,8 @@ func contentBlocks(content json.RawMessage) ([]anthBlock, error) {
 }
 
 func textBlock(blocks []anthBlock, text string) []anthBlock {
-	if text == "" {
-		return blocks
+	if strings.TrimSpace(text) == "" {
+		return blocks // the Messages API refuses a text block of white space only
 	}
 	return append(blocks, anthBlock{Type: "text", Text: text})
 }
@@ -282,6 +294,55 @@ func toToolChoice(raw json.RawMessage) (*anthToolChoice, error) {
 
 // unmappable is a request the Messages API has no form for: rejected, and
 // never sent.
+// trimFinalAssistant trims the white space at the end of a last assistant
+// turn (a prefill), which the Messages API refuses; a turn left with
+// nothing is dropped.
+func trimFinalAssistant(mr *messagesRequest) {
+	n := len(mr.Messages)
+	if n == 0 || mr.Messages[n-1].Role != "assistant" {
+		return
+	}
+	last := &mr.Messages[n-1]
+	if k := len(last.Content); k > 0 && last.Content[k-1].Type == "text" {
+		last.Content[k-1].Text = strings.TrimRight(last.Content[k-1].Text, " \t\r\n")
+		if last.Content[k-1].Text == "" {
+			last.Content = last.Content[:k-1]
+		}
+	}
+	if len(last.Content) == 0 {
+		mr.Messages = mr.Messages[:n-1]
+	}
+}
+
+// nonTextPart is the type of a content's first part that is not text
+// ("" for string content, or parts all text).
+func nonTextPart(content json.RawMessage) string {
+	var parts []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(content, &parts) != nil {
+		return ""
+	}
+	for _, p := range parts {
+		if p.Type != "text" {
+			return p.Type
+		}
+	}
+	return ""
+}
+
+// CheckMessages refuses, with the words a call would fail with, a chat
+// request the Messages API mapping cannot carry: accept asks it
+// (catalog.Check) so that such a request is refused before anything is
+// written, not stored and then rejected by the lane.
+func CheckMessages(c inkwell.ChatRequest) error {
+	_, err := toMessages(c)
+	if ce, ok := AsCallError(err); ok {
+		return errors.New(ce.Msg)
+	}
+	return err
+}
+
 func unmappable(format string, args ...any) *CallError {
 	return &CallError{Class: ClassClient, Msg: "cannot send to Anthropic's Messages API: " + fmt.Sprintf(format, args...)}
 }

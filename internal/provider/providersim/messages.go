@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/inkwell/inkwell/internal/provider"
@@ -20,9 +21,11 @@ import (
 
 // messagesRequest is the part of a Messages API request the simulator reads.
 type messagesRequest struct {
-	Model     string        `json:"model"`
-	MaxTokens *int          `json:"max_tokens"`
-	Messages  []chatMessage `json:"messages"`
+	Model       string        `json:"model"`
+	MaxTokens   *int          `json:"max_tokens"`
+	Messages    []chatMessage `json:"messages"`
+	Temperature *float64      `json:"temperature"`
+	TopP        *float64      `json:"top_p"`
 
 	prompt string // the last user message's text
 }
@@ -96,13 +99,61 @@ func decodeMessages(w http.ResponseWriter, r *http.Request) (messagesRequest, in
 	case len(req.Messages) == 0:
 		return req, http.StatusBadRequest, errors.New("messages: at least one message is required")
 	}
+	for name, v := range map[string]*float64{"temperature": req.Temperature, "top_p": req.TopP} {
+		if v != nil && (*v < 0 || *v > 1) {
+			return req, http.StatusBadRequest, fmt.Errorf("%s: Input should be less than or equal to 1", name)
+		}
+	}
 	for i, m := range req.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
 			return req, http.StatusBadRequest, fmt.Errorf("messages.%d.role: Input should be 'user' or 'assistant'", i)
 		}
+		if err := checkContent(m, i == len(req.Messages)-1); err != nil {
+			return req, http.StatusBadRequest, fmt.Errorf("messages.%d: %w", i, err)
+		}
 	}
 	req.prompt = lastUserText(req.Messages)
 	return req, 0, nil
+}
+
+// checkContent refuses what the Messages API refuses in a message's
+// content: null or an empty list (but for a final assistant turn), a text
+// block of white space only, and a final assistant turn (a prefill) whose
+// text ends in white space.
+func checkContent(m chatMessage, last bool) error {
+	prefill := last && m.Role == "assistant"
+	if c := strings.TrimSpace(string(m.Content)); c == "" || c == "null" {
+		return errors.New("content: Input should be a valid string or list")
+	}
+	var text string
+	if json.Unmarshal(m.Content, &text) == nil {
+		if prefill && text != strings.TrimRight(text, " \t\r\n") {
+			return errors.New("final assistant content cannot end with trailing whitespace")
+		}
+		return nil
+	}
+	var blocks []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(m.Content, &blocks) != nil || blocks == nil {
+		return errors.New("content: Input should be a valid string or list")
+	}
+	if len(blocks) == 0 && !prefill {
+		return errors.New("all messages must have non-empty content except for the optional final assistant message")
+	}
+	for j, b := range blocks {
+		if b.Type != "text" || b.Text == nil {
+			continue
+		}
+		if strings.TrimSpace(*b.Text) == "" {
+			return fmt.Errorf("content.%d: text content blocks must contain non-whitespace text", j)
+		}
+		if prefill && j == len(blocks)-1 && *b.Text != strings.TrimRight(*b.Text, " \t\r\n") {
+			return errors.New("final assistant content cannot end with trailing whitespace")
+		}
+	}
+	return nil
 }
 
 // newMessageID names a message. It is random: no key is honoured, so every
