@@ -14,7 +14,8 @@ import (
 )
 
 // Prune is the prune transition (docs/design.md §2, §9): a job finished
-// before a cut-off loses its prompt or messages, its text and its answer,
+// before a cut-off loses its prompt or messages (and every member that may
+// hold what a user wrote: prunedPayload), its text and its answer,
 // and gets pruned_at; its row, key, hash, attempts, result row and charge
 // stay, so a re-send is still answered and nothing runs twice. It runs in
 // small low-priority transactions, and on SQLite rewrites the rows it
@@ -503,21 +504,38 @@ func (s *Store) dropKept(ctx context.Context, tx *sql.Tx, batch []pruneRow, befo
 	return out, nil
 }
 
-// prunedPayload is the request without its prompt (see the comment at the
-// top): the other members as they were, keys in order; {} when the payload
-// is not a JSON object.
+// prunedPayload is the request as retention keeps it (see the comment at
+// the top): only the members that say who paid, on which model, for how
+// long an answer and how it was sampled, and the client's own metadata
+// (prunedKeeps), as they were, keys in order; {} when the payload is not a
+// JSON object. Everything else may carry what a user wrote: the prompt
+// and messages, and also tools, a response format's schema, stop
+// sequences, an end user's id ("user") and members passed to the provider
+// unread (a "prediction" holds text).
 func prunedPayload(payload string) string {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(payload), &m); err != nil || m == nil {
 		return "{}"
 	}
-	delete(m, "prompt")
-	delete(m, "messages")
+	for k := range m {
+		if !prunedKeeps[k] {
+			delete(m, k)
+		}
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return "{}"
 	}
 	return string(b)
+}
+
+// prunedKeeps are the payload members a pruned job keeps.
+var prunedKeeps = map[string]bool{
+	"account": true, "model": true, "metadata": true,
+	"max_words": true, "max_tokens": true, "max_completion_tokens": true,
+	"temperature": true, "top_p": true, "seed": true, "n": true,
+	"frequency_penalty": true, "presence_penalty": true,
+	"service_tier": true, "reasoning_effort": true,
 }
 
 // idList writes ids for an IN (…) list. They are int64s this code read

@@ -80,6 +80,9 @@ func TestPrunedPayload(t *testing.T) {
 		`not json`:                                           `{}`,
 		`["prompt"]`:                                         `{}`,
 		`null`:                                               `{}`,
+		// Members that may hold what a user wrote go too; the model, the
+		// limits, the sampling and the client's metadata stay.
+		`{"model":"m","messages":[],"tools":[{"type":"function"}],"user":"alice@example.com","stop":["secret"],"prediction":{"content":"secret"},"response_format":{"type":"json_schema"},"max_tokens":9,"temperature":0.5,"metadata":{"t":"1"}}`: `{"max_tokens":9,"metadata":{"t":"1"},"model":"m","temperature":0.5}`,
 	} {
 		if got := prunedPayload(in); got != want {
 			t.Errorf("prunedPayload(%s) = %s, want %s", in, got, want)
