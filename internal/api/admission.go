@@ -60,9 +60,31 @@ func (l *accountLimits) rpmOf(ctx context.Context, st jobStore, account string) 
 		return 0, err
 	}
 	l.mu.Lock()
+	if len(l.rpms) >= maxCachedRPMs {
+		l.sweep(now)
+	}
 	l.rpms[account] = cachedRPM{rpm: a.RPM, at: now}
 	l.mu.Unlock()
 	return a.RPM, nil
+}
+
+// maxCachedRPMs bounds the cache of accounts' rpm. Without tokens a body
+// may name any account, one that has no row too: each name sent would
+// stay in the cache for the life of the process.
+const maxCachedRPMs = 10_000
+
+// sweep drops the entries older than the recheck interval (they would be
+// read again anyway), and every entry when that is not enough: it is a
+// cache. Called with l.mu held.
+func (l *accountLimits) sweep(now time.Time) {
+	for k, c := range l.rpms {
+		if now.Sub(c.at) >= l.recheck {
+			delete(l.rpms, k)
+		}
+	}
+	if len(l.rpms) >= maxCachedRPMs {
+		clear(l.rpms)
+	}
 }
 
 // admission is one request's place in its account's rpm.
