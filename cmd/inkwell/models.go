@@ -106,6 +106,9 @@ type catalogJSON struct {
 	AnyModel     bool           `json:"any_model"` // no file: the one provider answers any model name
 	Providers    []providerJSON `json:"providers"`
 	Models       []modelJSON    `json:"models"`
+	// Warnings are what the file allows but may cost money
+	// (catalog.TimeoutWarnings).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 type providerJSON struct {
@@ -136,7 +139,7 @@ type modelJSON struct {
 // newCatalogJSON reads whether each key is set through lookupEnv, and
 // keeps no value.
 func newCatalogJSON(c *catalog.Catalog, lookupEnv func(string) (string, bool)) catalogJSON {
-	out := catalogJSON{Path: c.Path, DefaultModel: c.Default, AnyModel: c.AnyModel,
+	out := catalogJSON{Path: c.Path, DefaultModel: c.Default, AnyModel: c.AnyModel, Warnings: c.TimeoutWarnings(),
 		Providers: []providerJSON{}, Models: []modelJSON{}}
 	for _, p := range c.Providers {
 		pj := providerJSON{Name: p.Name, Kind: p.Kind, URL: p.URL, KeyEnv: p.KeyEnv, RPM: p.RPM, TPM: p.TPM,
@@ -199,6 +202,12 @@ func printCatalog(w io.Writer, c catalogJSON) {
 	if unpriced {
 		// Not free: 0 and 0 would read so (docs/providers.md, "Prices and money").
 		fmt.Fprintln(w, "  * no price: charged what the provider says it billed, or by the word (1,000 micros a word) when it says nothing")
+	}
+	if warns := c.Warnings; len(warns) > 0 {
+		fmt.Fprintln(w, "\nWARNINGS")
+		for _, x := range warns {
+			fmt.Fprintln(w, "  "+x)
+		}
 	}
 }
 

@@ -35,6 +35,9 @@ func configRoutes(cat *catalog.Catalog, log *slog.Logger, reg prometheus.Registe
 		log.Info("model", "name", m.Name, "provider", m.Provider, "upstream", m.Upstream, "default", m.Name == cat.Default,
 			"input_micros_per_mtok", m.InputMicrosPerMTok, "output_micros_per_mtok", m.OutputMicrosPerMTok, "max_output_tokens", m.MaxOutputTokens)
 	}
+	for _, w := range cat.TimeoutWarnings() {
+		log.Warn("config: " + w)
+	}
 	return r, nil
 }
 
