@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -82,14 +83,23 @@ func writeCreated(w http.ResponseWriter, job inkwell.Job, payload []byte) {
 // accept transaction. created is false for a re-send of a stored job.
 func (s *Server) acceptJob(w http.ResponseWriter, r *http.Request, p store.AcceptParams, work inkwell.Work) (job inkwell.Job, created bool, err error) {
 	p.MaxQueued = s.cfg.MaxQueued
+	var refusal error
 	if p.ReserveMicros, err = s.reserve(work); err != nil {
-		return job, false, err
+		if inkwell.ErrorCode(err) != inkwell.EINVALID {
+			return job, false, err
+		}
+		// The catalog refuses this body (its model gone from the config
+		// file, a check added since it was stored): a re-send of a stored
+		// job is still answered with it, so the store looks the key up
+		// and answers this refusal, nothing written, only when it finds
+		// none.
+		refusal, p.ReserveMicros = err, 0
 	}
 	// Keys are unique per account (migration 0008), and the account is
 	// the token's: a client's re-send or reused key only ever finds a job
 	// of its own account.
 	err = s.underRPM(w, r, p.Account, func(refuse error) (bool, error) {
-		p.Refuse = refuse
+		p.Refuse = cmp.Or(refusal, refuse)
 		job, created, err = s.cfg.Store.Accept(r.Context(), p)
 		return created, err
 	})

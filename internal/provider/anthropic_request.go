@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/inkwell/inkwell"
 )
@@ -72,6 +73,12 @@ func toMessages(c inkwell.ChatRequest) (messagesRequest, error) {
 		mr.MaxTokens = defaultAnthropicMaxTokens
 	}
 	var system []string
+	lastTurn := -1 // the last message that is not system or developer
+	for i, m := range c.Messages {
+		if m.Role != "system" && m.Role != "developer" {
+			lastTurn = i
+		}
+	}
 	for i, m := range c.Messages {
 		if m.Role == "system" || m.Role == "developer" {
 			if t := nonTextPart(m.Content); t != "" {
@@ -87,7 +94,13 @@ func toMessages(c inkwell.ChatRequest) (messagesRequest, error) {
 			return mr, unmappable("messages[%d]: %s", i, err)
 		}
 		if len(blocks) == 0 {
-			continue // an empty turn: the Messages API refuses empty content, and it says nothing
+			if i == lastTurn && role == "user" {
+				// Left out, the turn before it would end the request: an
+				// assistant's answer the model would continue as a prefill,
+				// answering another question than the one sent.
+				return mr, unmappable("messages[%d]: the last message is empty; the Messages API refuses empty content, and without it the answer before it would be continued instead of answered", i)
+			}
+			continue // an empty turn between others: the Messages API refuses empty content, and it says nothing
 		}
 		mr.Messages = appendMerged(mr.Messages, role, blocks)
 	}
@@ -304,7 +317,7 @@ func trimFinalAssistant(mr *messagesRequest) {
 	}
 	last := &mr.Messages[n-1]
 	if k := len(last.Content); k > 0 && last.Content[k-1].Type == "text" {
-		last.Content[k-1].Text = strings.TrimRight(last.Content[k-1].Text, " \t\r\n")
+		last.Content[k-1].Text = strings.TrimRightFunc(last.Content[k-1].Text, unicode.IsSpace)
 		if last.Content[k-1].Text == "" {
 			last.Content = last.Content[:k-1]
 		}

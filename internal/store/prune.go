@@ -484,16 +484,24 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by stri
 	return got, done, failed, held, yielded, nil
 }
 
-// dropKept leaves out of batch the jobs of batches judged now and kept.
+// dropKept leaves out of batch the jobs of batches kept. Each batch of
+// the rows selected is judged again here, in the transaction that prunes
+// them, whatever the run said of it before: a failed line retried since
+// (inkwell retry) opens an ended batch again. A batch found kept stays
+// kept for the rest of the run.
 func (s *Store) dropKept(ctx context.Context, tx *sql.Tx, batch []pruneRow, before time.Time, verdicts batchVerdicts) ([]pruneRow, error) {
+	now := map[int64]bool{} // judged in this transaction
 	out := batch[:0]
 	for _, r := range batch {
 		if r.batch.Valid {
-			kept, err := verdicts.judge(r.batch.Int64, func() (bool, error) {
-				return s.batchNotEnded(ctx, tx.QueryRowContext, r.batch.Int64, before)
-			})
-			if err != nil {
-				return nil, err
+			id := r.batch.Int64
+			kept, seen := now[id]
+			if !seen {
+				var err error
+				if kept, err = s.batchNotEnded(ctx, tx.QueryRowContext, id, before); err != nil {
+					return nil, err
+				}
+				now[id], verdicts[id] = kept, kept
 			}
 			if kept {
 				continue
