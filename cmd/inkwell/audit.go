@@ -50,7 +50,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "inkwell audit: --limit %d must be 0 (all) or more\n", *limit)
 		return 2
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := openForReading(ctx, *db)
 	if err != nil {
 		return fail(stderr, "audit", err)
 	}

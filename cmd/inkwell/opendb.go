@@ -66,6 +66,28 @@ func mustExist(dsn string) error {
 	return nil
 }
 
+// readSchema is the oldest schema the read commands (status, show, audit)
+// can read: the newest view and column they read came with it. A file one
+// migration behind this one (0019 adds a column only the worker writes)
+// still reads, so an operator can look at a database a running serve of
+// the last release holds, which refuses a migration under it.
+const readSchema = 18
+
+// openForReading is openExisting for a read command: an older schema is
+// refused, saying to migrate, instead of failing on a missing column.
+func openForReading(ctx context.Context, dsn string) (*store.Store, error) {
+	st, err := openExisting(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if v, err := st.SchemaVersion(ctx); err == nil && v < readSchema {
+		st.Close()
+		shown := store.RedactDSN(dsn)
+		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s is at schema version %d, older than this inkwell reads (%d): run 'inkwell migrate --db %s' (it is refused while a lane runs: stop the older serve first)", shown, v, readSchema, shown)
+	}
+	return st, nil
+}
+
 func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 	shown := store.RedactDSN(dsn) // never print a PostgreSQL password
 	if err := mustExist(dsn); err != nil {

@@ -33,30 +33,38 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer st.Close()
 	for _, id := range ids {
-		last := lastAttemptClass(ctx, st, id) // read before: the retry changes nothing of it
+		billed := mayHaveBilled(ctx, st, id) // read before: the retry changes nothing of it
 		if _, err := st.RetryIfFailed(ctx, id, store.ActorCLI); err != nil {
 			fail(stderr, "retry", err)
 			code = 1
 			continue
 		}
 		fmt.Fprintf(stdout, "job %d: failed -> queued\n", id)
-		if last != "" && !last.NotBilled() {
-			fmt.Fprintf(stderr, "inkwell retry: job %d: its last attempt failed as %s, so the provider may have billed that call: "+
+		if billed.ID != 0 {
+			fmt.Fprintf(stderr, "inkwell retry: job %d: its attempt %d failed as %s, so the provider may have billed that call: "+
 				"the new attempt sends the same job-scoped key, which a provider that honours idempotency keys answers from its record; "+
-				"one that ignores them (check yours) bills it again\n", id, last)
+				"one that ignores them (check yours) bills it again\n", id, billed.AttemptNumber, billed.ErrorClass)
 		}
 	}
 	return code
 }
 
-// lastAttemptClass is the class of job id's last attempt ("" when it has
-// none, or it cannot be read: the retry itself then says what is wrong).
-// Only a call the evidence says was not billed (not_sent, rate_limited,
-// provider_error, rejected) is retried without a word.
-func lastAttemptClass(ctx context.Context, st *store.Store, id int64) inkwell.ErrorClass {
+// mayHaveBilled is the last attempt of job id whose call the evidence does
+// not say was unbilled (zero when none, or they cannot be read: the retry
+// itself then says what is wrong). Every attempt counts, not the last
+// alone: a job whose first call timed out and whose retry then met a 5xx
+// may have been billed by the first. Only jobs all of whose calls were
+// not billed (not_sent, rate_limited, provider_error, rejected) are
+// retried without a word.
+func mayHaveBilled(ctx context.Context, st *store.Store, id int64) inkwell.Attempt {
 	atts, err := st.Attempts(ctx, id)
-	if err != nil || len(atts) == 0 {
-		return ""
+	if err != nil {
+		return inkwell.Attempt{}
 	}
-	return atts[len(atts)-1].ErrorClass
+	for i := len(atts) - 1; i >= 0; i-- {
+		if a := atts[i]; a.ErrorClass != "" && !a.ErrorClass.NotBilled() {
+			return a
+		}
+	}
+	return inkwell.Attempt{}
 }

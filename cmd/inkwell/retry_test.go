@@ -39,7 +39,7 @@ func TestCLI_RetrySaysWhenTheLastCallMayHaveBeenBilled(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, fmt.Sprintf("job %d: failed -> queued", id)) {
 			t.Errorf("retry of a %s job: exit %d, stdout %q, stderr %q; want it queued", class, code, stdout, stderr)
 		}
-		says := strings.Contains(stderr, "may have billed that call") && strings.Contains(stderr, fmt.Sprintf("job %d: its last attempt failed as %s", id, class))
+		says := strings.Contains(stderr, "may have billed that call") && strings.Contains(stderr, fmt.Sprintf("job %d: its attempt 1 failed as %s", id, class))
 		if says != warned {
 			t.Errorf("retry of a %s job: stderr %q; want a word of a possible second bill: %t", class, stderr, warned)
 		}

@@ -39,7 +39,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "inkwell show: job ID %q must be a positive whole number\n", fs.Arg(0))
 		return 2
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := openForReading(ctx, *db)
 	if err != nil {
 		return fail(stderr, "show", err)
 	}

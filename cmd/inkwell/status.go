@@ -56,7 +56,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !flagsOnly(fs, stderr, "the database is --db PATH") {
 		return 2
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := openForReading(ctx, *db)
 	if err != nil {
 		return fail(stderr, "status", err)
 	}
