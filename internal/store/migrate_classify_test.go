@@ -28,7 +28,12 @@ func TestMigrate_ClassifiesStoredFailures(t *testing.T) {
 		{"provider: provider call: network error: outcome unknown, the request may have reached the provider and been billed: EOF", inkwell.ClassTimeout},
 		{"provider: provider call: connection refused: dial tcp 127.0.0.1:9: connect: connection refused", inkwell.ClassNotSent},
 		{"provider: provider call: rate limited: HTTP 429: slow down", inkwell.ClassRateLimited},
-		{"provider: provider call: server error: HTTP 502: bad gateway", inkwell.ClassProviderError},
+		{"provider: provider call: server error: HTTP 500: internal error", inkwell.ClassProviderError},
+		{"provider: provider call: server error: HTTP 503: unavailable", inkwell.ClassProviderError},
+		// A gateway's answer: the provider may have billed behind it
+		// (callerror.go, gatewayGaveUp), so classed as a timeout is.
+		{"provider: provider call: server error: HTTP 502: bad gateway", inkwell.ClassTimeout},
+		{"provider: provider call: server error: HTTP 504: gateway timeout", inkwell.ClassTimeout},
 		{"provider: provider call: client error: HTTP 401: bad key", inkwell.ClassRejected},
 		{"payload unreadable: unexpected end of JSON input", inkwell.ClassRejected},
 		{"provider: provider call: malformed answer: answer has no choices", inkwell.ClassMalformed},
