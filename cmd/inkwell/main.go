@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -13,17 +14,21 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// After the first signal starts a graceful stop, a second one ends the
-	// process at once, saying so.
-	context.AfterFunc(ctx, func() {
-		stop()
-		second := make(chan os.Signal, 1)
-		signal.Notify(second, os.Interrupt, syscall.SIGTERM)
-		go exitOnSecond(second, os.Stderr)
-	})
+	// One channel for every signal, registered before any arrives: the
+	// first starts a graceful stop, a second ends the process at once,
+	// saying so. (Registering the second's channel only once the first
+	// had come left a moment when a quick second signal met the default
+	// action, and the process died without a word.)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		cancel(fmt.Errorf("%v signal received", sig)) // the cause the drill prints
+		exitOnSecond(sigs, os.Stderr)
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	cancel(nil)
 	os.Exit(code)
 }
 

@@ -21,10 +21,11 @@ A running server picks the job up within its --poll interval.
 
 The provider call of the new attempt carries the same job-scoped key as
 before, so a provider that already billed the job answers from its record.
-When the job's last attempt may have been billed (timeout, shutdown,
-malformed, unstorable, worker_restarted, a cancel of a running call), the
-retry still goes ahead and says so on stderr: a provider that ignores
-idempotency keys bills the new call again.`
+When any attempt of the job may have been billed (timeout, shutdown,
+malformed, unstorable, worker_restarted, a cancel of a running call, a
+failure stored before classes existed), the retry still goes ahead and
+says so on stderr: a provider that ignores idempotency keys bills the new
+call again.`
 
 func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	st, ids, code := openForJobs(ctx, "retry", retryHelp, args, stdout, stderr)
@@ -62,7 +63,13 @@ func mayHaveBilled(ctx context.Context, st *store.Store, id int64) inkwell.Attem
 		return inkwell.Attempt{}
 	}
 	for i := len(atts) - 1; i >= 0; i-- {
-		if a := atts[i]; a.ErrorClass != "" && !a.ErrorClass.NotBilled() {
+		// A failed attempt with no class (stored before classes, in an
+		// adopted database) says nothing of its call: it may have billed,
+		// as the views say (failed_job_action, migration 0020).
+		if a := atts[i]; a.Status == inkwell.StatusFailed && !a.ErrorClass.NotBilled() {
+			if a.ErrorClass == "" {
+				a.ErrorClass = inkwell.ClassLegacy
+			}
 			return a
 		}
 	}

@@ -34,7 +34,14 @@ func olderSQLite(t *testing.T, path string, upTo int) {
 		t.Fatalf("migrations: %v", files)
 	}
 	if upTo == 18 {
-		for _, q := range []string{`ALTER TABLE job_attempts DROP COLUMN held_back`, `DELETE FROM schema_migrations WHERE version = 19`} {
+		// Back to 18: the views as 0006 and 0014 made them (0020's read
+		// held_back), then without 0019's column.
+		qs := []string{`DROP VIEW job_overview`, `DROP VIEW job_board`, `DROP VIEW failed_job_action`,
+			viewOf(t, "0006_views_by_class.sql", "CREATE VIEW failed_job_action AS", "WHERE j.status = 'failed';"),
+			viewOf(t, "0014_views_in_claim_order.sql", "CREATE VIEW job_board AS", "b.claim_turn, b.id;"),
+			viewOf(t, "0014_views_in_claim_order.sql", "CREATE VIEW job_overview AS", "ORDER BY c.ord;"),
+			`ALTER TABLE job_attempts DROP COLUMN held_back`, `DELETE FROM schema_migrations WHERE version >= 19`}
+		for _, q := range qs {
 			if _, err := db.Exec(q); err != nil {
 				t.Fatal(err)
 			}
@@ -68,6 +75,21 @@ func olderSQLite(t *testing.T, path string, upTo int) {
 		VALUES (1, 1, 'failed', 'provider: provider call: timeout: x', 'local', ` + at + `, ` + at + `)`); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// viewOf is the statement of a SQLite migration file from start to end.
+func viewOf(t *testing.T, file, start, end string) string {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("..", "..", "internal", "store", "migrations", "sqlite", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(body), start)
+	j := strings.Index(string(body)[max(i, 0):], end)
+	if i < 0 || j < 0 {
+		t.Fatalf("%s: no %q … %q", file, start, end)
+	}
+	return string(body)[i : i+j+len(end)]
 }
 
 // TestOpsAdv_StatusOnAnOlderSchema: `inkwell status` (and show, audit) on

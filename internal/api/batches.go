@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -94,16 +95,24 @@ func (s *Server) handleBatchAccept(w http.ResponseWriter, r *http.Request) {
 // accept transaction. created is false for a re-send.
 func (s *Server) acceptBatch(w http.ResponseWriter, r *http.Request, p store.BatchParams, works []batchWork) (store.BatchStatus, bool, error) {
 	p.MaxQueued = s.cfg.MaxQueued
-	var err error
+	var err, refusal error
 	for i := range p.Lines {
 		if p.Lines[i].ReserveMicros, err = s.reserve(works[i].work); err != nil {
-			return store.BatchStatus{}, false, lineError(works[i].line, err)
+			if inkwell.ErrorCode(err) != inkwell.EINVALID {
+				return store.BatchStatus{}, false, lineError(works[i].line, err)
+			}
+			// The catalog refuses the line now (its model removed, a check
+			// added since): a re-send of a stored batch is still answered
+			// with it, as a single job's is (acceptJob); a new one gets
+			// this refusal, nothing written.
+			refusal = lineError(works[i].line, err)
+			break
 		}
 	}
 	var b store.Batch
 	var created bool
 	err = s.underRPM(w, r, p.Account, func(refuse error) (bool, error) {
-		p.Refuse = refuse
+		p.Refuse = cmp.Or(refusal, refuse)
 		b, created, err = s.cfg.Store.AcceptBatch(r.Context(), p)
 		return created, err
 	})

@@ -100,6 +100,17 @@ func (s *Server) syncWait() time.Duration {
 func (s *Server) writeCompletion(w http.ResponseWriter, r *http.Request, d inkwell.JobDetail, generated bool) {
 	id := strconv.FormatInt(d.Job.ID, 10)
 	switch {
+	case d.Job.PrunedAt != nil:
+		// Retention took its answer: an empty completion would pass for
+		// the model's. Said, and not to be sent again (it would be the
+		// same job, as pruned).
+		s.cfg.Metrics.Refusal(r.Pattern, "pruned")
+		w.Header().Set("X-Should-Retry", "false")
+		writeJSON(w, http.StatusGone, map[string]any{"error": map[string]any{
+			"code": "pruned", "type": "inkwell_job_pruned",
+			"message": "job " + id + " ended " + d.Job.Status + " and was pruned by retention at " + inkwell.FormatTime(*d.Job.PrunedAt) +
+				": its answer is gone, and sending it again under this key answers the same pruned job; GET /v1/jobs/" + id + " shows what is kept",
+		}})
 	case d.Job.Status == inkwell.StatusDone && d.Result != nil:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)

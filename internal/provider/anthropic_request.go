@@ -73,7 +73,7 @@ func toMessages(c inkwell.ChatRequest) (messagesRequest, error) {
 		mr.MaxTokens = defaultAnthropicMaxTokens
 	}
 	var system []string
-	lastTurn := -1 // the last message that is not system or developer
+	lastTurn, lastKept := -1, -1 // the last message that is not system or developer; the last sent
 	for i, m := range c.Messages {
 		if m.Role != "system" && m.Role != "developer" {
 			lastTurn = i
@@ -94,15 +94,18 @@ func toMessages(c inkwell.ChatRequest) (messagesRequest, error) {
 			return mr, unmappable("messages[%d]: %s", i, err)
 		}
 		if len(blocks) == 0 {
-			if i == lastTurn && role == "user" {
-				// Left out, the turn before it would end the request: an
-				// assistant's answer the model would continue as a prefill,
-				// answering another question than the one sent.
-				return mr, unmappable("messages[%d]: the last message is empty; the Messages API refuses empty content, and without it the answer before it would be continued instead of answered", i)
-			}
-			continue // an empty turn between others: the Messages API refuses empty content, and it says nothing
+			continue // an empty turn: the Messages API refuses empty content, and it says nothing
 		}
+		lastKept = i
 		mr.Messages = appendMerged(mr.Messages, role, blocks)
+	}
+	if n := len(mr.Messages); n > 0 && mr.Messages[n-1].Role == "assistant" && lastKept != lastTurn {
+		// The request ended on empty turns, left out: what is left ends on
+		// an earlier answer, which the Messages API would continue as a
+		// prefill instead of answering the question the empty turn stood
+		// for. A request that ends on an assistant message with content
+		// asks for that prefill itself.
+		return mr, unmappable("messages[%d]: the last message is empty; the Messages API refuses empty content, and without it the answer before it would be continued instead of answered", lastTurn)
 	}
 	if len(mr.Messages) == 0 {
 		return mr, unmappable("messages has no user or assistant message with content; the Messages API needs at least one")

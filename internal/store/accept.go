@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -98,7 +99,7 @@ func (b *acceptBatcher) commit(batch []*acceptReq) {
 		}
 		for i, r := range live {
 			job, created, err := b.s.acceptOne(ctx, tx, r.p, now, &adm)
-			if err := groupErr(err); err != nil {
+			if err := groupErrFor(r.p, err); err != nil {
 				return err // the database failed: the whole group fails
 			}
 			results[i] = acceptRes{job: job, created: created, err: err}
@@ -121,6 +122,17 @@ func accountsOf(reqs []*acceptReq) []string {
 		out[i] = r.p.account()
 	}
 	return out
+}
+
+// groupErrFor is groupErr for member p: its own refusal (p.Refuse, the
+// API's: a body the catalog refuses, an rpm used up) is its answer alone,
+// whatever its code. An EINVALID from the catalog once failed the whole
+// group, every other request of it answered with that one's 400.
+func groupErrFor(p AcceptParams, err error) error {
+	if p.Refuse != nil && errors.Is(err, p.Refuse) {
+		return nil
+	}
+	return groupErr(err)
 }
 
 // groupErr is err when it fails the whole group (the database failed),

@@ -580,9 +580,9 @@ func TestStore_Overview(t *testing.T) {
 			// one); then each kind, how many and what to do.
 			wantAction(t, "failed", o.NextAction, fmt.Sprintf("fix its cause first (the API key, the model or the request; inspect the error), "+
 				"then inkwell retry %d: the provider refused the request, so a retry as it is will fail the same way (and %d more: SELECT * FROM job_board)", j["rejected"], len(j)-1)+
-				"; 1 not_sent: safe to retry, nothing reached the provider"+
-				"; 1 rate_limited: safe to retry, the provider answered 429 and billed nothing"+
-				"; 1 provider_error: safe to retry, the provider answered with a server error (5xx)"+
+				"; 1 not_sent: nothing reached the provider on the last call: a retry cannot bill twice unless an earlier attempt may have billed (job_board names those)"+
+				"; 1 rate_limited: the provider answered 429 and billed nothing on the last call: a retry cannot bill twice unless an earlier attempt may have billed (job_board names those)"+
+				"; 1 provider_error: the provider answered the last call with a server error (5xx): a retry cannot bill twice unless an earlier attempt may have billed (job_board names those)"+
 				"; 1 rejected by the provider: fix its cause first (the API key, the model or the request), a retry will fail the same way"+
 				"; 1 malformed: inspect the provider's answer first, Inkwell could not read it and a retry may get the same; the provider may have billed the call"+
 				"; 1 unstorable: fix the database first (disk full? a constraint?), it refused the provider's answer; the provider billed the call"+

@@ -70,7 +70,7 @@ func (s *Store) acceptSetTx(ctx context.Context, tx *sql.Tx, live []*acceptReq, 
 	}
 	for i, r := range live {
 		job, created, err := s.acceptOne(ctx, tx, r.p, now, &adm)
-		if err := groupErr(err); err != nil {
+		if err := groupErrFor(r.p, err); err != nil {
 			return err
 		}
 		results[i] = acceptRes{job: job, created: created, err: err}

@@ -17,6 +17,10 @@
 --   lane whose lock is free is dead: its row's last count is not told as
 --   answers a restart would lose. SQLite cannot see a lane's flock from SQL.)
 --
+-- - job_overview's count of the failed by class no longer calls them
+--   "safe to retry": a count by the last class cannot tell which had an
+--   earlier attempt that may have billed; job_board names those.
+--
 -- job_board reads failed_job_action and job_overview reads both: they
 -- are dropped first and made again as 0014 made them, but for these words.
 
@@ -345,9 +349,9 @@ SELECT c.status, c.jobs, c.oldest_job_id, c.oldest_age_seconds,
                COALESCE((SELECT fa.next_action FROM failed_job_action fa WHERE fa.id = f.id)
                         || CASE WHEN c.jobs > 1 THEN ' (and ' || (c.jobs - 1) || ' more: SELECT * FROM job_board)' ELSE '' END,
                         'nothing to retry')
-               || CASE WHEN k.f_not_sent > 0 THEN '; ' || k.f_not_sent || ' not_sent: safe to retry, nothing reached the provider' ELSE '' END
-               || CASE WHEN k.f_rate_limited > 0 THEN '; ' || k.f_rate_limited || ' rate_limited: safe to retry, the provider answered 429 and billed nothing' ELSE '' END
-               || CASE WHEN k.f_provider_error > 0 THEN '; ' || k.f_provider_error || ' provider_error: safe to retry, the provider answered with a server error (5xx)' ELSE '' END
+               || CASE WHEN k.f_not_sent > 0 THEN '; ' || k.f_not_sent || ' not_sent: nothing reached the provider on the last call: a retry cannot bill twice unless an earlier attempt may have billed (job_board names those)' ELSE '' END
+               || CASE WHEN k.f_rate_limited > 0 THEN '; ' || k.f_rate_limited || ' rate_limited: the provider answered 429 and billed nothing on the last call: a retry cannot bill twice unless an earlier attempt may have billed (job_board names those)' ELSE '' END
+               || CASE WHEN k.f_provider_error > 0 THEN '; ' || k.f_provider_error || ' provider_error: the provider answered the last call with a server error (5xx): a retry cannot bill twice unless an earlier attempt may have billed (job_board names those)' ELSE '' END
                || CASE WHEN k.f_rejected > 0 THEN '; ' || k.f_rejected || ' rejected by the provider: fix its cause first (the API key, the model or the request), a retry will fail the same way' ELSE '' END
                || CASE WHEN k.f_malformed > 0 THEN '; ' || k.f_malformed || ' malformed: inspect the provider''s answer first, Inkwell could not read it and a retry may get the same; the provider may have billed the call' ELSE '' END
                || CASE WHEN k.f_unstorable > 0 THEN '; ' || k.f_unstorable || ' unstorable: fix the database first (disk full? a constraint?), it refused the provider''s answer; the provider billed the call' ELSE '' END
