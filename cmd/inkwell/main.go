@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -19,16 +18,18 @@ func main() {
 	// saying so. (Registering the second's channel only once the first
 	// had come left a moment when a quick second signal met the default
 	// action, and the process died without a word.)
-	ctx, cancel := context.WithCancelCause(context.Background())
+	// The cause stays context.Canceled, as signal.NotifyContext's was: a
+	// lane reads its context's cause, and a stop by signal is no error.
+	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		sig := <-sigs
-		cancel(fmt.Errorf("%v signal received", sig)) // the cause the drill prints
+		<-sigs
+		cancel()
 		exitOnSecond(sigs, os.Stderr)
 	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	cancel(nil)
+	cancel()
 	os.Exit(code)
 }
 
