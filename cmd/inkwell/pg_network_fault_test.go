@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inkwell/inkwell"
+	cli "github.com/inkwell/inkwell/cmd/inkwell"
 	"github.com/inkwell/inkwell/internal/provider/providersim/simtest"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
@@ -49,16 +50,33 @@ func pgfaultMoney(t *testing.T, st *store.Store, sim *simtest.Sim, ids []int64) 
 	}
 }
 
-func pgfaultAllRunning(t *testing.T, st *store.Store, ids []int64) {
+func pgfaultAllRunning(t *testing.T, child *cli.Child, st *store.Store, ids []int64) {
 	t.Helper()
-	storetest.WaitFor(t, pgfaultWait, "every job running", func() bool {
+	// Running in the database is not enough: a claim commits before its
+	// reply reaches the lane, and a fault in between leaves a job running
+	// that no call runs (a claim reply lost, another test's case). The
+	// lane's log says it has the job.
+	storetest.WaitFor(t, pgfaultWait, "every job running, claimed by the lane", func() bool {
+		log := child.Log()
 		for _, id := range ids {
-			if pgfaultShow(t, st, id).Job.Status != inkwell.StatusRunning {
+			if pgfaultShow(t, st, id).Job.Status != inkwell.StatusRunning || !claimLogged(log, id) {
 				return false
 			}
 		}
 		return true
 	})
+}
+
+// claimLogged reports whether log holds the lane's "job claimed" line of
+// job id.
+func claimLogged(log string, id int64) bool {
+	want := fmt.Sprintf(" job_id=%d attempt_id=", id)
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `msg="job claimed"`) && strings.Contains(line, want) {
+			return true
+		}
+	}
+	return false
 }
 
 // The completion of a group of answers is one statement on PostgreSQL.
@@ -102,7 +120,7 @@ func TestServePG_ResetWhileCallsInFlight(t *testing.T) {
 	t.Parallel()
 	child, proxy, st, sim := startPGFaultServe(t, 2*time.Second, "--grace", "10s")
 	ids := pgfaultSubmit(t, child.URL, "reset", 4)
-	pgfaultAllRunning(t, st, ids)
+	pgfaultAllRunning(t, child, st, ids)
 	proxy.reset()
 	storetest.WaitFor(t, pgfaultWait, "serve to exit after its lock session was reset", func() bool {
 		return syscall.Kill(child.Pid(), 0) == syscall.ESRCH
@@ -133,7 +151,7 @@ func TestServePG_NetworkStallKeepsAnswersInHand(t *testing.T) {
 	t.Parallel()
 	child, proxy, st, sim := startPGFaultServe(t, 2*time.Second, "--grace", "2s")
 	ids := pgfaultSubmit(t, child.URL, "stall", 4)
-	pgfaultAllRunning(t, st, ids)
+	pgfaultAllRunning(t, child, st, ids)
 	proxy.freeze()
 	// The answers arrive within 2 s of the stall; the lane finds its lock
 	// unproven about 10 s in; each write tries 10 s. The stall lasts 45 s,

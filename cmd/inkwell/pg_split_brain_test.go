@@ -43,7 +43,7 @@ func startPGHolder(t *testing.T, prefix string, n int, grace string) pgHolder {
 	env := append(os.Environ(), "INKWELL_CRASH_AT=")
 	h.a = cli.StartChild(t, h.bin, env, pgfaultWait, pgfaultServeArgs(h.dsn, h.sim.URL, "--grace", grace)...)
 	h.ids = pgfaultSubmit(t, h.a.URL, prefix, n)
-	pgfaultAllRunning(t, h.st, h.ids)
+	pgfaultAllRunning(t, h.a, h.st, h.ids)
 	return h
 }
 
@@ -159,7 +159,7 @@ func TestServePG_StoppedHolderKeepsItsLane(t *testing.T) {
 	env := append(os.Environ(), "INKWELL_CRASH_AT=")
 	a := cli.StartChild(t, bin, env, pgfaultWait, pgfaultServeArgs(dsn, sim.URL, "--grace", "10s")...)
 	ids := pgfaultSubmit(t, a.URL, "sigstop", 3)
-	pgfaultAllRunning(t, st, ids)
+	pgfaultAllRunning(t, a, st, ids)
 	if err := syscall.Kill(a.Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
