@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -70,6 +74,26 @@ func timedGet(ctx context.Context, url string) chatAnswer {
 	return chatAnswer{status: resp.StatusCode, header: resp.Header, body: string(b), at: time.Now(), err: err}
 }
 
+// countingProxy forwards to url and counts the requests that reached it:
+// a call is in flight once the provider has it, not when its job is
+// running (a stop between the claim and the send sends nothing, and the
+// job goes back to queued, which is not what these tests stop).
+func countingProxy(t *testing.T, url string) (string, *atomic.Int64) {
+	t.Helper()
+	target, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &n
+}
+
 func chatBodyN(i int) string {
 	return fmt.Sprintf(`{"model":"writer","messages":[{"role":"user","content":"a haiku about ink %d"}],"max_tokens":20}`, i)
 }
@@ -80,8 +104,9 @@ func chatBodyN(i int) string {
 func TestServe_SIGTERMWithChatWaitsAndLongPoll(t *testing.T) {
 	t.Parallel()
 	sim := simtest.MustStart(t, providersim.Config{Latency: 4 * time.Second})
+	simURL, calls := countingProxy(t, sim.URL)
 	db := filepath.Join(t.TempDir(), "inkwell.db")
-	srv := startServe(t, db, "--config", chatConfig(t, sim.URL), "--concurrency", "2", "--grace", "20s", "--sync-wait", "2m")
+	srv := startServe(t, db, "--config", chatConfig(t, simURL), "--concurrency", "2", "--grace", "20s", "--sync-wait", "2m")
 	st := storetest.MustOpen(t, db, store.Options{})
 
 	ctx := t.Context()
@@ -90,9 +115,7 @@ func TestServe_SIGTERMWithChatWaitsAndLongPoll(t *testing.T) {
 	for i := range 3 {
 		wg.Go(func() { answers[i] = timedPost(ctx, srv.URL, fmt.Sprintf("shut-%d", i), chatBodyN(i)) })
 		if i < 2 {
-			storetest.WaitFor(t, waitLimit, "calls running", func() bool {
-				return countWhere(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'running'`) == i+1
-			})
+			storetest.WaitFor(t, waitLimit, "calls at the provider", func() bool { return calls.Load() == int64(i+1) })
 		}
 	}
 	storetest.WaitFor(t, waitLimit, "third job queued", func() bool {
@@ -450,14 +473,13 @@ func TestServe_ReadyzDuringGrace(t *testing.T) {
 func TestServe_SecondSignalIsLogged(t *testing.T) {
 	t.Parallel()
 	sim := simtest.MustStart(t, providersim.Config{Latency: 3 * time.Second})
+	simURL, calls := countingProxy(t, sim.URL)
 	db := filepath.Join(t.TempDir(), "inkwell.db")
-	srv := startServe(t, db, "--config", chatConfig(t, sim.URL), "--grace", "20s")
+	srv := startServe(t, db, "--config", chatConfig(t, simURL), "--grace", "20s")
 	st := storetest.MustOpen(t, db, store.Options{})
 	waiting := make(chan chatAnswer, 1)
 	go func() { waiting <- timedPost(t.Context(), srv.URL, "second-signal", chatBodyN(0)) }()
-	storetest.WaitFor(t, waitLimit, "call running", func() bool {
-		return countWhere(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'running'`) == 1
-	})
+	storetest.WaitFor(t, waitLimit, "call at the provider", func() bool { return calls.Load() == 1 })
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -593,8 +615,10 @@ func TestWait_ClientGoneIsNotAnInternalError(t *testing.T) {
 // call still running.
 func TestServe_SIGTERMWakesWaiterOfJobPutBack(t *testing.T) {
 	t.Parallel()
-	slow := simtest.MustStart(t, providersim.Config{Latency: 8 * time.Second})
-	stuck := simtest.MustStart(t, providersim.Config{HangRate: 1})
+	slowSim := simtest.MustStart(t, providersim.Config{Latency: 8 * time.Second})
+	stuckSim := simtest.MustStart(t, providersim.Config{HangRate: 1})
+	slowURL, slowCalls := countingProxy(t, slowSim.URL)
+	stuckURL, stuckCalls := countingProxy(t, stuckSim.URL)
 	path := filepath.Join(t.TempDir(), "inkwell.toml")
 	cfg := fmt.Sprintf(`[[provider]]
 name = "slow"
@@ -618,7 +642,7 @@ max_output_tokens = 50
 name = "hung"
 provider = "stuck"
 max_output_tokens = 50
-`, slow.URL, stuck.URL)
+`, slowURL, stuckURL)
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -632,15 +656,11 @@ max_output_tokens = 50
 	wg.Go(func() {
 		long = timedPost(ctx, srv.URL, "long", `{"model":"writer","messages":[{"role":"user","content":"ink"}],"max_tokens":20}`)
 	})
-	storetest.WaitFor(t, waitLimit, "the long call running", func() bool {
-		return countWhere(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'running'`) == 1
-	})
+	storetest.WaitFor(t, waitLimit, "the long call at its provider", func() bool { return slowCalls.Load() == 1 })
 	wg.Go(func() {
 		putBack = timedPost(ctx, srv.URL, "hung", `{"model":"hung","messages":[{"role":"user","content":"ink"}],"max_tokens":20}`)
 	})
-	storetest.WaitFor(t, waitLimit, "both calls running", func() bool {
-		return countWhere(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'running'`) == 2
-	})
+	storetest.WaitFor(t, waitLimit, "both calls at their providers", func() bool { return stuckCalls.Load() == 1 })
 	sigAt := time.Now()
 	exitErr := make(chan error, 1)
 	go func() { exitErr <- srv.Signal(t, syscall.SIGTERM) }()
