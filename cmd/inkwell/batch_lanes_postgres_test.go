@@ -280,9 +280,11 @@ func TestBatchCancelTwoLanesPostgres(t *testing.T) {
 			pgbScalar(t, st, `SELECT COUNT(DISTINCT lane) FROM job_attempts WHERE status = 'running'`) == 2
 	})
 
-	// Watch the batch through B while A cancels it.
+	// Watch the batch through B while A cancels it. The watcher reads its
+	// own copy of the id: the wait below writes batch as it polls.
 	stop := make(chan struct{})
 	watched := make(chan []string)
+	batchID := batch.ID
 	go func() {
 		var bad []string
 		for {
@@ -292,7 +294,7 @@ func TestBatchCancelTwoLanesPostgres(t *testing.T) {
 				return
 			default:
 			}
-			req, _ := http.NewRequest(http.MethodGet, b.URL+"/v1/batches/"+batch.ID, nil)
+			req, _ := http.NewRequest(http.MethodGet, b.URL+"/v1/batches/"+batchID, nil)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				continue
