@@ -71,12 +71,16 @@ func (e *CallError) ErrorClass() inkwell.ErrorClass {
 	return inkwell.ClassTimeout // no answer, and the request may have arrived
 }
 
-// gatewayGaveUp reports a 502 (Bad Gateway) or 504 (Gateway Timeout): an
+// gatewayGaveUp reports a 502 (Bad Gateway) or 504 (Gateway Timeout), or
+// Cloudflare's 520 (the origin's answer was empty or unreadable) or 524
+// (the origin took the request and did not answer in time; Cloudflare
+// stands in front of api.openai.com and api.anthropic.com): an
 // intermediary's word that the provider's own answer did not reach it,
 // not the provider's that it did nothing. A 500, 503 or 529 is the
-// provider refusing the call itself.
+// provider refusing the call itself; Cloudflare's 521, 522, 523, 525 and
+// 526 say it never reached the origin, and are server errors too.
 func gatewayGaveUp(status int) bool {
-	return status == 502 || status == 504
+	return status == 502 || status == 504 || status == 520 || status == 524
 }
 
 // Error names the class first, so jobs.error says what kind of failure it was.

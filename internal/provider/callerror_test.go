@@ -67,7 +67,9 @@ func TestOpenAI_FailureClasses(t *testing.T) {
 		{"MalformedNoChoices", fakeSetup(200, `{"id":"r","choices":[]}`, nil), provider.ClassMalformed, 200},
 		{"MalformedNullContent", fakeSetup(200, `{"id":"r","choices":[{"message":{"content":null}}]}`, nil), provider.ClassMalformed, 200},
 		{"MalformedEmptyContent", fakeSetup(200, `{"id":"r","choices":[{"message":{"content":"  "}}]}`, nil), provider.ClassMalformed, 200},
-		{"MalformedNoID", fakeSetup(200, `{"choices":[{"message":{"content":"words"}}]}`, nil), provider.ClassMalformed, 200},
+		// An answer without an id is kept (TestProvreal_GeminiAnswerWithoutIDIsKept).
+		{"ServerError524", fakeSetup(524, "<html>524: A timeout occurred</html>", nil), provider.ClassServer, 524},
+		{"InsufficientQuotaIsARefusal", fakeSetup(429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, nil), provider.ClassClient, 429},
 		// An amount past any real bill, that the books could not sum.
 		{"MalformedImpossibleAmount", fakeSetup(200, `{"id":"r","choices":[{"message":{"content":"words"}}],"inkwell_amount_micros":5000000000000000000}`, nil), provider.ClassMalformed, 200},
 		{"RedirectNotFollowed", fakeSetup(307, "", map[string]string{"Location": "/elsewhere"}), provider.ClassMalformed, 307},

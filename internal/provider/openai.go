@@ -114,12 +114,21 @@ func (p *OpenAI) Generate(ctx context.Context, req inkwell.ProviderRequest) (ink
 		return inkwell.ProviderResponse{}, p.redirected(res)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return inkwell.ProviderResponse{}, statusError(res.StatusCode, p.errorText(body), retryAfter(res.Header, p.cfg.NowFunc()))
+		e := statusError(res.StatusCode, p.errorText(body), retryAfter(res.Header, p.cfg.NowFunc()))
+		if e.Class == ClassRateLimited && quotaSpent(body) {
+			// OpenAI's 429 for an account whose credit is spent: no wait
+			// helps until someone pays, so it is a refusal (rejected: not
+			// retried automatically, no pause of the provider's calls),
+			// retried by hand once the account is paid for.
+			e.Class, e.RetryAfter = ClassClient, 0
+			e.Msg = "insufficient_quota, the provider account's credit is spent (waiting does not help; pay, then retry): " + e.Msg
+		}
+		return inkwell.ProviderResponse{}, e
 	}
 	if len(body) > maxAnswerBytes {
 		return inkwell.ProviderResponse{}, malformed(res.StatusCode, "answer larger than %d bytes", maxAnswerBytes)
 	}
-	return p.parse(res.StatusCode, body)
+	return p.parse(res.StatusCode, res.Header, body)
 }
 
 func (p *OpenAI) newRequest(ctx context.Context, req inkwell.ProviderRequest) (*http.Request, error) {
@@ -182,7 +191,7 @@ type chatResponse struct {
 	ID      string `json:"id"`
 	Choices []struct {
 		Message struct {
-			Content   *string         `json:"content"`
+			Content   answerContent   `json:"content"`
 			Refusal   *string         `json:"refusal"`
 			ToolCalls json.RawMessage `json:"tool_calls"`
 		} `json:"message"`
@@ -208,18 +217,55 @@ type chatResponse struct {
 func (cr chatResponse) answerText() (text string, ok bool) {
 	m := cr.Choices[0].Message
 	switch {
-	case m.Content != nil && strings.TrimSpace(*m.Content) != "":
-		return *m.Content, true
+	case m.Content.text != nil && strings.TrimSpace(*m.Content.text) != "":
+		return *m.Content.text, true
 	case len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" && string(m.ToolCalls) != "[]":
 		return "", true
 	case m.Refusal != nil && strings.TrimSpace(*m.Refusal) != "":
 		return *m.Refusal, true
-	case cr.counted() && m.Content != nil:
-		return *m.Content, true // "", or white space, as sent
+	case cr.counted() && m.Content.text != nil:
+		return *m.Content.text, true // "", or white space, as sent
 	case cr.counted():
 		return "", true // content null or absent
 	}
 	return "", false
+}
+
+// answerContent is a message's content as OpenAI-compatible providers
+// send it: a string, null, or (Mistral's reasoning models, and others) an
+// array of chunks, of which the "text" ones are the answer and the rest
+// (a "thinking" chunk) are not. text is nil for null or absent.
+type answerContent struct{ text *string }
+
+func (c *answerContent) UnmarshalJSON(b []byte) error {
+	switch b = bytes.TrimSpace(b); {
+	case string(b) == "null":
+		c.text = nil
+		return nil
+	case len(b) > 0 && b[0] == '[':
+		var chunks []struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		}
+		if err := json.Unmarshal(b, &chunks); err != nil {
+			return err
+		}
+		var text strings.Builder
+		for _, ch := range chunks {
+			if ch.Type == "text" && ch.Text != nil {
+				text.WriteString(*ch.Text)
+			}
+		}
+		s := text.String()
+		c.text = &s
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	c.text = &s
+	return nil
 }
 
 // counted says the answer reports its usage: both counts present.
@@ -227,7 +273,7 @@ func (cr chatResponse) counted() bool {
 	return cr.Usage != nil && cr.Usage.PromptTokens != nil && cr.Usage.CompletionTokens != nil
 }
 
-func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error) {
+func (p *OpenAI) parse(status int, header http.Header, body []byte) (inkwell.ProviderResponse, error) {
 	var cr chatResponse
 	if err := json.Unmarshal(body, &cr); err != nil {
 		return inkwell.ProviderResponse{}, malformed(status, "answer is not chat-completion JSON: %s", p.scrub(err.Error()))
@@ -236,17 +282,28 @@ func (p *OpenAI) parse(status int, body []byte) (inkwell.ProviderResponse, error
 		return inkwell.ProviderResponse{}, malformed(status, "answer has no choices")
 	}
 	text, ok := cr.answerText()
-	switch {
-	case !ok:
+	if !ok {
 		return inkwell.ProviderResponse{}, malformed(status, "answer has empty content and no usage")
-	case cr.ID == "":
-		// Without an id a charge could not name the request it paid for.
-		return inkwell.ProviderResponse{}, malformed(status, "answer has no id")
 	}
-	resp := inkwell.ProviderResponse{Text: text, RequestID: cr.ID, AmountMicros: p.amount(cr, text), TokensUsed: tokensUsed(cr),
+	// The charge names the request it paid for by the answer's id, else
+	// the request id the provider's headers gave, else none: an answer
+	// without an id (Gemini's OpenAI-compatible endpoint sent none for
+	// months) is still a paid answer, and is kept.
+	requestID := cr.ID
+	if requestID == "" {
+		requestID = p.scrub(strings.TrimSpace(header.Get("X-Request-Id")))
+	}
+	resp := inkwell.ProviderResponse{Text: text, RequestID: requestID, AmountMicros: p.amount(cr, text), TokensUsed: tokensUsed(cr),
 		FinishReason: cr.Choices[0].FinishReason, Response: compactJSON(body)}
 	if u := cr.Usage; cr.counted() {
 		resp.Usage, resp.PromptTokens, resp.CompletionTokens = true, *u.PromptTokens, *u.CompletionTokens
+		if hidden := u.TotalTokens - *u.PromptTokens - *u.CompletionTokens; hidden > 0 && *u.CompletionTokens >= 0 && *u.PromptTokens >= 0 {
+			// Tokens the total counts and the two counts do not: a thinking
+			// model's thoughts, which Gemini leaves out of
+			// completion_tokens and bills as output all the same. Charged
+			// as output, so that what the provider billed is charged.
+			resp.CompletionTokens += hidden
+		}
 	}
 	if err := storable(resp); err != nil {
 		return inkwell.ProviderResponse{}, malformed(status, "%s", err)
@@ -342,6 +399,22 @@ func (p *OpenAI) errorText(body []byte) string {
 	return oneLine(p.scrub(string(body)))
 }
 
+// quotaSpent says an error answer is OpenAI's insufficient_quota: its
+// error's code or type names it.
+func quotaSpent(body []byte) bool {
+	var e struct {
+		Error struct {
+			Code any    `json:"code"`
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return false
+	}
+	code, _ := e.Error.Code.(string)
+	return code == "insufficient_quota" || e.Error.Type == "insufficient_quota"
+}
+
 // scrub removes the API key from anything a server or the transport said,
 // before it can reach an error, a log line or a database column.
 func (p *OpenAI) scrub(s string) string {
@@ -354,7 +427,13 @@ func (p *OpenAI) scrub(s string) string {
 // retryAfter reads a Retry-After header (RFC 9110 §10.2.3): a number of
 // seconds, or an HTTP date, which is read against now. 0 when there is
 // none, it cannot be read, or it is already past.
+//
+// A retry-after-ms header (milliseconds; Azure OpenAI sends it, and the
+// official SDKs read it before Retry-After) wins when it can be read.
 func retryAfter(h http.Header, now time.Time) time.Duration {
+	if ms, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After-Ms")), 64); err == nil && ms > 0 && !math.IsInf(ms, 0) {
+		return time.Duration(min(ms, float64(maxRetryAfterSecs)*1000) * float64(time.Millisecond))
+	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0

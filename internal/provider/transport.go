@@ -6,7 +6,9 @@ package provider
 // docs/architecture.md, "One HTTP request per paid call".
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -105,7 +107,13 @@ func fillCallDefaults(timeout *time.Duration, logger **slog.Logger, now *func() 
 }
 
 // send makes a call's one HTTP request and reads its answer, up to one byte
-// past maxAnswerBytes; a failure of either is a reachedError.
+// past maxAnswerBytes, without a UTF-8 byte order mark before it (RFC 8259
+// §8.1 lets a reader ignore one; a proxy or a Windows-hosted gateway may add
+// it); a failure of either is a reachedError. A 2xx answer whose body
+// arrived whole, as complete JSON, is kept even when the connection then
+// failed before the message's own end (a proxy that closes without the
+// last chunk of a chunked body): it is a paid answer in hand. A JSON value
+// cut short is never valid JSON, so a partial answer is still a failure.
 func send(ctx context.Context, client *http.Client, req *http.Request, trace *callTrace, scrub func(string) string) (*http.Response, []byte, error) {
 	res, err := client.Do(req)
 	if err != nil {
@@ -113,11 +121,15 @@ func send(ctx context.Context, client *http.Client, req *http.Request, trace *ca
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes+1))
-	if err != nil {
+	body = bytes.TrimPrefix(body, byteOrderMark)
+	if err != nil && !(res.StatusCode >= 200 && res.StatusCode <= 299 && len(body) <= maxAnswerBytes && json.Valid(body)) {
 		return nil, nil, reachedError(ctx, err, trace, scrub)
 	}
 	return res, body, nil
 }
+
+// byteOrderMark is UTF-8's: EF BB BF.
+var byteOrderMark = []byte("\ufeff")
 
 // callTrace is what the transport reported about one Generate. Its hooks
 // may run on the transport's goroutines (HTTP/1 reports WroteRequest from
