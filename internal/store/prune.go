@@ -289,7 +289,7 @@ func (s *Store) countPrunable(ctx context.Context, rep *PruneReport, verdicts ba
 	}
 	for _, g := range groups {
 		if g.batch.Valid {
-			kept, err := verdicts.judge(g.batch.Int64, func() (bool, error) {
+			kept, err := verdicts.judge(g.batch.Int64, func() (batchVerdict, error) {
 				return s.batchNotEnded(ctx, s.rdb.QueryRowContext, g.batch.Int64, rep.Before)
 			})
 			if err != nil {
@@ -311,30 +311,36 @@ func (s *Store) countPrunable(ctx context.Context, rep *PruneReport, verdicts ba
 }
 
 // batchVerdicts is one Prune's word on each batch its jobs belong to:
-// true for a batch that had a job not finished before the cut-off (its
-// jobs are kept), false for one that had ended by then. Each batch is
-// judged once a run.
-type batchVerdicts map[int64]bool
+// kept for a batch that had a job not finished before the cut-off (its
+// jobs are kept), not kept for one that had ended by then, each with the
+// batch's reopened count read in the same statement. Each batch is judged
+// once a run, and a batch found kept stays kept for the rest of it.
+type batchVerdicts map[int64]batchVerdict
+
+type batchVerdict struct {
+	kept     bool
+	reopened int64 // batches.reopened when it was judged
+}
 
 // judge returns batch's verdict, asking notEnded the first time.
-func (v batchVerdicts) judge(batch int64, notEnded func() (bool, error)) (bool, error) {
-	if kept, ok := v[batch]; ok {
-		return kept, nil
+func (v batchVerdicts) judge(batch int64, notEnded func() (batchVerdict, error)) (bool, error) {
+	if b, ok := v[batch]; ok {
+		return b.kept, nil
 	}
-	kept, err := notEnded()
+	b, err := notEnded()
 	if err != nil {
 		return false, err
 	}
-	v[batch] = kept
-	return kept, nil
+	v[batch] = b
+	return b.kept, nil
 }
 
 // kept lists the batches whose jobs are kept, for a NOT IN (…) list: ids
 // this code read from the database, never text from outside.
 func (v batchVerdicts) kept() string {
 	var b strings.Builder
-	for id, kept := range v {
-		if !kept {
+	for id, verdict := range v {
+		if !verdict.kept {
 			continue
 		}
 		if b.Len() > 0 {
@@ -346,17 +352,36 @@ func (v batchVerdicts) kept() string {
 }
 
 // batchNotEndedSQL: batch $1 has a job not finished before $2 (queued,
-// running, or finished since), read through jobs_batch_line.
-const batchNotEndedSQL = `SELECT EXISTS (SELECT 1 FROM jobs WHERE batch_id = $1 AND (status NOT IN ('done', 'failed') OR finished_at IS NULL OR finished_at >= $2))`
+// running, or finished since), read through jobs_batch_line, and the
+// batch's reopened count, in one statement (one snapshot). It reads every
+// line of the batch when the batch has ended, so a prune transaction asks
+// it only when batchReopenedSQL says a line was put back since the batch
+// was judged (dropKept).
+const batchNotEndedSQL = `SELECT EXISTS (SELECT 1 FROM jobs WHERE batch_id = $1 AND (status NOT IN ('done', 'failed') OR finished_at IS NULL OR finished_at >= $2)),
+	COALESCE((SELECT reopened FROM batches WHERE id = $1), 0)`
 
-// batchNotEnded reports whether batch had a job not finished before
-// before, read with queryRow (the read pool, or the batch's transaction).
-func (s *Store) batchNotEnded(ctx context.Context, queryRow func(context.Context, string, ...any) *sql.Row, batch int64, before time.Time) (bool, error) {
-	var notEnded bool
-	if err := queryRow(ctx, s.dialect.rebind(batchNotEndedSQL), batch, s.ts(before)).Scan(&notEnded); err != nil {
-		return false, fmt.Errorf("prune: has batch %d ended: %w", batch, err)
+// batchNotEnded judges batch against before, read with queryRow (the read
+// pool, or a prune's transaction).
+func (s *Store) batchNotEnded(ctx context.Context, queryRow func(context.Context, string, ...any) *sql.Row, batch int64, before time.Time) (batchVerdict, error) {
+	var v batchVerdict
+	if err := queryRow(ctx, s.dialect.rebind(batchNotEndedSQL), batch, s.ts(before)).Scan(&v.kept, &v.reopened); err != nil {
+		return v, fmt.Errorf("prune: has batch %d ended: %w", batch, err)
 	}
-	return notEnded, nil
+	return v, nil
+}
+
+// batchReopenedSQL is a batch's reopened count (migration 0021: a trigger
+// adds one each time a line of the batch goes from done or failed back to
+// queued or running, the only way a batch that has ended can end again
+// later). PostgreSQL reads it FOR SHARE: a retry of one of the batch's
+// lines (its trigger updates the row) then waits for the prune's commit,
+// or the prune for the retry's, and sees its count.
+func (s *Store) batchReopenedSQL() string {
+	q := `SELECT reopened FROM batches WHERE id = $1`
+	if !s.dialect.oneWriter {
+		q += ` FOR SHARE`
+	}
+	return q
 }
 
 // nextBatchSize scales the batch so that it holds the writer about target:
@@ -487,8 +512,12 @@ func (s *Store) pruneBatch(ctx context.Context, before time.Time, n int, by stri
 // dropKept leaves out of batch the jobs of batches kept. Each batch of
 // the rows selected is judged again here, in the transaction that prunes
 // them, whatever the run said of it before: a failed line retried since
-// (inkwell retry) opens an ended batch again. A batch found kept stays
-// kept for the rest of the run.
+// (inkwell retry) opens an ended batch again. The batch's reopened count
+// says whether a line was put back since the batch was judged ended; only
+// then is the batch judged anew, by reading its lines: a 50,000-line batch
+// read whole in every prune transaction held SQLite's writer for tens of
+// milliseconds each time (BenchmarkPruneBatch50k). A batch found kept
+// stays kept for the rest of the run.
 func (s *Store) dropKept(ctx context.Context, tx *sql.Tx, batch []pruneRow, before time.Time, verdicts batchVerdicts) ([]pruneRow, error) {
 	now := map[int64]bool{} // judged in this transaction
 	out := batch[:0]
@@ -498,10 +527,10 @@ func (s *Store) dropKept(ctx context.Context, tx *sql.Tx, batch []pruneRow, befo
 			kept, seen := now[id]
 			if !seen {
 				var err error
-				if kept, err = s.batchNotEnded(ctx, tx.QueryRowContext, id, before); err != nil {
+				if kept, err = s.judgeInTx(ctx, tx, id, before, verdicts); err != nil {
 					return nil, err
 				}
-				now[id], verdicts[id] = kept, kept
+				now[id] = kept
 			}
 			if kept {
 				continue
@@ -510,6 +539,26 @@ func (s *Store) dropKept(ctx context.Context, tx *sql.Tx, batch []pruneRow, befo
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// judgeInTx is batch id's verdict in tx: the run's own when the batch was
+// judged ended and no line of it was put back since, else a new one.
+func (s *Store) judgeInTx(ctx context.Context, tx *sql.Tx, id int64, before time.Time, verdicts batchVerdicts) (bool, error) {
+	if v, ok := verdicts[id]; ok && !v.kept {
+		var reopened int64
+		if err := s.txQueryRow(ctx, tx, s.batchReopenedSQL(), id).Scan(&reopened); err != nil {
+			return false, fmt.Errorf("prune: was batch %d reopened: %w", id, err)
+		}
+		if reopened == v.reopened {
+			return false, nil
+		}
+	}
+	v, err := s.batchNotEnded(ctx, tx.QueryRowContext, id, before)
+	if err != nil {
+		return false, err
+	}
+	verdicts[id] = v
+	return v.kept, nil
 }
 
 // prunedPayload is the request as retention keeps it (see the comment at
