@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -71,6 +72,9 @@ func toMessages(c inkwell.ChatRequest) (messagesRequest, error) {
 	mr := messagesRequest{Model: c.Model, MaxTokens: c.MaxOutputTokens, Temperature: c.Temperature, TopP: c.TopP, StopSequences: c.Stop}
 	if mr.MaxTokens <= 0 {
 		mr.MaxTokens = defaultAnthropicMaxTokens
+	}
+	if err := unmappedFields(c); err != nil {
+		return mr, err
 	}
 	var system []string
 	lastTurn, lastKept := -1, -1 // the last message that is not system or developer; the last sent
@@ -357,6 +361,41 @@ func CheckMessages(c inkwell.ChatRequest) error {
 		return errors.New(ce.Msg)
 	}
 	return err
+}
+
+// mappedFields are the message fields the mapping reads (a message's
+// name has no place in the Messages API and says nothing to the model),
+// and ignoredFields those it may leave out because they are no input: an
+// answer's url citations, which an SDK sends back as they came.
+var (
+	mappedFields  = []string{"role", "content", "name", "tool_calls", "tool_call_id"}
+	ignoredFields = []string{"annotations"}
+)
+
+// unmappedFields refuses a message field the mapping would not send, such
+// as an assistant's "audio" (an answer's audio, stored at OpenAI) or a
+// legacy "function_call", or a "refusal" with text: left out, the model
+// would answer another conversation than the one sent. A field that is
+// null says nothing, and is no refusal (an SDK sends a message back as it
+// was answered: "refusal": null, "audio": null).
+func unmappedFields(c inkwell.ChatRequest) error {
+	raw, ok := c.Fields["messages"]
+	if !ok {
+		return nil // a request built without its fields: its Messages are all there is
+	}
+	var each []map[string]json.RawMessage
+	if json.Unmarshal(raw, &each) != nil {
+		return nil // the chat form's own checks read the messages
+	}
+	for i, m := range each {
+		for name, v := range m {
+			if slices.Contains(mappedFields, name) || slices.Contains(ignoredFields, name) || string(bytes.TrimSpace(v)) == "null" {
+				continue
+			}
+			return unmappable("messages[%d].%s has no place in the Messages API (its fields: role, content, and an assistant's tool_calls or a tool's tool_call_id); left out, the model would answer another conversation than the one sent", i, name)
+		}
+	}
+	return nil
 }
 
 func unmappable(format string, args ...any) *CallError {
