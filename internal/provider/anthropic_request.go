@@ -376,8 +376,8 @@ var (
 // as an assistant's "audio" (an answer's audio, stored at OpenAI) or a
 // legacy "function_call", or a "refusal" with text: left out, the model
 // would answer another conversation than the one sent. A field that is
-// null says nothing, and is no refusal (an SDK sends a message back as it
-// was answered: "refusal": null, "audio": null).
+// null or empty says nothing, and is no refusal (an SDK sends a message
+// back as it was answered: "refusal": null, "audio": null).
 func unmappedFields(c inkwell.ChatRequest) error {
 	raw, ok := c.Fields["messages"]
 	if !ok {
@@ -389,13 +389,23 @@ func unmappedFields(c inkwell.ChatRequest) error {
 	}
 	for i, m := range each {
 		for name, v := range m {
-			if slices.Contains(mappedFields, name) || slices.Contains(ignoredFields, name) || string(bytes.TrimSpace(v)) == "null" {
+			if slices.Contains(mappedFields, name) || slices.Contains(ignoredFields, name) || emptyValue(v) {
 				continue
 			}
 			return unmappable("messages[%d].%s has no place in the Messages API (its fields: role, content, and an assistant's tool_calls or a tool's tool_call_id); left out, the model would answer another conversation than the one sent", i, name)
 		}
 	}
 	return nil
+}
+
+// emptyValue says a JSON value carries nothing: null, "", [] or {} (a
+// client that sends a message back without leaving out its empty fields).
+func emptyValue(v json.RawMessage) bool {
+	switch string(bytes.Join(bytes.Fields(v), nil)) {
+	case "null", `""`, "[]", "{}":
+		return true
+	}
+	return false
 }
 
 func unmappable(format string, args ...any) *CallError {

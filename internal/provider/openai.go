@@ -297,12 +297,14 @@ func (p *OpenAI) parse(status int, header http.Header, body []byte) (inkwell.Pro
 		FinishReason: cr.Choices[0].FinishReason, Response: compactJSON(body)}
 	if u := cr.Usage; cr.counted() {
 		resp.Usage, resp.PromptTokens, resp.CompletionTokens = true, *u.PromptTokens, *u.CompletionTokens
-		if hidden := u.TotalTokens - *u.PromptTokens - *u.CompletionTokens; hidden > 0 && *u.CompletionTokens >= 0 && *u.PromptTokens >= 0 {
+		if in, out := *u.PromptTokens, *u.CompletionTokens; in >= 0 && out >= 0 && in <= math.MaxInt64-out && u.TotalTokens > in+out {
 			// Tokens the total counts and the two counts do not: a thinking
 			// model's thoughts, which Gemini leaves out of
 			// completion_tokens and bills as output all the same. Charged
 			// as output, so that what the provider billed is charged.
-			resp.CompletionTokens += hidden
+			// (Gemini's total counts a tool's prompt tokens too, which are
+			// then charged at the output price; never past the reservation.)
+			resp.CompletionTokens = u.TotalTokens - in
 		}
 	}
 	if err := storable(resp); err != nil {

@@ -106,22 +106,23 @@ func fillCallDefaults(timeout *time.Duration, logger **slog.Logger, now *func() 
 	}
 }
 
-// send makes a call's one HTTP request and reads its answer, up to one byte
-// past maxAnswerBytes, without a UTF-8 byte order mark before it (RFC 8259
-// §8.1 lets a reader ignore one; a proxy or a Windows-hosted gateway may add
-// it); a failure of either is a reachedError. A 2xx answer whose body
-// arrived whole, as complete JSON, is kept even when the connection then
-// failed before the message's own end (a proxy that closes without the
-// last chunk of a chunked body): it is a paid answer in hand. A JSON value
-// cut short is never valid JSON, so a partial answer is still a failure.
+// send makes a call's one HTTP request and reads its answer, at most a byte
+// past maxAnswerBytes besides a UTF-8 byte order mark before it, which is
+// dropped and does not count (RFC 8259 §8.1 lets a reader ignore one;
+// a proxy or a Windows-hosted gateway may add it); a failure of either is
+// a reachedError. A 2xx answer whose body arrived whole, as complete JSON,
+// is kept even when the connection then failed before the message's own
+// end (a proxy that closes without the last chunk of a chunked body): it
+// is a paid answer in hand. A JSON value cut short is never valid JSON, so
+// a partial answer is still a failure.
 func send(ctx context.Context, client *http.Client, req *http.Request, trace *callTrace, scrub func(string) string) (*http.Response, []byte, error) {
 	res, err := client.Do(req)
 	if err != nil {
 		return nil, nil, reachedError(ctx, err, trace, scrub)
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes+1))
-	body = bytes.TrimPrefix(body, byteOrderMark)
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes+1+int64(len(byteOrderMark))))
+	body = bytes.TrimPrefix(body, byteOrderMark) // the mark does not count toward the limit
 	if err != nil && !(res.StatusCode >= 200 && res.StatusCode <= 299 && len(body) <= maxAnswerBytes && json.Valid(body)) {
 		return nil, nil, reachedError(ctx, err, trace, scrub)
 	}
