@@ -36,6 +36,5 @@ func PretendWriterWaits(s *Store) (stop func()) {
 	}
 }
 
-
 // Timestamp is t as the store binds a time in its dialect.
 func (s *Store) Timestamp(t time.Time) any { return s.ts(t) }
