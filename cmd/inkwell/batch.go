@@ -46,6 +46,10 @@ func runBatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "inkwell batch: want 'submit FILE', 'status ID' or 'output ID' (see --help)")
 		return 2
 	}
+	if err := checkServerURL(*server); err != nil {
+		fmt.Fprintf(stderr, "inkwell batch: %v\n", err)
+		return 2
+	}
 	base := strings.TrimRight(*server, "/")
 	switch verb, arg := fs.Arg(0), fs.Arg(1); verb {
 	case "submit":

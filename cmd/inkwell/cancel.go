@@ -50,7 +50,7 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		switch {
 		case c.Attempt != 0:
-			fmt.Fprintf(stdout, "job %d: running -> failed (cancelled); attempt %d closed, its lane aborts the call; the provider may have billed it\n", id, c.Attempt)
+			fmt.Fprintf(stdout, "job %d: running -> failed (cancelled); %s closed, its lane aborts the call; the provider may have billed it\n", id, attemptName(ctx, st, id, c.Attempt))
 		case before.Status == inkwell.StatusFailed && before.ErrorClass == inkwell.ClassCancelled:
 			fmt.Fprintf(stdout, "job %d: already cancelled\n", id)
 		default:
@@ -58,4 +58,18 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	return code
+}
+
+// attemptName names the attempt whose row id is attemptID as the screens
+// do, by its number (#2); "its running attempt" when it cannot be read.
+func attemptName(ctx context.Context, st *store.Store, jobID, attemptID int64) string {
+	d, err := st.Show(ctx, jobID)
+	if err == nil {
+		for _, a := range d.Attempts {
+			if a.ID == attemptID {
+				return fmt.Sprintf("attempt #%d", a.AttemptNumber)
+			}
+		}
+	}
+	return "its running attempt"
 }

@@ -22,7 +22,7 @@ func main() {
 	// lane reads its context's cause, and a stop by signal is no error.
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP) // SIGHUP: a closed terminal or SSH session stops serve gracefully too
 	go func() {
 		<-sigs
 		cancel()

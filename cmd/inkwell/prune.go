@@ -69,6 +69,12 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	var age time.Duration
 	if set["older-than"] {
+		if strings.TrimSpace(*olderThan) == "0" {
+			// serve --retention 0 keeps everything; here 0 would take
+			// every finished job's prompt and text. One keystroke should
+			// not mean the opposite of what it means to serve.
+			return usage("--older-than 0 is ambiguous: serve --retention 0 keeps every job, and here it would prune every finished one; to prune every finished job say --older-than 0s, to prune none do not run prune")
+		}
 		var err error
 		if age, err = parseAge(*olderThan); err != nil {
 			return usage("--older-than: %v", err)

@@ -62,16 +62,6 @@ func mayHaveBilled(ctx context.Context, st *store.Store, id int64) inkwell.Attem
 	if err != nil {
 		return inkwell.Attempt{}
 	}
-	for i := len(atts) - 1; i >= 0; i-- {
-		// A failed attempt with no class (stored before classes, in an
-		// adopted database) says nothing of its call: it may have billed,
-		// as the views say (failed_job_action, migration 0020).
-		if a := atts[i]; a.Status == inkwell.StatusFailed && !a.ErrorClass.NotBilled() {
-			if a.ErrorClass == "" {
-				a.ErrorClass = inkwell.ClassLegacy
-			}
-			return a
-		}
-	}
-	return inkwell.Attempt{}
+	a, _ := billedAttempt(atts)
+	return a
 }

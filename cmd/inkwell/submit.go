@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -56,6 +57,10 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "inkwell submit: --prompt is required")
 		return 2
 	}
+	if err := checkServerURL(*server); err != nil {
+		fmt.Fprintf(stderr, "inkwell submit: %v\n", err)
+		return 2
+	}
 	if *key == "" {
 		*key = client.NewKey()
 	}
@@ -83,7 +88,15 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, "submit", fmt.Errorf("%w\n  the job is stored; follow it with: inkwell show %d", err, sub.Job.ID))
 	}
 	if d.Job.Status == inkwell.StatusFailed {
-		fmt.Fprintf(stdout, "job %d failed: %s\nretry it with: inkwell retry %d\n", d.Job.ID, d.Job.Error, d.Job.ID)
+		fmt.Fprintf(stdout, "job %d failed: %s\n", d.Job.ID, d.Job.Error)
+		if a, ok := billedAttempt(d.Attempts); ok {
+			// As inkwell retry warns: a provider that ignores keys bills
+			// a retry that succeeds once more.
+			fmt.Fprintf(stdout, "attempt #%d (%s) may have been billed by the provider: check its usage before a retry, which a provider ignoring idempotency keys bills again: inkwell retry %d\n",
+				a.AttemptNumber, a.ErrorClass, d.Job.ID)
+		} else {
+			fmt.Fprintf(stdout, "retry it with: inkwell retry %d\n", d.Job.ID)
+		}
 		return 1
 	}
 	fmt.Fprintf(stdout, "job %d done\n\n%s\n", d.Job.ID, d.Result.Text)
@@ -134,4 +147,30 @@ func flagOf(msg string) string {
 		}
 	}
 	return "the request"
+}
+
+// billedAttempt is the last failed attempt whose class does not show that
+// nothing was billed (a timeout, a worker restart, a cancel in flight, or
+// no class at all), as inkwell retry's mayHaveBilled reads the store.
+func billedAttempt(atts []inkwell.Attempt) (inkwell.Attempt, bool) {
+	for i := len(atts) - 1; i >= 0; i-- {
+		if a := atts[i]; a.Status == inkwell.StatusFailed && !a.ErrorClass.NotBilled() {
+			if a.ErrorClass == "" {
+				a.ErrorClass = inkwell.ClassLegacy
+			}
+			return a, true
+		}
+	}
+	return inkwell.Attempt{}, false
+}
+
+// checkServerURL refuses a --server that is not an http(s) URL with a
+// host: nothing could be sent to it, so it is bad input, said at once
+// (not a network failure retried, whose outcome would be "unknown").
+func checkServerURL(raw string) error {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--server %q: want the server's base URL, http(s)://host:port (e.g. http://127.0.0.1:8080)", raw)
+	}
+	return nil
 }

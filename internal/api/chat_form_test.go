@@ -708,3 +708,23 @@ func TestChatCompletions_WithoutKeyEachRequestIsAJob(t *testing.T) {
 		t.Errorf("refused request: %d, Idempotency-Key %q; want 400 and no key", r.status, r.header.Get("Idempotency-Key"))
 	}
 }
+
+// A job claimed while its chat completion waits is running when the wait
+// runs out: the 504 says still_running, read again at the end of the
+// wait. (A claim wakes no waiter, and the answer used to say still_queued
+// of a job that had been running for most of the wait.)
+func TestChatCompletions_StillRunningIsReadAtTheEnd(t *testing.T) {
+	t.Parallel()
+	e := chatEnv(t, api.Config{SyncWait: 2 * time.Second})
+	done := make(chan reply, 1)
+	go func() { done <- e.chatCompletion("running-1", syncBody) }()
+	storetest.WaitFor(t, 5*time.Second, "the job stored", func() bool { return e.counts()["jobs"] == 1 })
+	storetest.ClaimAs(t, e.st, "lane-a")
+	r := <-done
+	if r.status != http.StatusGatewayTimeout {
+		t.Fatalf("status %d, want 504 (%s)", r.status, r.body)
+	}
+	if code, _, msg := openAIError(t, r); code != "still_running" || !strings.Contains(msg, "still running") {
+		t.Errorf("error code %q (%s), want still_running: the job was claimed during the wait", code, msg)
+	}
+}

@@ -76,7 +76,13 @@ func (s *Server) showWaiting(w http.ResponseWriter, r *http.Request, id int64, w
 			release()
 		case <-timer.C:
 			release()
-			return d, nil // the wait ran out: the job as it is
+			// The wait ran out: the job as it is now, read again. A claim
+			// wakes no waiter, so the read above may say queued of a job
+			// that has been running for most of the wait.
+			if now, err := s.showOwned(r.Context(), id); err == nil {
+				return now, nil
+			}
+			return d, nil
 		case <-r.Context().Done(): // the client went away: free the waiter
 			release()
 			return d, r.Context().Err()

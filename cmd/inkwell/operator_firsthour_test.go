@@ -1,0 +1,55 @@
+package main
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Findings of an operator's first hour with the CLI (2026-12-06).
+
+// SIGHUP (a closed terminal or SSH session) stops serve as SIGTERM does:
+// gracefully, logged, exit 0. It used to kill the process by the
+// signal's default action, with no word and calls left running.
+func TestServe_SIGHUPStopsGracefully(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, filepath.Join(t.TempDir(), "inkwell.db"))
+	if err := srv.Signal(t, syscall.SIGHUP); err != nil {
+		t.Errorf("serve after SIGHUP: %v; want exit 0\n%s", err, srv.Log())
+	}
+	if !strings.Contains(srv.Log(), "shutdown requested") {
+		t.Errorf("serve after SIGHUP logged no graceful stop:\n%s", srv.Log())
+	}
+}
+
+// `prune --older-than 0` is refused: serve --retention 0 keeps every
+// job, and here 0 would prune every finished one. 0s says it plainly.
+func TestPrune_BareZeroIsRefused(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	id := finishedJob(t, db, "k1")
+	code, stdout, stderr := runCLI(t, "prune", "--older-than", "0", "--db", db)
+	if code != 2 || !strings.Contains(stderr, "--older-than 0s") || stdout != "" {
+		t.Errorf("prune --older-than 0: exit %d, stdout %q, stderr %q; want exit 2 saying 0s prunes every finished job", code, stdout, stderr)
+	}
+	if code, stdout, _ := runCLI(t, "show", "--db", db, strconv.FormatInt(id, 10)); code != 0 || strings.Contains(stdout, "pruned") {
+		t.Errorf("after the refusal, show %d: exit %d\n%s; want the job unpruned", id, code, stdout)
+	}
+}
+
+// A --server that is no http(s) URL is bad input, exit 2 at once: it
+// used to be retried as a network failure whose outcome was unknown.
+func TestSubmit_BadServerURLIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"submit", "--prompt", "x", "--server", "127.0.0.1:8080"},
+		{"batch", "status", "1", "--server", "localhost"},
+	} {
+		code, _, stderr := runCLI(t, args...)
+		if code != 2 || !strings.Contains(stderr, "http(s)://host:port") || strings.Contains(stderr, "may or may not") {
+			t.Errorf("inkwell %v: exit %d, stderr %q; want exit 2 naming the URL's form", args, code, stderr)
+		}
+	}
+}
