@@ -111,7 +111,7 @@ func runAccountsAdd(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		a.BudgetMicros = &micros
 	}
-	st, err := store.Open(ctx, *db, store.Options{})
+	st, err := openCreating(ctx, *db, stderr)
 	if err != nil {
 		return fail(stderr, "accounts add", err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -103,4 +104,17 @@ func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 		return nil, inkwell.Errorf(inkwell.EINVALID, "database %s holds no Inkwell schema; run 'inkwell migrate --db %s' or 'inkwell serve' first", shown, shown)
 	}
 	return st, nil
+}
+
+// openCreating opens the database, creating and migrating it when it does
+// not exist yet (tokens create and accounts add work before the first
+// serve), and says so on stderr when it did: a mistyped --db would
+// otherwise leave a token or a budget on a new file the server never reads.
+func openCreating(ctx context.Context, dsn string, stderr io.Writer) (*store.Store, error) {
+	created := mustExist(dsn) != nil
+	st, err := store.Open(ctx, dsn, store.Options{})
+	if err == nil && created {
+		fmt.Fprintf(stderr, "inkwell: created a new database %s (it did not exist); if you meant the one serve uses, check --db\n", store.RedactDSN(dsn))
+	}
+	return st, err
 }

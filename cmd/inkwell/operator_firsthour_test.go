@@ -53,3 +53,30 @@ func TestSubmit_BadServerURLIsRefusedAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// accounts add and tokens create still create a database that does not
+// exist (they work before the first serve), but say so on stderr: a
+// mistyped --db left a budget or a token on a new file, silently.
+func TestAccountsAndTokens_SayWhenTheyCreateTheDatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		db   string
+	}{
+		{[]string{"accounts", "add", "acme"}, "a.db"},
+		{[]string{"tokens", "create", "--account", "default"}, "t.db"},
+	} {
+		db := filepath.Join(dir, c.db)
+		for i, want := range []bool{true, false} { // a new file, then the same one again
+			args := append(append([]string{}, c.args...), "--db", db)
+			if i == 1 && c.args[0] == "accounts" {
+				args[2] = "acme2"
+			}
+			code, _, stderr := runCLI(t, args...)
+			if said := strings.Contains(stderr, "created a new database"); code != 0 || said != want {
+				t.Errorf("inkwell %v (run %d): exit %d, stderr %q; want exit 0, the notice of a new database %t", args, i+1, code, stderr, want)
+			}
+		}
+	}
+}

@@ -78,7 +78,7 @@ func runTokensCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "inkwell tokens create: %s\n", inkwell.ErrorMessage(err))
 		return 2
 	}
-	open := func() (*store.Store, error) { return store.Open(ctx, *db, store.Options{}) }
+	open := func() (*store.Store, error) { return openCreating(ctx, *db, stderr) }
 	if *account != inkwell.DefaultAccount {
 		// Only 'default' exists in a new database: a token for another
 		// account needs one that exists, and a mistyped --db must not
