@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -78,5 +79,25 @@ func TestAccountsAndTokens_SayWhenTheyCreateTheDatabase(t *testing.T) {
 				t.Errorf("inkwell %v (run %d): exit %d, stderr %q; want exit 0, the notice of a new database %t", args, i+1, code, stderr, want)
 			}
 		}
+	}
+}
+
+// serve on an address in use fails before it opens the database: no file
+// is created or migrated, and the error says to pick another --addr.
+func TestServe_PortInUseCreatesNothing(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "port.db")
+	code, _, stderr := runCLI(t, "serve", "--addr", ln.Addr().String(), "--db", db)
+	if code == 0 || !strings.Contains(stderr, "--addr") {
+		t.Errorf("serve on a port in use: exit %d, stderr %q; want a failure naming --addr", code, stderr)
+	}
+	if names := dirNames(t, dir); len(names) != 0 {
+		t.Errorf("serve on a port in use left %v in its directory; want nothing created", names)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -289,6 +290,15 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The address is tried before the database is opened: a port in use
+	// (the common mistake: a second serve) is refused without creating or
+	// migrating a file. The listener that serves is opened after the lane
+	// lock, below; this one is closed at once.
+	if probe, err := net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, listenError(cfg.Addr, err)
+	} else {
+		probe.Close()
+	}
 	if m.st, err = store.Open(ctx, cfg.DB, store.Options{Synchronous: cfg.Synchronous, Logger: m.log}); err != nil {
 		return nil, err
 	}
@@ -327,9 +337,17 @@ func OpenMain(ctx context.Context, cfg MainConfig) (*Main, error) {
 	}
 	if m.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 		m.Close()
-		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
+		return nil, listenError(cfg.Addr, err)
 	}
 	return m, nil
+}
+
+// listenError is a failure to listen on addr, with what to do about it.
+func listenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen %s: %w: another process (another inkwell serve?) listens there; stop it, or pick another address with --addr", addr, err)
+	}
+	return fmt.Errorf("listen %s: %w (see --addr)", addr, err)
 }
 
 // Addr is the address the HTTP server listens on (with the port chosen
