@@ -154,11 +154,23 @@ func runAccountsList(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tBUDGET\tRESERVED\tSPENT\tRPM\tCREATED\tWEBHOOK")
+	unkept := false
 	for _, a := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, budgetText(a.BudgetMicros), formatAmount(a.ReservedMicros), formatAmount(a.SpentMicros),
+		reserved, spent := formatAmount(a.ReservedMicros), formatAmount(a.SpentMicros)
+		if a.BudgetMicros == nil {
+			// Not kept without a budget: 0.00 would read as nothing spent.
+			reserved, spent, unkept = "-", "-", true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, budgetText(a.BudgetMicros), reserved, spent,
 			rpmText(a.RPM), inkwell.FormatTime(a.CreatedAt), webhookText(a.WebhookURL))
 	}
-	return exitOf(tw.Flush())
+	if err := tw.Flush(); err != nil {
+		return 1
+	}
+	if unkept {
+		fmt.Fprintln(stdout, "-: not kept for an account without a budget; its charges are in the charges table (SELECT account, SUM(amount_micros) FROM charges GROUP BY account)")
+	}
+	return 0
 }
 
 func exitOf(err error) int {

@@ -92,8 +92,11 @@ func TestCLI_Accounts(t *testing.T) {
 			t.Fatalf("accounts list = %d\n%s%s", code, out, errOut)
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 3 || !strings.HasPrefix(lines[1], "acme ") || !strings.Contains(lines[1], "12.50") || !strings.Contains(lines[1], " 60 ") ||
-			!strings.HasPrefix(lines[2], "default ") || !strings.Contains(lines[2], "none") || !strings.Contains(lines[2], "unlimited") {
+		// default has no budget: its reserved and spent are not kept, and
+		// say so ("-" and a note), where 0.00 read as nothing spent.
+		if len(lines) != 4 || !strings.HasPrefix(lines[1], "acme ") || !strings.Contains(lines[1], "12.50") || !strings.Contains(lines[1], " 60 ") ||
+			!strings.HasPrefix(lines[2], "default ") || !strings.Contains(lines[2], "none") || !strings.Contains(lines[2], "unlimited") ||
+			!strings.Contains(lines[2], " -  ") || strings.Contains(lines[2], "0.00") || !strings.HasPrefix(lines[3], "-: not kept") {
 			t.Errorf("accounts list:\n%s", out)
 		}
 	})
