@@ -101,3 +101,25 @@ func TestServe_PortInUseCreatesNothing(t *testing.T) {
 		t.Errorf("serve on a port in use left %v in its directory; want nothing created", names)
 	}
 }
+
+// A setting serve refuses is bad input, said as the flags' own refusals
+// are: exit 2, "inkwell serve: …", no internal "invalid:" prefix, and no
+// database file made for it.
+func TestServe_RefusedSettingsExitTwo(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--sim-latency", "-5s"},
+		{"--provider", "bogus"},
+		{"--lane", "a/b"},
+	} {
+		dir := t.TempDir()
+		all := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "f.db")}, args...)
+		code, _, stderr := runCLI(t, all...)
+		if code != 2 || !strings.Contains(stderr, "inkwell serve: ") || strings.Contains(stderr, "invalid:") {
+			t.Errorf("inkwell %v: exit %d, stderr %q; want exit 2 and the refusal in plain words", all, code, stderr)
+		}
+		if names := dirNames(t, dir); len(names) != 0 {
+			t.Errorf("inkwell %v left %v", all, names)
+		}
+	}
+}

@@ -51,12 +51,19 @@ func (f providerFlags) checkLimits() error {
 	return nil
 }
 
-// checkOpenAI refuses a negative price, and (with --provider openai) a
-// provider call with no time to run, before anything is created.
+// checkOpenAI refuses an unknown --provider, a negative simulated latency,
+// a negative price, and (with --provider openai) no URL or a provider call
+// with no time to run, before anything is created.
 func (f providerFlags) checkOpenAI() error {
 	switch {
 	case *f.microsPerToken < 0 || *f.microsPerToken > 1_000_000:
 		return fmt.Errorf("--provider-micros-per-token must be 0 (Inkwell's price by the word) to 1000000 (one currency unit a token), not %d", *f.microsPerToken)
+	case *f.kind != "sim" && *f.kind != "openai":
+		return fmt.Errorf("--provider %q: want sim or openai (or a config file, --config, for more providers)", *f.kind)
+	case *f.kind == "sim" && *f.latency < 0:
+		return fmt.Errorf("--sim-latency must not be negative, not %s", *f.latency)
+	case *f.kind == "openai" && *f.url == "":
+		return fmt.Errorf("--provider openai needs --provider-url")
 	case *f.kind == "openai" && *f.timeout < catalog.MinTimeout:
 		return fmt.Errorf("--provider-timeout must be at least %s, not %s: it bounds each provider call, and a call cut off while the provider answers may still be billed", catalog.MinTimeout, *f.timeout)
 	}
@@ -125,12 +132,12 @@ func (f providerFlags) build() (inkwell.Provider, error) {
 	switch *f.kind {
 	case "sim":
 		if *f.latency < 0 {
-			return nil, fmt.Errorf("--sim-latency must not be negative")
+			return nil, inkwell.Errorf(inkwell.EINVALID, "--sim-latency must not be negative")
 		}
 		return provider.NewSim(*f.latency), nil
 	case "openai":
 		if *f.url == "" {
-			return nil, fmt.Errorf("--provider openai needs --provider-url")
+			return nil, inkwell.Errorf(inkwell.EINVALID, "--provider openai needs --provider-url")
 		}
 		// Each connection the HTTP transport obtains for one call after
 		// the first is a request the provider may bill twice: counted here,
@@ -163,5 +170,5 @@ func (f providerFlags) build() (inkwell.Provider, error) {
 		}
 		return p, nil
 	}
-	return nil, fmt.Errorf("--provider %q: want sim or openai", *f.kind)
+	return nil, inkwell.Errorf(inkwell.EINVALID, "--provider %q: want sim or openai", *f.kind)
 }

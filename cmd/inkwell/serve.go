@@ -111,6 +111,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "inkwell serve: %v\n", err)
 		return 2
 	}
+	if err := store.ValidateLane(*cfg.lane); err != nil {
+		fmt.Fprintf(stderr, "inkwell serve: %s\n", inkwell.ErrorMessage(err))
+		return 2
+	}
 	if *cfg.config != "" { // a bad file is a usage error, refused before the database is made
 		var err error
 		if cfg.catalog, err = catalog.Load(*cfg.config); err != nil {
@@ -139,6 +143,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if err := serve(ctx, cfg, log); err != nil {
 		attrs := []any{"err", err}
+		if inkwell.ErrorCode(err) == inkwell.EINVALID {
+			attrs = []any{"err", inkwell.ErrorMessage(err)} // the words, without the code's "invalid:"
+		}
 		if inkwell.ErrorCode(err) == inkwell.EUNAVAILABLE {
 			// "busy" alone does not say who: name the process holding the
 			// SQLite write lock, stopped or not.
