@@ -42,9 +42,9 @@ claim, attempt and fenced completion, within --provider-rpm/--provider-tpm.
 A provider answer is stored unless the attempt was fenced out: while the
 database is busy, locked or full, the lane keeps it and tries again.
 
-SIGTERM or SIGINT: stop claiming, let every running provider call finish
-within --grace, record each outcome, mark the lane stopped, exit 0 (1 when
-an answer could still not be stored when the grace ran out).
+SIGTERM, SIGINT or SIGHUP: stop claiming, let every running provider call
+finish within --grace, record each outcome, mark the lane stopped, exit 0
+(1 when an answer could still not be stored when the grace ran out).
 
 Environment: INKWELL_DB (default for --db), INKWELL_PROVIDER_KEY (the
 openai provider's API key), INKWELL_CRASH_AT (arm a crash point; drills only).`
