@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -129,16 +130,15 @@ func unixSeconds(t time.Time) float64 {
 // build returns the configured provider. The key is read from the
 // environment only, so it never shows in a process listing or a log.
 func (f providerFlags) build() (inkwell.Provider, error) {
+	// The flags' one check (runServe asks it first, before anything is
+	// created; asked again here for any other caller).
+	if err := errors.Join(f.checkLimits(), f.checkOpenAI()); err != nil {
+		return nil, inkwell.Errorf(inkwell.EINVALID, "%v", err)
+	}
 	switch *f.kind {
 	case "sim":
-		if *f.latency < 0 {
-			return nil, inkwell.Errorf(inkwell.EINVALID, "--sim-latency must not be negative")
-		}
 		return provider.NewSim(*f.latency), nil
 	case "openai":
-		if *f.url == "" {
-			return nil, inkwell.Errorf(inkwell.EINVALID, "--provider openai needs --provider-url")
-		}
 		// Each connection the HTTP transport obtains for one call after
 		// the first is a request the provider may bill twice: counted here,
 		// and warned about by the provider with the job's provider key.
@@ -170,5 +170,5 @@ func (f providerFlags) build() (inkwell.Provider, error) {
 		}
 		return p, nil
 	}
-	return nil, inkwell.Errorf(inkwell.EINVALID, "--provider %q: want sim or openai", *f.kind)
+	return nil, inkwell.Errorf(inkwell.EINVALID, "--provider %q: want sim or openai", *f.kind) // checkOpenAI refused it already
 }
