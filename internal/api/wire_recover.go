@@ -14,6 +14,9 @@ type RecoveryReport struct {
 	JobsFailed         int64          `json:"jobs_failed"`
 	Anomalies          []string       `json:"anomalies,omitempty"`
 	Evidence           store.Evidence `json:"evidence"`
+	// PreviousStopped is the stop_reason written on the dead holder's
+	// lanes row (absent when there was no live-looking row to stop).
+	PreviousStopped string `json:"previous_stopped,omitempty"`
 }
 
 // RecoveryReportOf is rep on the wire.
@@ -21,6 +24,6 @@ func RecoveryReportOf(rep store.RecoveryReport) RecoveryReport {
 	return RecoveryReport{
 		RunID: rep.RunID, Lane: rep.Lane, DryRun: rep.DryRun,
 		AttemptsClosed: rep.AttemptsClosed, AttemptsBackfilled: rep.AttemptsBackfilled, JobsFailed: rep.JobsFailed,
-		Anomalies: rep.Anomalies, Evidence: rep.Evidence,
+		Anomalies: rep.Anomalies, Evidence: rep.Evidence, PreviousStopped: rep.PreviousStopped,
 	}
 }

@@ -61,6 +61,26 @@ func (s *Store) laneTx(ctx context.Context, q queryer, name string) (*LaneRow, e
 	return &l, nil
 }
 
+// LaneHasTrace says whether anything here names lane: its lanes row, a
+// running job or attempt on it (or a legacy running job of no lane), a
+// recovery run. A lane with no trace never ran here, so recovering it
+// could prove nothing and change nothing: `inkwell recover --lane` with a
+// mistyped name is refused before it writes a lock file or a run.
+func (s *Store) LaneHasTrace(ctx context.Context, lane string) (bool, error) {
+	// Each probe reads an index: the lanes key, the running-rows partial
+	// indexes (jobs_running, job_attempts_running_lane), and recovery_runs,
+	// one row per start.
+	const q = `SELECT CASE WHEN EXISTS (SELECT 1 FROM lanes WHERE name = $1)
+		OR EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND (lane = $1 OR lane IS NULL))
+		OR EXISTS (SELECT 1 FROM job_attempts WHERE status = 'running' AND lane = $1)
+		OR EXISTS (SELECT 1 FROM recovery_runs WHERE lane = $1) THEN 1 ELSE 0 END`
+	var n int
+	if err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), lane).Scan(&n); err != nil {
+		return false, s.classify(fmt.Errorf("lane %s: look for its trace: %w", lane, err))
+	}
+	return n == 1, nil
+}
+
 // LiveLanes returns every lane with its liveness (lane_liveness), by name:
 // alive ones and the others, so a caller can show why a lane is not alive.
 func (s *Store) LiveLanes(ctx context.Context) ([]LaneState, error) {

@@ -38,6 +38,10 @@ type RecoveryReport struct {
 	JobsFailed         int64
 	Anomalies          []string
 	Evidence           Evidence
+	// PreviousStopped is the stop_reason this run wrote on the dead
+	// incarnation's lanes row; empty when the row was already stopped,
+	// was this process's own, or there was none.
+	PreviousStopped string
 }
 
 // errDryRun rolls a dry run's transaction back after it has counted.
@@ -52,7 +56,9 @@ var errDryRun = errors.New("dry run")
 //  2. running jobs (of this lane, or of no lane: legacy) with no attempt row
 //     at all -> one back-filled failed attempt, number 1;
 //  3. the running jobs whose attempts steps 1-2 just closed -> failed;
-//  4. the counts on the recovery_runs row; commit.
+//  4. the dead incarnation's lanes row, if not stopped -> stopped, naming
+//     this run (the lock proved it dead, so status stops calling it alive);
+//  5. the counts on the recovery_runs row; commit.
 //
 // Every closed row is linked to the run. Rows that break the invariants
 // are reported in Anomalies and left exactly as they are. Run again, it
@@ -110,6 +116,10 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, now any,
 	const failJobs = `UPDATE jobs SET status = 'failed', error = $1, error_class = 'worker_restarted', finished_at = $2
 		WHERE status = 'running'
 		  AND id IN (SELECT job_id FROM job_attempts WHERE recovery_run_id = $3)`
+	// Step 4: the lock and the process check proved that incarnation dead;
+	// its row says so from now on, not after its heartbeat grows old.
+	stopPrevious := `UPDATE lanes SET stopped_at = $1, stop_reason = $2
+		WHERE name = $3 AND incarnation = $4 AND stopped_at IS NULL` + fence
 	closeRun := `UPDATE recovery_runs SET attempts_closed = $1, attempts_backfilled = $2, jobs_failed = $3, anomalies = $4
 		WHERE id = $5` + fence
 
@@ -169,6 +179,16 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, now any,
 			return err
 		}
 	}
+	if prevRow != nil && prevRow.StoppedAt == nil && prevRow.Incarnation != l.Self.Incarnation {
+		reason := deadHolderReason(l, rep.RunID)
+		n, err := s.exec(ctx, tx, stopPrevious, now, reason, l.Lane, prevRow.Incarnation)
+		if err != nil {
+			return fmt.Errorf("mark the dead holder's lanes row stopped: %w", err)
+		}
+		if n == 1 {
+			rep.PreviousStopped = reason
+		}
+	}
 	var anomalies any
 	if len(rep.Anomalies) > 0 {
 		anomalies = strings.Join(rep.Anomalies, "\n")
@@ -181,6 +201,15 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, now any,
 		return errLockLost(l, "recovery")
 	}
 	return nil
+}
+
+// deadHolderReason is the stop_reason recovery writes on the lanes row of
+// the incarnation whose lock it took.
+func deadHolderReason(l *LaneLock, runID int64) string {
+	if l.RescuedBy != "" {
+		return fmt.Sprintf("session ended: lane %s took its lock and closed its orphans (recovery run %d)", l.RescuedBy, runID)
+	}
+	return fmt.Sprintf("dead: recovery run %d took its lane lock (%s) and closed its orphans; the run's evidence says why", runID, l.Method)
 }
 
 func (s *Store) evidence(l *LaneLock, prev *LaneRow) Evidence {

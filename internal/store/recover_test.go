@@ -91,7 +91,9 @@ func TestStore_Recover(t *testing.T) {
 			afterJobs := jobsByID(t, s)
 			afterAttempts := attemptsByJob(t, s)
 
-			want := store.RecoveryReport{RunID: rep.RunID, Lane: "local", AttemptsClosed: 2, AttemptsBackfilled: 2, JobsFailed: 4, Evidence: rep.Evidence}
+			stopped := fmt.Sprintf("dead: recovery run %d took its lane lock (%s) and closed its orphans; the run's evidence says why", rep.RunID, lock.Method)
+			want := store.RecoveryReport{RunID: rep.RunID, Lane: "local", AttemptsClosed: 2, AttemptsBackfilled: 2, JobsFailed: 4, Evidence: rep.Evidence,
+				PreviousStopped: stopped}
 			if diff := cmp.Diff(want, rep); diff != "" {
 				t.Errorf("report (-want +got):\n%s", diff)
 			}
@@ -101,10 +103,26 @@ func TestStore_Recover(t *testing.T) {
 				t.Errorf("rows changed: %d jobs, %d attempts, %d new attempts; report says %d, %d, %d",
 					changedJobs, changedAttempts, newAttempts, rep.JobsFailed, rep.AttemptsClosed, rep.AttemptsBackfilled)
 			}
-			for _, tbl := range []string{"results", "charges", "lanes"} {
+			for _, tbl := range []string{"results", "charges"} {
 				if diff := cmp.Diff(before[tbl], after[tbl]); diff != "" {
 					t.Errorf("recovery changed %s (-before +after):\n%s", tbl, diff)
 				}
+			}
+			// The dead holder's lanes row is stopped, naming the run, and
+			// nothing else of it changes: status no longer calls it alive.
+			wantLanes := [][]string{}
+			for _, row := range before["lanes"] {
+				var r []string
+				for _, col := range row { // NULL cells are left out: they follow heartbeat_at
+					r = append(r, col)
+					if strings.HasPrefix(col, "heartbeat_at=") {
+						r = append(r, "stopped_at="+now.UTC().Format("2006-01-02T15:04:05.000000Z"), "stop_reason="+stopped)
+					}
+				}
+				wantLanes = append(wantLanes, r)
+			}
+			if diff := cmp.Diff(wantLanes, after["lanes"]); diff != "" {
+				t.Errorf("lanes after recovery (-want +got):\n%s", diff)
 			}
 
 			for _, id := range o.recoveredJobs() {

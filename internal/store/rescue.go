@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/inkwell/inkwell"
@@ -74,33 +73,15 @@ func (s *Store) laneLockHeld(ctx context.Context, lane string) (bool, error) {
 
 // Rescue closes the orphans of the dead lane whose lock l holds for a
 // rescuing lane (see LockLaneForRescue): the same transaction as startup
-// recovery, with the rescuer named in the evidence. Then it marks the dead
-// incarnation's lanes row stopped, so operators see why the lane is gone
-// and a holder that somehow still runs stops at its next heartbeat.
+// recovery, with the rescuer named in the evidence and in the stop_reason
+// it writes on the dead incarnation's lanes row, so operators see why the
+// lane is gone and a holder that somehow still runs stops at its next
+// heartbeat.
 func (s *Store) Rescue(ctx context.Context, l *LaneLock) (RecoveryReport, error) {
 	if l == nil || l.RescuedBy == "" {
 		return RecoveryReport{}, inkwell.Errorf(inkwell.EINVALID, "rescue needs a lock taken with LockLaneForRescue")
 	}
-	rep, err := s.Recover(ctx, l, false)
-	if err != nil {
-		return rep, err
-	}
-	prev := rep.Evidence.LaneRow
-	if prev == nil || prev.StoppedAt != nil {
-		return rep, nil
-	}
-	const stop = `UPDATE lanes SET stopped_at = $1, stop_reason = $2
-		WHERE name = $3 AND incarnation = $4 AND stopped_at IS NULL`
-	reason := fmt.Sprintf("session ended: lane %s took its lock and closed its orphans (recovery run %d)", l.RescuedBy, rep.RunID)
-	now := s.nowTS() // before the transaction: see RetryIfFailed
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := s.exec(ctx, tx, stop, now, reason, l.Lane, prev.Incarnation)
-		return err
-	})
-	if err != nil {
-		return rep, fmt.Errorf("rescue lane %s: mark stopped: %w", l.Lane, err)
-	}
-	return rep, nil
+	return s.Recover(ctx, l, false)
 }
 
 // advisoryProof is the evidence sentence of a recovery on PostgreSQL.
