@@ -29,7 +29,7 @@ func addJobLifeFlags(fs *flag.FlagSet) jobLifeFlags {
 		retryCap:  fs.Duration("retry-cap", 5*time.Minute, "automatic retry: the longest back-off"),
 		honoursKeys: fs.String("provider-honours-keys", "auto", "on: the provider answers a second call under the same idempotency key from its record without billing again, so a timeout or a shutdown is retried automatically too; "+
 			"off: never; auto: on for --provider sim, off for openai (say on for Inkwell's provider-sim)"),
-		retention: fs.Duration("retention", 720*time.Hour, "remove the prompt and text of jobs finished longer ago than this (their key, attempts and charge stay); 0 keeps everything"),
+		retention: ageFlag(fs, "retention", 720*time.Hour, "remove the prompt and text of jobs finished longer ago than this `age`: a duration (720h) or whole days (30d), as prune --older-than takes (their key, attempts and charge stay); 0 keeps everything"),
 		maxQueued: fs.Int("max-queued", 100000, "admission: past this many queued jobs a new request gets 429 with Retry-After and nothing is written (re-sends are still answered); 0: no limit"),
 	}
 }

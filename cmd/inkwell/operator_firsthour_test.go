@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
 // Findings of an operator's first hour with the CLI (2026-12-06).
@@ -123,3 +125,23 @@ func TestServe_RefusedSettingsExitTwo(t *testing.T) {
 		}
 	}
 }
+
+// serve --retention takes whole days as prune --older-than does ("30d"
+// was refused there while prune accepted it); a bad or negative age is
+// still refused, exit 2, before any file is made.
+func TestServe_RetentionTakesDays(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, filepath.Join(t.TempDir(), "inkwell.db"), "--retention", "2d")
+	storetest.WaitFor(t, waitLimit, "the retention log line", func() bool { return strings.Contains(srv.Log(), "retention=48h0m0s") })
+	for _, bad := range []string{"30x", "-2d", "d", "1.5d"} {
+		dir := t.TempDir()
+		code, _, stderr := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "f.db"), "--retention", bad)
+		if code != 2 || !strings.Contains(stderr, "retention") {
+			t.Errorf("serve --retention %s: exit %d, stderr %q; want 2 naming --retention", bad, code, stderr)
+		}
+		if names := dirNames(t, dir); len(names) != 0 {
+			t.Errorf("serve --retention %s left %v", bad, names)
+		}
+	}
+}
+

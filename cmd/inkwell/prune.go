@@ -106,27 +106,61 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // parseAge reads --older-than: a Go duration, or whole days ("30d").
 func parseAge(v string) (time.Duration, error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, errors.New("empty; give a duration such as 720h or 30d")
-	}
-	var d time.Duration
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n > 100000 {
-			return 0, fmt.Errorf("%q: days must be a whole number, such as 30d", v)
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(v); err != nil {
-			return 0, fmt.Errorf("%q is not a duration (say 720h, 90m or 30d)", v)
-		}
+	d, err := parseDurationOrDays(v)
+	if err != nil {
+		return 0, err
 	}
 	if d < 0 {
 		return 0, fmt.Errorf("%q is negative: say how long ago a job must have finished (0s: every finished job)", v)
 	}
 	return d, nil
+}
+
+// parseDurationOrDays reads a Go duration ("720h", "90m") or whole days
+// ("30d"): the two ways an age is written to prune --older-than and serve
+// --retention alike.
+func parseDurationOrDays(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, errors.New("empty; give a duration such as 720h or 30d")
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n > 100000 || n < -100000 {
+			return 0, fmt.Errorf("%q: days must be a whole number, such as 30d", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (say 720h, 90m or 30d)", v)
+	}
+	return d, nil
+}
+
+// ageFlag is a duration flag that takes whole days too (parseDurationOrDays).
+func ageFlag(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
+	d := def
+	fs.Var((*ageValue)(&d), name, usage)
+	return &d
+}
+
+type ageValue time.Duration
+
+func (a *ageValue) String() string {
+	if a == nil {
+		return "0s"
+	}
+	return time.Duration(*a).String()
+}
+
+func (a *ageValue) Set(v string) error {
+	d, err := parseDurationOrDays(v)
+	if err != nil {
+		return err
+	}
+	*a = ageValue(d)
+	return nil
 }
 
 func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dryRun bool, stdout, stderr io.Writer, vacuumNext bool) int {
