@@ -144,4 +144,3 @@ func TestServe_RetentionTakesDays(t *testing.T) {
 		}
 	}
 }
-
