@@ -165,6 +165,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
+		if err := identityEncoding(r); err != nil {
+			w.Header().Set("Accept-Encoding", "identity") // RFC 7694: the codings a body may have here
+			s.writeError(w, r, err)
+			return
+		}
 		s.mux.ServeHTTP(w, r) // the mux sets the path values Handler does not
 		return
 	}

@@ -307,6 +307,17 @@ func jsonContentType(r *http.Request) error {
 	return inkwell.Errorf(inkwell.EMEDIATYPE, "Content-Type %q is not read here: send the body as JSON with Content-Type: application/json", ct)
 }
 
+// identityEncoding refuses a body sent compressed (415, RFC 7694): no
+// route decodes a Content-Encoding, and reading gzip bytes as JSON would
+// answer with a parse error about bytes the client never wrote.
+func identityEncoding(r *http.Request) error {
+	ce := strings.TrimSpace(r.Header.Get("Content-Encoding"))
+	if ce == "" || strings.EqualFold(ce, "identity") {
+		return nil
+	}
+	return inkwell.Errorf(inkwell.EMEDIATYPE, "Content-Encoding %q is not read here: send the body uncompressed (no Content-Encoding header)", ce)
+}
+
 // expectedBody is what POST /v1/jobs reads, in words.
 const expectedBody = `one JSON object: the chat form {"model": "...", "messages": [{"role": "user", "content": "..."}]} or the short form {"prompt": "...", "account": "...", "max_words": N}`
 
