@@ -134,20 +134,25 @@ func runAccountsRelease(ctx context.Context, args []string, stdout, stderr io.Wr
 }
 
 // jobIDs reads fs's arguments as job ids: at least one, each a positive
-// whole number. It says why on stderr when they are not.
+// whole number. It says why on stderr when they are not. An id named
+// twice is acted on once ("retry 15 15" used to retry 15, then fail on
+// it as no longer failed).
 func jobIDs(fs *flag.FlagSet, cmd string, stderr io.Writer) ([]int64, bool) {
 	if fs.NArg() == 0 {
 		fmt.Fprintf(stderr, "inkwell %s: give at least one job ID\n", cmd)
 		return nil, false
 	}
-	ids := make([]int64, fs.NArg())
-	for i, a := range fs.Args() {
+	ids, seen := make([]int64, 0, fs.NArg()), make(map[int64]bool, fs.NArg())
+	for _, a := range fs.Args() {
 		id, err := strconv.ParseInt(a, 10, 64)
 		if err != nil || id < 1 {
 			fmt.Fprintf(stderr, "inkwell %s: job ID %q must be a positive whole number\n", cmd, a)
 			return nil, false
 		}
-		ids[i] = id
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
 	}
 	return ids, true
 }

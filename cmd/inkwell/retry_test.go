@@ -48,3 +48,26 @@ func TestCLI_RetrySaysWhenTheLastCallMayHaveBeenBilled(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI_RetryOfAnIDNamedTwiceRetriesItOnce: "inkwell retry 1 1" retries
+// job 1 once and exits 0; it used to retry it and then fail on the second
+// mention ("not failed": it was queued by the first).
+func TestCLI_RetryOfAnIDNamedTwiceRetriesItOnce(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	st := storetest.MustOpen(t, db, store.Options{})
+	payload, _ := json.Marshal(inkwell.Request{Prompt: "p", Account: inkwell.DefaultAccount, MaxWords: 10})
+	job, _, err := st.Accept(t.Context(), store.AcceptParams{IdempotencyKey: "k", RequestHash: inkwell.RequestHash(payload), Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := storetest.ClaimAs(t, st, "local")
+	if err := st.FailIfRunning(t.Context(), store.FailParams{JobID: c.Job.ID, AttemptID: c.Attempt.ID, Error: "it failed", Class: inkwell.ClassProviderError}); err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprint(job.ID)
+	code, stdout, stderr := runCLI(t, "retry", id, id, "--db", db)
+	if code != 0 || strings.Count(stdout, "failed -> queued") != 1 || stderr != "" {
+		t.Errorf("retry %s %s: exit %d, stdout %q, stderr %q; want exit 0 and one retry", id, id, code, stdout, stderr)
+	}
+}
