@@ -144,3 +144,21 @@ func TestServe_RetentionTakesDays(t *testing.T) {
 		}
 	}
 }
+
+// status --jobs below -1 is refused, exit 2 (it used to list every job, as
+// -1 does); -1 and 0 keep their meanings.
+func TestCLI_StatusRefusesANegativeJobCount(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	if code, _, stderr := runCLI(t, "migrate", "--db", db); code != 0 {
+		t.Fatalf("migrate: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "status", "--db", db, "--jobs", "-5"); code != 2 || !strings.Contains(stderr, "--jobs -5") {
+		t.Errorf("status --jobs -5: exit %d, stderr %q; want 2 naming --jobs", code, stderr)
+	}
+	for _, n := range []string{"-1", "0", "3"} {
+		if code, _, stderr := runCLI(t, "status", "--db", db, "--jobs", n); code != 0 {
+			t.Errorf("status --jobs %s: exit %d, stderr %q; want 0", n, code, stderr)
+		}
+	}
+}

@@ -56,6 +56,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !flagsOnly(fs, stderr, "the database is --db PATH") {
 		return 2
 	}
+	if *jobs < -1 {
+		fmt.Fprintf(stderr, "inkwell status: --jobs %d: say how many jobs to list (0: none, -1: all)\n", *jobs)
+		return 2
+	}
 	st, err := openForReading(ctx, *db)
 	if err != nil {
 		return fail(stderr, "status", err)
