@@ -48,7 +48,7 @@ func (s *Sim) Generate(ctx context.Context, req inkwell.ProviderRequest) (inkwel
 		TokensUsed:   u.TotalTokens(),
 		Usage:        true, PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens),
 		FinishReason: "stop",
-		Response:     Completion(a.id, a.model, 0, text, u),
+		Response:     Completion(a.id, a.model, time.Now().Unix(), text, u), // created: when it answered, as a real one says
 	}, nil
 }
 

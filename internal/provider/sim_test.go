@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -90,5 +91,25 @@ func waitErr(t *testing.T, done <-chan error) error {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Generate did not return within 10s of its context ending")
 		return nil
+	}
+}
+
+// TestSim_CompletionSaysWhenItAnswered: the chat.completion the sim
+// answers has "created" set to the time of the answer, in unix seconds,
+// as a real provider's has (it was 0, which an SDK shows as 1970).
+func TestSim_CompletionSaysWhenItAnswered(t *testing.T) {
+	t.Parallel()
+	before := time.Now().Unix()
+	resp, err := provider.NewSim(0).Generate(t.Context(), inkwell.ProviderRequest{IdempotencyKey: "job-1", Prompt: "p", MaxWords: 5})
+	after := time.Now().Unix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+	}
+	if err := json.Unmarshal(resp.Response, &c); err != nil || c.Object != "chat.completion" || c.Created < before || c.Created > after {
+		t.Errorf("sim completion = %s (%v); want a chat.completion created between %d and %d", resp.Response, err, before, after)
 	}
 }
