@@ -17,6 +17,7 @@ import (
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
+	"github.com/inkwell/inkwell/internal/catalog"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 	"github.com/pb33f/libopenapi"
@@ -83,6 +84,7 @@ func specPath(t *testing.T, doc specDoc, pattern string) (method, path string) {
 	t.Helper()
 	method, path, _ = strings.Cut(pattern, " ")
 	path = strings.TrimSuffix(path, "{$}")
+	path = strings.ReplaceAll(path, "...}", "}") // {model...}: the rest of the path, one parameter in OpenAPI
 	if strings.HasSuffix(path, "/") && path != "/" {
 		for p := range doc.Paths {
 			if strings.HasPrefix(p, path+"{") {
@@ -145,6 +147,11 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 	srv, main := serve(api.Config{Store: sc.st, LoopbackOnly: true}, true)
 	_, full := serve(api.Config{Store: sc.st, MaxQueued: 1}, true)
 	_, recovering := serve(api.Config{Store: sc.st}, false)
+	_, catalogued := serve(api.Config{Store: sc.st, Catalog: &catalog.Catalog{
+		Providers: []catalog.Provider{{Name: "oa", Kind: catalog.KindOpenAI}},
+		Models:    []inkwell.Model{{Name: "gpt-4o-mini", Provider: "oa"}, {Name: "meta-llama/Llama-3.3-70B", Provider: "oa"}},
+		Default:   "gpt-4o-mini",
+	}}, true)
 	busySt := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{BusyTimeout: 50 * time.Millisecond})
 	_, busy := serve(api.Config{Store: busySt}, true)
 	holdWriteLock(t, busySt.Path())
@@ -215,6 +222,14 @@ func TestOpenAPI_EveryRouteAnswersAsDescribed(t *testing.T) {
 		{"POST /v1/jobs/{id}/cancel", "no token", main, "POST", fmt.Sprintf("/v1/jobs/%d/cancel", queued), "", nil, "", 401},
 		{"POST /v1/jobs/{id}/cancel", "no such job", main, "POST", "/v1/jobs/99999/cancel", operator, nil, "", 404},
 		{"POST /v1/jobs/{id}/cancel", "done", main, "POST", fmt.Sprintf("/v1/jobs/%d/cancel", done), operator, nil, "", 409},
+
+		{"GET /v1/models", "no catalog", main, "GET", "/v1/models", client, nil, "", 200},
+		{"GET /v1/models", "a config file's", catalogued, "GET", "/v1/models", client, nil, "", 200},
+		{"GET /v1/models", "no token", main, "GET", "/v1/models", "", nil, "", 401},
+		{"GET /v1/models/{model...}", "any name, no catalog", main, "GET", "/v1/models/gpt-4o", client, nil, "", 200},
+		{"GET /v1/models/{model...}", "a name with a slash, escaped", catalogued, "GET", "/v1/models/meta-llama%2FLlama-3.3-70B", client, nil, "", 200},
+		{"GET /v1/models/{model...}", "unknown", catalogued, "GET", "/v1/models/gpt-5", client, nil, "", 404},
+		{"GET /v1/models/{model...}", "no token", main, "GET", "/v1/models/gpt-4o", "", nil, "", 401},
 
 		{"GET /healthz", "ok", main, "GET", "/healthz", "", nil, "", 200},
 		{"GET /healthz", "foreign host", main, "GET", "/healthz", "", map[string]string{"Host": "evil.example"}, "", 403},

@@ -98,6 +98,7 @@ type Server struct {
 	auth     *authGate
 	rpm      *accountLimits // per-account rpm at admission (admission.go)
 	sessions *sessions      // dashboard sign-ins (session.go)
+	since    int64          // when this server was made, unix seconds: a model's "created" (models.go)
 }
 
 // New returns a Server; it is not ready (GET /readyz answers 503) until
@@ -134,7 +135,8 @@ func New(cfg Config) *Server {
 		cfg.AuthRecheck = authRecheckDefault
 	}
 	s := &Server{cfg: cfg, log: log.With("component", "api"), mux: newRouteMux(), pages: mustParsePages(),
-		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, rpm: newAccountLimits(cfg.RPMRecheck), sessions: newSessions()}
+		auth: &authGate{mode: mode, tokens: cfg.Tokens, recheck: cfg.AuthRecheck}, rpm: newAccountLimits(cfg.RPMRecheck), sessions: newSessions(),
+		since: time.Now().Unix()}
 	s.routes()
 	return s
 }

@@ -1,0 +1,50 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/inkwell/inkwell"
+)
+
+// GET /v1/models and GET /v1/models/{model}: the OpenAI Models API over
+// the catalog, so an SDK's models.list() and models.retrieve() name what
+// this server serves (docs/api.md). A model's "created" is when this
+// server started: the catalog is read then, and Inkwell knows nothing of
+// when the provider made the model.
+
+// modelObject is one model in the OpenAI form.
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"` // "model"
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"` // the provider that serves it (its name in the config file)
+}
+
+func (s *Server) handleModelList(w http.ResponseWriter, r *http.Request) {
+	data := []modelObject{}
+	if c := s.cfg.Catalog; c != nil {
+		for _, m := range c.Models {
+			data = append(data, modelObject{ID: m.Name, Object: "model", Created: s.since, OwnedBy: m.Provider})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// handleModelShow answers a model the server would run a request of:
+// without a config file any name runs (on the one provider), so any name
+// is found; with one, an unknown name is 404 listing the known ones.
+func (s *Server) handleModelShow(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("model")
+	c := s.cfg.Catalog
+	if c == nil {
+		writeJSON(w, http.StatusOK, modelObject{ID: name, Object: "model", Created: s.since, OwnedBy: "inkwell"})
+		return
+	}
+	m, _, err := c.Lookup(name)
+	if name == "" || err != nil {
+		s.writeError(w, r, inkwell.Errorf(inkwell.ENOTFOUND, "model %q is not served here; known models: %s", name, strings.Join(c.Names(), ", ")))
+		return
+	}
+	writeJSON(w, http.StatusOK, modelObject{ID: name, Object: "model", Created: s.since, OwnedBy: m.Provider})
+}
