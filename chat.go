@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -41,6 +42,17 @@ type ChatMessage struct {
 	Name       string          `json:"name,omitempty"`
 	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
+	// Others are the message's other fields that are not null (an
+	// assistant's "refusal" or "audio", a legacy "function_call"), as
+	// ParseChat read them: what a provider that cannot carry them must
+	// refuse, and what sizes nothing (UnsizedInputs). Never written.
+	Others []MessageField `json:"-"`
+}
+
+// MessageField is a message field ChatMessage has no place for.
+type MessageField struct {
+	Name  string
+	Empty bool // "", [] or {}: it says nothing (an SDK sends an answer back as it came)
 }
 
 // TokensPerWord is how the short form's max_words becomes max_tokens: two
@@ -101,6 +113,7 @@ func (c *ChatRequest) parseMessages(raw json.RawMessage) error {
 			if err := refuseFieldTwice(m, fmt.Sprintf("messages[%d]", i)); err != nil {
 				return err
 			}
+			c.Messages[i].Others = otherFields(m)
 		}
 	}
 	switch {
@@ -316,15 +329,11 @@ func (c ChatRequest) inputParts() (images, unsized int) {
 			unsized++
 		}
 	})
-	var each []map[string]json.RawMessage
-	if json.Unmarshal(c.Fields["messages"], &each) != nil {
-		return images, unsized // a request built without its fields: its Messages are all there is
-	}
-	for _, m := range each {
-		for name, v := range m {
-			// A null is nothing: a message an SDK sends back as it was
-			// answered says "audio": null.
-			if !slices.Contains(sizedMessageFields, name) && string(bytes.TrimSpace(v)) != "null" {
+	for _, m := range c.Messages {
+		// Others holds no null: a message an SDK sends back as it was
+		// answered says "audio": null, which is nothing.
+		for _, f := range m.Others {
+			if !slices.Contains(sizedMessageFields, f.Name) {
 				unsized++
 			}
 		}
@@ -616,6 +625,9 @@ func readMessage(b []byte, i int) (m ChatMessage, end int) {
 			m.ToolCallID, ok = plainString(v)
 		default: // ignored, as the decoder ignores it, unless it is one of these in another case
 			ok = !slices.ContainsFunc(messageFields, func(f string) bool { return bytes.EqualFold(name, []byte(f)) })
+			if ok && string(v) != "null" {
+				m.Others = append(m.Others, MessageField{Name: string(name), Empty: emptyJSON(v)})
+			}
 		}
 		if !ok {
 			return m, -1
@@ -632,6 +644,35 @@ func readMessage(b []byte, i int) (m ChatMessage, end int) {
 		}
 		return m, -1
 	}
+}
+
+// otherFields is what readMessage records in Others, read by the
+// decoder: the fields of message m that are not ChatMessage's in any case
+// and not null, by name (the decoder's map has no order).
+func otherFields(m json.RawMessage) []MessageField {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(m, &fields) != nil {
+		return nil
+	}
+	var out []MessageField
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		v := bytes.TrimSpace(fields[name])
+		if string(v) == "null" || slices.ContainsFunc(messageFields, func(f string) bool { return strings.EqualFold(name, f) }) {
+			continue
+		}
+		out = append(out, MessageField{Name: name, Empty: emptyJSON(v)})
+	}
+	return out
+}
+
+// emptyJSON says a JSON value carries nothing: "", [] or {}, white space
+// aside.
+func emptyJSON(v []byte) bool {
+	switch string(bytes.Join(bytes.Fields(v), nil)) {
+	case `""`, "[]", "{}":
+		return true
+	}
+	return false
 }
 
 // messageFields are ChatMessage's JSON names.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -55,6 +56,10 @@ var equivCorpus = []string{
 	"{\"a\":\"\xff\"}", "{\"\xff\":1}", `{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`,
 	strings.Repeat(`{"a":`, 1200) + `1` + strings.Repeat(`}`, 1200),
 	`{"messages":[{"role":"user","content":"hi"}],"metadata":{"a":"` + strings.Repeat("x", 600) + `"}}`,
+	// Others: fields a message carries beside ChatMessage's, in one pass and by the decoder (a name in another case)
+	`{"messages":[{"role":"assistant","content":"x","refusal":null,"audio":{"id":"a1"},"annotations":[ ],"function_call":""},{"role":"user","content":"y"}]}`,
+	`{"messages":[{"role":"assistant","Content":"x","refusal":"no","audio":{},"zz":null,"yy":[1]}]}`,
+	`{"messages":[{"role":"user","content":"x","a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8}]}`,
 }
 
 func TestOnePassRead_AgreesWithEncodingJSON(t *testing.T) {
@@ -164,8 +169,10 @@ func checkParseChat(t *testing.T, body []byte) {
 		switch uerr := json.Unmarshal(raw, &want); {
 		case uerr != nil && !strings.HasPrefix(inkwell.ErrorMessage(err), "messages must be an array"):
 			t.Fatalf("%q: json.Unmarshal refuses the messages (%v), ParseChat: %v", body, uerr, err)
-		case uerr == nil && !reflect.DeepEqual(c.Messages, want):
+		case uerr == nil && !reflect.DeepEqual(withoutOthers(c.Messages), want):
 			t.Fatalf("%q: ParseChat read messages %+v, json.Unmarshal %+v", body, c.Messages, want)
+		case uerr == nil && err == nil:
+			checkOthers(t, body, raw, c.Messages)
 		}
 	}
 	if err != nil {
@@ -177,6 +184,48 @@ func checkParseChat(t *testing.T, body []byte) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("%q: ChatPayload(%q, %q) =\n%s\nwant\n%s", body, account, meta, got, want)
 			}
+		}
+	}
+}
+
+// withoutOthers is msgs as encoding/json decodes them: Others is the
+// parser's own record (json:"-").
+func withoutOthers(msgs []inkwell.ChatMessage) []inkwell.ChatMessage {
+	out := slices.Clone(msgs)
+	for i := range out {
+		out[i].Others = nil
+	}
+	return out
+}
+
+// checkOthers: each message's Others, as ParseChat read them (in one
+// pass or by the decoder), are its fields that are not ChatMessage's in
+// any case and not null, each with whether it is empty: as a map decode of
+// the message says, whichever path read it.
+func checkOthers(t *testing.T, body []byte, raw json.RawMessage, msgs []inkwell.ChatMessage) {
+	var each []map[string]json.RawMessage
+	if json.Unmarshal(raw, &each) != nil || len(each) != len(msgs) {
+		return
+	}
+	known := []string{"role", "content", "name", "tool_calls", "tool_call_id"}
+	for i, fields := range each {
+		var want []string
+		for name, v := range fields {
+			v = bytes.TrimSpace(v)
+			if string(v) == "null" || slices.ContainsFunc(known, func(k string) bool { return strings.EqualFold(k, name) }) {
+				continue
+			}
+			compact := string(bytes.Join(bytes.Fields(v), nil))
+			want = append(want, fmt.Sprintf("%s empty=%t", name, compact == `""` || compact == "[]" || compact == "{}"))
+		}
+		var got []string
+		for _, f := range msgs[i].Others {
+			got = append(got, fmt.Sprintf("%s empty=%t", f.Name, f.Empty))
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%q: messages[%d].Others = %v, want %v", body, i, got, want)
 		}
 	}
 }

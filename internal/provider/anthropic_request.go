@@ -363,49 +363,29 @@ func CheckMessages(c inkwell.ChatRequest) error {
 	return err
 }
 
-// mappedFields are the message fields the mapping reads (a message's
-// name has no place in the Messages API and says nothing to the model),
-// and ignoredFields those it may leave out because they are no input: an
-// answer's url citations, which an SDK sends back as they came.
-var (
-	mappedFields  = []string{"role", "content", "name", "tool_calls", "tool_call_id"}
-	ignoredFields = []string{"annotations"}
-)
+// ignoredFields are the message fields the mapping may leave out beside
+// ChatMessage's own (a message's name has no place in the Messages API
+// and says nothing to the model): they are no input, such as an answer's
+// url citations, which an SDK sends back as they came.
+var ignoredFields = []string{"annotations"}
 
 // unmappedFields refuses a message field the mapping would not send, such
 // as an assistant's "audio" (an answer's audio, stored at OpenAI) or a
 // legacy "function_call", or a "refusal" with text: left out, the model
 // would answer another conversation than the one sent. A field that is
 // null or empty says nothing, and is no refusal (an SDK sends a message
-// back as it was answered: "refusal": null, "audio": null).
+// back as it was answered: "refusal": null, "audio": null). The parser
+// read them (ChatMessage.Others): nothing is decoded again here.
 func unmappedFields(c inkwell.ChatRequest) error {
-	raw, ok := c.Fields["messages"]
-	if !ok {
-		return nil // a request built without its fields: its Messages are all there is
-	}
-	var each []map[string]json.RawMessage
-	if json.Unmarshal(raw, &each) != nil {
-		return nil // the chat form's own checks read the messages
-	}
-	for i, m := range each {
-		for name, v := range m {
-			if slices.Contains(mappedFields, name) || slices.Contains(ignoredFields, name) || emptyValue(v) {
+	for i, m := range c.Messages {
+		for _, f := range m.Others {
+			if f.Empty || slices.Contains(ignoredFields, f.Name) {
 				continue
 			}
-			return unmappable("messages[%d].%s has no place in the Messages API (its fields: role, content, and an assistant's tool_calls or a tool's tool_call_id); left out, the model would answer another conversation than the one sent", i, name)
+			return unmappable("messages[%d].%s has no place in the Messages API (its fields: role, content, and an assistant's tool_calls or a tool's tool_call_id); left out, the model would answer another conversation than the one sent", i, f.Name)
 		}
 	}
 	return nil
-}
-
-// emptyValue says a JSON value carries nothing: null, "", [] or {} (a
-// client that sends a message back without leaving out its empty fields).
-func emptyValue(v json.RawMessage) bool {
-	switch string(bytes.Join(bytes.Fields(v), nil)) {
-	case "null", `""`, "[]", "{}":
-		return true
-	}
-	return false
 }
 
 func unmappable(format string, args ...any) *CallError {
