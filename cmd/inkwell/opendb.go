@@ -78,6 +78,11 @@ const readSchema = 18
 // refused, saying to migrate, instead of failing on a missing column.
 func openForReading(ctx context.Context, dsn string) (*store.Store, error) {
 	st, err := openExisting(ctx, dsn)
+	if store.IsReadOnly(err) {
+		// A file this user may read but not write (another user's serve,
+		// a read-only mount): read it as it is, writing nothing.
+		st, err = openExistingWith(ctx, dsn, store.Options{NoMigrate: true, ReadOnly: true})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +95,15 @@ func openForReading(ctx context.Context, dsn string) (*store.Store, error) {
 }
 
 func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
+	return openExistingWith(ctx, dsn, store.Options{NoMigrate: true})
+}
+
+func openExistingWith(ctx context.Context, dsn string, opts store.Options) (*store.Store, error) {
 	shown := store.RedactDSN(dsn) // never print a PostgreSQL password
 	if err := mustExist(dsn); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, dsn, store.Options{NoMigrate: true})
+	st, err := store.Open(ctx, dsn, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,7 +37,9 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 	}
 	s.path = canon
 	s.dialect = sqliteDialect
-	opts.noCreate = createOnce(canon)
+	if !opts.ReadOnly {
+		opts.noCreate = createOnce(canon)
+	}
 	dsn, err := sqliteDSN(canon, opts, true)
 	if err != nil {
 		return err
@@ -194,6 +198,16 @@ func sqliteDSN(path string, opts Options, immediate bool) (string, error) {
 	}
 	if opts.noCreate {
 		q.Set("mode", "rw")
+	}
+	if opts.ReadOnly {
+		q.Set("mode", "ro")
+		// Without a -wal file every committed page is in the file itself,
+		// and SQLite, which may not make a -shm here, can only read it
+		// as immutable. With one, the -shm beside it must be there too:
+		// SQLite reads both read-only (or says why not).
+		if _, err := os.Stat(path + "-wal"); errors.Is(err, fs.ErrNotExist) {
+			q.Set("immutable", "1")
+		}
 	}
 	return "file:" + path + "?" + q.Encode(), nil
 }

@@ -29,6 +29,12 @@ type Options struct {
 	Logger *slog.Logger
 	// NoMigrate opens the database without applying migrations.
 	NoMigrate bool
+	// ReadOnly opens a SQLite file this process may not write, for
+	// reading (inkwell status, show, audit): mode=ro, and immutable when
+	// there is no -wal file beside it (no process has it open for
+	// writing, or its directory would have let this one make its -shm).
+	// Every write fails. Implies NoMigrate. PostgreSQL ignores it.
+	ReadOnly bool
 
 	// noCreate: the SQLite file exists, and no connection may make it
 	// again (set by openSQLite: createOnce).
@@ -85,6 +91,9 @@ type Store struct {
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if strings.TrimSpace(dsn) == "" {
 		return nil, inkwell.Errorf(inkwell.EINVALID, "database: empty --db")
+	}
+	if opts.ReadOnly {
+		opts.NoMigrate = true
 	}
 	s := &Store{dsn: dsn, now: opts.NowFunc, log: opts.Logger}
 	if s.log == nil {
@@ -159,13 +168,24 @@ func (s *Store) checkWritableSQLite(ctx context.Context) error {
 }
 
 // sqliteReadOnly is SQLite's "attempt to write a readonly database" in
-// words that say what to do; nil for any other error.
+// words that say what to do; nil for any other error. IsReadOnly knows it.
 func (s *Store) sqliteReadOnly(err error) error {
 	if !strings.Contains(err.Error(), "readonly") {
 		return nil
 	}
-	return inkwell.Errorf(inkwell.EINVALID, "database %s is read-only: this process may not write the file or its directory (it needs both, for the -wal and -shm files beside it): %v", s.path, err)
+	return readOnlyError{inkwell.Errorf(inkwell.EINVALID, "database %s is read-only: this process may not write the file or its directory (it needs both, for the -wal and -shm files beside it): %v", s.path, err)}
 }
+
+// readOnlyError marks sqliteReadOnly's refusal, so a command that only
+// reads can open the file again with Options.ReadOnly.
+type readOnlyError struct{ err error }
+
+func (e readOnlyError) Error() string { return e.err.Error() }
+func (e readOnlyError) Unwrap() error { return e.err }
+
+// IsReadOnly says err is the refusal of a SQLite file this process may not
+// write (the file, or its directory for the -wal and -shm files).
+func IsReadOnly(err error) bool { return errors.As(err, new(readOnlyError)) }
 
 // Close stops the batchers and closes the database pools. A second Close
 // returns the first one's result.
