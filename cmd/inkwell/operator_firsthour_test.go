@@ -162,3 +162,22 @@ func TestCLI_StatusRefusesANegativeJobCount(t *testing.T) {
 		}
 	}
 }
+
+// prune --vacuum is refused while a lane of the file is alive (VACUUM
+// holds the write lock for the whole rebuild: serve's accepts would fail
+// as busy), before anything is pruned; once serve has stopped it runs.
+func TestPrune_VacuumRefusedBesideALiveLane(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	srv := startServe(t, db)
+	code, stdout, stderr := runCLI(t, "prune", "--older-than", "0s", "--vacuum", "--db", db)
+	if code != 1 || !strings.Contains(stderr, "--vacuum refused: lane local is alive") || !strings.Contains(stderr, "Nothing was pruned") || stdout != "" {
+		t.Errorf("prune --vacuum beside a live serve: exit %d, stdout %q, stderr %q; want 1, refused naming the lane", code, stdout, stderr)
+	}
+	if err := srv.Signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("serve stop: %v", err)
+	}
+	if code, stdout, stderr = runCLI(t, "prune", "--vacuum", "--db", db); code != 0 || !strings.Contains(stdout, "vacuum: file") {
+		t.Errorf("prune --vacuum after serve stopped: exit %d, stdout %q, stderr %q; want the rebuild", code, stdout, stderr)
+	}
+}

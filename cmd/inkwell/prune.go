@@ -51,7 +51,7 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	db := dbFlag(fs)
 	olderThan := fs.String("older-than", "", "prune jobs finished longer ago than this: a duration (720h, 90m) or whole days (30d); 0s takes every finished job")
 	dryRun := fs.Bool("dry-run", false, "count the jobs that would be pruned, by status, and write nothing")
-	vacuum := fs.Bool("vacuum", false, "SQLite: then rebuild the file with VACUUM so it shrinks and gets incremental auto-vacuum (holds the write lock throughout: stop serve first)")
+	vacuum := fs.Bool("vacuum", false, "SQLite: then rebuild the file with VACUUM so it shrinks and gets incremental auto-vacuum (holds the write lock throughout: refused while a lane is alive, stop serve first)")
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
@@ -92,6 +92,11 @@ func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		// Refused before anything is pruned: the command as given cannot
 		// be done, so none of it is.
 		return usage("--vacuum is for a SQLite file; on PostgreSQL autovacuum makes the space prune frees reusable (run prune without --vacuum)")
+	}
+	if *vacuum {
+		if code := refuseVacuumBesideALiveLane(ctx, st, stderr); code != 0 {
+			return code // before anything is pruned, as above
+		}
 	}
 	if set["older-than"] {
 		if code := pruneOlderThan(ctx, st, age, *dryRun, stdout, stderr, *vacuum); code != 0 {
@@ -212,6 +217,26 @@ func heldByBatch(stdout io.Writer, rep store.PruneReport) {
 	if rep.HeldByBatch > 0 {
 		fmt.Fprintf(stdout, "kept %d jobs finished before then: their batch has a job that had not (its output is still to be read); a later prune takes them once the whole batch is older\n", rep.HeldByBatch)
 	}
+}
+
+// refuseVacuumBesideALiveLane refuses --vacuum while a lane of this file
+// looks alive: VACUUM holds the write lock for the whole rebuild (minutes
+// on a large file), and serve's accepts would fail as busy all along.
+func refuseVacuumBesideALiveLane(ctx context.Context, st *store.Store, stderr io.Writer) int {
+	lanes, err := st.LiveLanes(ctx)
+	if err != nil {
+		return fail(stderr, "prune", err)
+	}
+	for _, l := range lanes {
+		if l.Alive {
+			fmt.Fprintf(stderr, "inkwell prune: --vacuum refused: lane %s is alive (pid %d on %s, heartbeat %s ago), and VACUUM holds the write lock for the whole rebuild, "+
+				"so its accepts would fail as busy until it is done; stop serve first (SIGTERM), then run this again. Nothing was pruned or rebuilt. "+
+				"(A lane killed without a stop looks alive until its heartbeat is older than lane_silence_seconds, 15 s by default, or until 'inkwell recover' proves it dead.)\n",
+				l.Lane, l.PID, l.Host, l.HeartbeatAge)
+			return 1
+		}
+	}
+	return 0
 }
 
 func vacuumFile(ctx context.Context, st *store.Store, stdout, stderr io.Writer) int {
