@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -179,5 +181,30 @@ func TestPrune_VacuumRefusedBesideALiveLane(t *testing.T) {
 	}
 	if code, stdout, stderr = runCLI(t, "prune", "--vacuum", "--db", db); code != 0 || !strings.Contains(stdout, "vacuum: file") {
 		t.Errorf("prune --vacuum after serve stopped: exit %d, stdout %q, stderr %q; want the rebuild", code, stdout, stderr)
+	}
+}
+
+// A --db that is not a SQLite file at all (a file of random bytes) is
+// named as such in words, by a reading command and by serve, and left as
+// it was; it used to be SQLite's "file is not a database (26)".
+func TestCLI_NotASQLiteFileIsSaidSo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "garbage.db")
+	junk := bytes.Repeat([]byte("not sqlite, not inkwell. "), 200)
+	if err := os.WriteFile(db, junk, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"status"}, {"show", "1"}, {"serve", "--addr", "127.0.0.1:0"}} {
+		code, _, stderr := runCLI(t, append(args, "--db", db)...)
+		if code != 1 || !strings.Contains(stderr, "is not a SQLite database") {
+			t.Errorf("inkwell %s on a file of junk: exit %d, stderr %q; want 1 and the file named not a SQLite database", args[0], code, stderr)
+		}
+	}
+	if got, _ := os.ReadFile(db); !bytes.Equal(got, junk) {
+		t.Error("the file of junk was changed")
+	}
+	if names := dirNames(t, dir); len(names) != 1 {
+		t.Errorf("files beside the junk: %v; want it alone", names)
 	}
 }

@@ -62,6 +62,9 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 		if ro := s.sqliteReadOnly(err); ro != nil {
 			return ro
 		}
+		if strings.Contains(err.Error(), "not a database") { // SQLITE_NOTADB: its first bytes are not SQLite's header
+			return inkwell.Errorf(inkwell.EINVALID, "database %s is not a SQLite database (nor Inkwell's): its first bytes are not SQLite's header; check --db (the file was not changed): %v", canon, err)
+		}
 		return s.classify(fmt.Errorf("open %s: %w", canon, err))
 	}
 	if !opts.NoMigrate && s.schemaCurrent(ctx) {
