@@ -266,3 +266,27 @@ func waitRunning(t *testing.T, c *client.Client, id int64) {
 		return err == nil && d.Job.Status == inkwell.StatusRunning
 	})
 }
+
+// TestClient_WaitThatRunsOutSaysWhatItSaw: a Wait whose context ends
+// before the job does (the poll wait far longer) asks the server to answer
+// before the deadline, so it returns the job as it was then (running),
+// with ctx's error; it used to return no job at all ("last seen ").
+func TestClient_WaitThatRunsOutSaysWhatItSaw(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, dbPath(t), "127.0.0.1:0", nil, "--sim-latency", "1h")
+	c := client.New(srv.URL, client.WithPollWait(time.Minute))
+	sub, err := c.Submit(t.Context(), inkwell.Request{Prompt: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.WaitFor(t, 10*time.Second, "job running", func() bool {
+		d, err := c.Get(t.Context(), sub.Job.ID)
+		return err == nil && d.Job.Status == inkwell.StatusRunning
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	d, err := c.Wait(ctx, sub.Job.ID)
+	if !errors.Is(err, context.DeadlineExceeded) || d.Job.ID != sub.Job.ID || d.Job.Status != inkwell.StatusRunning || !strings.Contains(err.Error(), "last seen running") {
+		t.Errorf("Wait past its deadline = %+v, %v; want job %d as last seen, running, and the deadline's error", d.Job, err, sub.Job.ID)
+	}
+}

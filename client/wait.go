@@ -20,9 +20,20 @@ import (
 // detail is the job as last seen.
 func (c *Client) Wait(ctx context.Context, id int64) (inkwell.JobDetail, error) {
 	var last inkwell.JobDetail
-	path := jobPath(id, fmt.Sprintf("?wait=%dms", c.pollWait.Milliseconds()))
 	for try := 1; ; try++ {
-		_, b, err := c.send(ctx, call{method: http.MethodGet, path: path, timeout: c.pollWait + c.requestTimeout})
+		wait := c.pollWait
+		if dl, ok := ctx.Deadline(); ok {
+			// The server answers before ctx ends, so a caller whose wait
+			// runs out has seen the job as it was then.
+			wait = min(wait, time.Until(dl)-waitMargin)
+			if wait <= 0 && last.Job.ID != 0 {
+				<-ctx.Done() // at most waitMargin: seen already, no poll would end sooner
+				return last, fmt.Errorf("wait for job %d (last seen %s): %w", id, last.Job.Status, ctx.Err())
+			}
+			wait = max(wait, 0)
+		}
+		path := jobPath(id, fmt.Sprintf("?wait=%dms", wait.Milliseconds()))
+		_, b, err := c.send(ctx, call{method: http.MethodGet, path: path, timeout: wait + c.requestTimeout})
 		if err == nil {
 			var d inkwell.JobDetail
 			if err := decode(b, &d); err != nil {
@@ -35,7 +46,7 @@ func (c *Client) Wait(ctx context.Context, id int64) (inkwell.JobDetail, error) 
 			continue
 		}
 		if ctx.Err() != nil {
-			return last, fmt.Errorf("wait for job %d (last seen %s): %w", id, last.Job.Status, ctx.Err())
+			return last, fmt.Errorf("wait for job %d (last seen %s): %w", id, seen(last), ctx.Err())
 		}
 		var e *Error
 		if errors.As(err, &e) && !resendable(e.Status) {
@@ -49,7 +60,19 @@ func (c *Client) Wait(ctx context.Context, id int64) (inkwell.JobDetail, error) 
 			c.onRetry(RetryEvent{Try: try, Err: err, Delay: pause})
 		}
 		if err := sleep(ctx, pause); err != nil {
-			return last, fmt.Errorf("wait for job %d (last seen %s): %w", id, last.Job.Status, err)
+			return last, fmt.Errorf("wait for job %d (last seen %s): %w", id, seen(last), err)
 		}
 	}
+}
+
+// waitMargin is how long before its caller's deadline a long poll asks
+// the server to answer: time for the answer to come back.
+const waitMargin = 250 * time.Millisecond
+
+// seen is a job's status as last read, in words.
+func seen(d inkwell.JobDetail) string {
+	if d.Job.Status == "" {
+		return "never: no answer came in time"
+	}
+	return string(d.Job.Status)
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -206,5 +207,17 @@ func TestCLI_NotASQLiteFileIsSaidSo(t *testing.T) {
 	}
 	if names := dirNames(t, dir); len(names) != 1 {
 		t.Errorf("files beside the junk: %v; want it alone", names)
+	}
+}
+
+// submit --wait whose --timeout runs out says so in words, with the job's
+// status as last seen (it said "last seen ): context deadline exceeded").
+func TestSubmit_WaitTimeoutSaysWhatItSaw(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, filepath.Join(t.TempDir(), "inkwell.db"), "--sim-latency", "1h")
+	code, stdout, stderr := runCLI(t, "submit", "--server", srv.URL, "--prompt", "slow", "--wait", "--timeout", "1500ms")
+	if code != 1 || !strings.Contains(stdout, "job 1 accepted") ||
+		!regexp.MustCompile(`job 1 did not end within --timeout 1\.5s \(last seen: (queued|running)\); it is stored and goes on: follow it with inkwell show 1`).MatchString(stderr) {
+		t.Errorf("submit --wait --timeout 1500ms: exit %d, stdout %q, stderr %q; want 1 and the job as last seen", code, stdout, stderr)
 	}
 }

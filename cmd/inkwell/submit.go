@@ -84,6 +84,15 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	wctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	d, err := c.Wait(wctx, sub.Job.ID)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		last := "never read"
+		if d.Job.Status != "" {
+			last = string(d.Job.Status)
+		}
+		fmt.Fprintf(stderr, "inkwell submit: job %d did not end within --timeout %s (last seen: %s); it is stored and goes on: follow it with inkwell show %d\n",
+			sub.Job.ID, *timeout, last, sub.Job.ID)
+		return 1
+	}
 	if err != nil {
 		return fail(stderr, "submit", fmt.Errorf("%w\n  the job is stored; follow it with: inkwell show %d", err, sub.Job.ID))
 	}
