@@ -90,7 +90,7 @@ func TestCLI_RecoverMarksTheDeadHolderStopped(t *testing.T) {
 	}
 	l := lanes()
 	if len(l) != 1 || l[0].Alive || l[0].State != "stopped" || l[0].StoppedAt == nil ||
-		!strings.HasPrefix(l[0].StopReason, "dead: recovery run 2 took its lane lock (flock)") || l[0].PID != srv.Pid() {
+		!strings.HasPrefix(l[0].StopReason, "dead: recovery run 2 took its lane lock (flock) and found its process gone (pid ") || l[0].PID != srv.Pid() {
 		t.Errorf("lanes after recover = %+v; want the killed pid %d's row stopped, naming recovery run 2 (run 1 was serve's own startup)", l, srv.Pid())
 	}
 
@@ -98,7 +98,7 @@ func TestCLI_RecoverMarksTheDeadHolderStopped(t *testing.T) {
 	code, stdout, _ = runCLI(t, "recover", "--db", db, "--json")
 	var rep api.RecoveryReport
 	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || rep.PreviousStopped != "" ||
-		!strings.Contains(rep.Evidence.PreviousProcess, "recorded its stop") {
+		!strings.Contains(rep.Evidence.PreviousProcess, "is recorded stopped at") {
 		t.Errorf("second recover: exit %d, stdout %q; want no new mark, the stop read as evidence", code, stdout)
 	}
 	if again := lanes(); len(again) != 1 || again[0].StopReason != l[0].StopReason || !again[0].StoppedAt.Equal(*l[0].StoppedAt) {

@@ -36,13 +36,17 @@ func (s *Server) handleModelList(w http.ResponseWriter, r *http.Request) {
 // is found; with one, an unknown name is 404 listing the known ones.
 func (s *Server) handleModelShow(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("model")
+	if strings.TrimSpace(name) == "" { // a request naming it is refused (ParseChat): not served
+		s.writeError(w, r, inkwell.Errorf(inkwell.ENOTFOUND, "model %q is not served here: a model's name is a non-empty string", name))
+		return
+	}
 	c := s.cfg.Catalog
 	if c == nil {
 		writeJSON(w, http.StatusOK, modelObject{ID: name, Object: "model", Created: s.since, OwnedBy: "inkwell"})
 		return
 	}
 	m, _, err := c.Lookup(name)
-	if name == "" || err != nil {
+	if err != nil {
 		s.writeError(w, r, inkwell.Errorf(inkwell.ENOTFOUND, "model %q is not served here; known models: %s", name, strings.Join(c.Names(), ", ")))
 		return
 	}

@@ -309,13 +309,22 @@ func jsonContentType(r *http.Request) error {
 
 // identityEncoding refuses a body sent compressed (415, RFC 7694): no
 // route decodes a Content-Encoding, and reading gzip bytes as JSON would
-// answer with a parse error about bytes the client never wrote.
+// answer with a parse error about bytes the client never wrote. A request
+// without a body (a GET, a HEAD) has nothing encoded, whatever its
+// headers say; every Content-Encoding line and every coding in each is
+// read, so "identity" on a first line hides no "gzip" on a second.
 func identityEncoding(r *http.Request) error {
-	ce := strings.TrimSpace(r.Header.Get("Content-Encoding"))
-	if ce == "" || strings.EqualFold(ce, "identity") {
-		return nil
+	if r.ContentLength == 0 {
+		return nil // no body (chunked bodies have ContentLength -1)
 	}
-	return inkwell.Errorf(inkwell.EMEDIATYPE, "Content-Encoding %q is not read here: send the body uncompressed (no Content-Encoding header)", ce)
+	for _, line := range r.Header.Values("Content-Encoding") {
+		for coding := range strings.SplitSeq(line, ",") {
+			if coding = strings.TrimSpace(coding); coding != "" && !strings.EqualFold(coding, "identity") {
+				return inkwell.Errorf(inkwell.EMEDIATYPE, "Content-Encoding %q is not read here: send the body uncompressed (no Content-Encoding header)", coding)
+			}
+		}
+	}
+	return nil
 }
 
 // expectedBody is what POST /v1/jobs reads, in words.

@@ -32,6 +32,15 @@ func lockFile(path, lane string, self Holder) (*LaneLock, error) {
 	if err != nil {
 		return nil, err
 	}
+	if inc, held := heldHere.take(path, self.Incarnation); held {
+		// Granted although this process holds the lane: its lock file was
+		// deleted or replaced under that hold (a new file, a new flock),
+		// and checkHolder would read a holder of this very process as one
+		// that let go.
+		unlockAndClose(f)
+		return nil, inkwell.Errorf(inkwell.ELANEHELD, "lane %s is held by pid %d on %s (incarnation %s), that is this very process, whose lock file was deleted or replaced under its hold: one hold of a lane per process",
+			lane, os.Getpid(), hostname(), inc)
+	}
 	h := &flockHold{path: path, file: f}
 	l := &LaneLock{Lane: lane, Method: "flock", Path: path, Previous: readHolder(f), Self: self, hold: h}
 	if err := h.writeSelf(l); err != nil {
@@ -39,6 +48,34 @@ func lockFile(path, lane string, self Holder) (*LaneLock, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// heldHere is every lane lock file this process holds, by path, with the
+// incarnation holding it: what makes checkHolder's "this process itself,
+// which released its earlier hold" true.
+var heldHere = heldFiles{m: map[string]string{}}
+
+type heldFiles struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// take records path as held by incarnation, unless it is held already
+// (then it returns the holder and true).
+func (h *heldFiles) take(path, incarnation string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if inc, ok := h.m[path]; ok {
+		return inc, true
+	}
+	h.m[path] = incarnation
+	return "", false
+}
+
+func (h *heldFiles) drop(path string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, path)
 }
 
 // busyLock is flockPath's answer when another open file holds the lock:
@@ -105,6 +142,7 @@ func (h *flockHold) release(l *LaneLock) error {
 	now := time.Now().UTC()
 	l.Self.ReleasedAt = &now
 	_ = h.writeSelf(l) // best effort: without it the next holder checks the process
+	defer heldHere.drop(h.path)
 	return unlockAndClose(h.file)
 }
 

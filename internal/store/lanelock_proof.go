@@ -35,8 +35,8 @@ func previousHolders(l *LaneLock, row *LaneRow) (findings []string, live *Holder
 	if row == nil {
 		findings = append(findings, "no previous holder in the lanes table")
 	} else if row.StoppedAt != nil {
-		findings = append(findings, fmt.Sprintf("previous holder (pid %d on host %s) recorded its stop at %s",
-			row.PID, row.Host, row.StoppedAt.UTC().Format(time.RFC3339)))
+		findings = append(findings, fmt.Sprintf("previous holder (pid %d on host %s) is recorded stopped at %s (%s)",
+			row.PID, row.Host, row.StoppedAt.UTC().Format(time.RFC3339), row.StopReason))
 	} else if p := l.Previous; p != nil && p.Incarnation == row.Incarnation && p.ReleasedAt != nil {
 		// The lock file just locked says this incarnation let go of it.
 		findings = append(findings, fmt.Sprintf("previous holder (pid %d on host %s) released the lock at %s, per the lock file",

@@ -151,9 +151,21 @@ func TestStore_LaneLockCheck(t *testing.T) {
 		if err := os.Remove(l.Path); err != nil {
 			t.Fatal(err)
 		}
-		// A newcomer (this same process, whose own earlier hold is no
-		// proof against it) takes the new file before the holder looks.
-		mustLockLane(t, s, "local")
+		// A newcomer in this same process is refused: this process holds
+		// the lane, whatever became of its file.
+		if _, err := s.LockLane(t.Context(), "local"); inkwell.ErrorCode(err) != inkwell.ELANEHELD || !strings.Contains(err.Error(), "that is this very process, whose lock file was deleted") {
+			t.Errorf("LockLane in the holding process after its lock file was deleted = %v; want lane_held naming this very process", err)
+		}
+		// Another open file (as another process would) takes the new file
+		// before the holder looks.
+		f, err := os.OpenFile(l.Path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			t.Fatal(err)
+		}
 		if err := l.Check(); inkwell.ErrorCode(err) != inkwell.ELANEHELD {
 			t.Errorf("Check after a newcomer took the new lock file = %v, want %s", err, inkwell.ELANEHELD)
 		}

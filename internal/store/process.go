@@ -20,6 +20,7 @@ type liveness struct {
 	Known bool   // false: it cannot be checked from here (another host, no identity recorded)
 	Alive bool   // meaningful when Known
 	State string // when alive: the kernel's run state in words, e.g. "stopped (T)"
+	Self  bool   // the holder is this very process (which let go of its hold: Known, not Alive)
 	Why   string // the evidence, in words, for recovery_runs and refusals
 }
 
@@ -63,7 +64,7 @@ func checkHolder(h Holder) liveness {
 	if h.PID == os.Getpid() && h.ProcStart != "" && h.ProcStart == start {
 		// An earlier incarnation in this very process, which released its
 		// lock: the flock just granted to this process proves it.
-		return liveness{Known: true, Why: who + ": this process itself, which released its earlier hold"}
+		return liveness{Known: true, Self: true, Why: who + ": this process itself, which released its earlier hold"}
 	}
 	pstart, state, err := readProcStat(h.PID)
 	switch {

@@ -179,8 +179,7 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, now any,
 			return err
 		}
 	}
-	if prevRow != nil && prevRow.StoppedAt == nil && prevRow.Incarnation != l.Self.Incarnation {
-		reason := deadHolderReason(l, rep.RunID)
+	if reason := deadHolderReason(l, prevRow, runLabel(rep)); reason != "" {
 		n, err := s.exec(ctx, tx, stopPrevious, now, reason, l.Lane, prevRow.Incarnation)
 		if err != nil {
 			return fmt.Errorf("mark the dead holder's lanes row stopped: %w", err)
@@ -204,12 +203,40 @@ func (s *Store) recoverTx(ctx context.Context, tx *sql.Tx, l *LaneLock, now any,
 }
 
 // deadHolderReason is the stop_reason recovery writes on the lanes row of
-// the incarnation whose lock it took.
-func deadHolderReason(l *LaneLock, runID int64) string {
-	if l.RescuedBy != "" {
-		return fmt.Sprintf("session ended: lane %s took its lock and closed its orphans (recovery run %d)", l.RescuedBy, runID)
+// the incarnation whose lock it took, or "" when that row is not to be
+// marked: there is none, it is stopped already, or it is this process's
+// own; or its process is not proven gone. A flock proves the holder's
+// process gone only with the process check (checkHolder: its pid gone,
+// another process's now, or the host rebooted), never for a holder on
+// another host or one recorded without its identity, whose orphans the
+// flock alone lets recovery close, nor for this very process; PostgreSQL's
+// advisory lock proves its session ended.
+func deadHolderReason(l *LaneLock, row *LaneRow, run string) string {
+	if row == nil || row.StoppedAt != nil || row.Incarnation == l.Self.Incarnation {
+		return ""
 	}
-	return fmt.Sprintf("dead: recovery run %d took its lane lock (%s) and closed its orphans; the run's evidence says why", runID, l.Method)
+	switch {
+	case l.RescuedBy != "":
+		return fmt.Sprintf("session ended: lane %s took its lock and closed its orphans (%s)", l.RescuedBy, run)
+	case l.Method != "flock":
+		// The advisory lock proves the session ended, whatever its
+		// process does now: a live one stops its lane (Lost), and at its
+		// next heartbeat finds this row stopped.
+		return fmt.Sprintf("session ended: %s took its lane lock (%s) and closed its orphans", run, l.Method)
+	}
+	if lv := checkHolder(row.holder()); lv.Known && !lv.Alive && !lv.Self {
+		return fmt.Sprintf("dead: %s took its lane lock (flock) and found its process gone (%s)", run, lv.Why)
+	}
+	return "" // a flock proves nothing of a process it cannot see gone
+}
+
+// runLabel names a recovery run in a stop_reason: "recovery run N", or,
+// in a dry run, whose id is rolled back with it, "this recovery run".
+func runLabel(rep *RecoveryReport) string {
+	if rep.DryRun {
+		return "this recovery run"
+	}
+	return fmt.Sprintf("recovery run %d", rep.RunID)
 }
 
 func (s *Store) evidence(l *LaneLock, prev *LaneRow) Evidence {

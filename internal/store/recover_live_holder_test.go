@@ -1,0 +1,67 @@
+package store_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/inkwell/inkwell/internal/store"
+	"github.com/inkwell/inkwell/internal/store/storetest"
+)
+
+// TestRecover_DoesNotStopALiveHoldersRow (SQLite): lane local runs in
+// this process (registered, heartbeating); its lock file is deleted; a
+// second LockLane of local in the same process is granted (checkHolder
+// reads a holder of this very pid and start time as "this process itself,
+// which released its earlier hold": the flock just granted is taken as
+// proof, though the file was deleted and proves nothing), and recovery
+// runs under it. Step 4 now writes "dead: recovery run N ..." on the live
+// holder's row, and the live lane, once it has taken its lock again, finds
+// its row stopped at its next heartbeat (ECONFLICT: "lane taken over") and
+// stops. A row is changed on a guess about a live process.
+func TestRecover_DoesNotStopALiveHoldersRow(t *testing.T) {
+	t.Parallel()
+	s := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	ctx := t.Context()
+	a, err := s.LockLane(ctx, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Release() })
+	if err := s.RegisterLane(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Heartbeat(ctx, a, store.LaneBeat{Slots: 1}); err != nil {
+		t.Fatalf("live lane's heartbeat: %v", err)
+	}
+	if err := os.Remove(a.Path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.LockLane(ctx, "local")
+	if err != nil {
+		t.Logf("second LockLane refused (sound): %v", err)
+		return
+	}
+	rep, err := s.Recover(ctx, b, false)
+	b.Release()
+	if err != nil {
+		t.Logf("recovery refused (sound): %v", err)
+		return
+	}
+	t.Logf("recovery run %d ran while the holder (this process, incarnation %s) lives; evidence: %s", rep.RunID, a.Self.Incarnation, rep.Evidence.PreviousProcess)
+	if rep.PreviousStopped != "" {
+		t.Errorf("recovery marked the live holder's lanes row stopped: %q", rep.PreviousStopped)
+	}
+	if err := a.Check(); err != nil {
+		t.Fatalf("live lane's Check: %v", err)
+	}
+	if err := s.Heartbeat(ctx, a, store.LaneBeat{Slots: 1}); err != nil {
+		t.Errorf("live lane's next heartbeat = %v; want nil (a heartbeat ECONFLICT stops the lane: \"lane taken over\")", err)
+	}
+	rows, _ := s.Lanes(ctx)
+	for _, r := range rows {
+		if r.StoppedAt != nil && strings.HasPrefix(r.StopReason, "dead:") {
+			t.Errorf("lanes row of live incarnation %s says %q", r.Incarnation, r.StopReason)
+		}
+	}
+}
