@@ -34,7 +34,7 @@ did run: nothing is written for a mistyped name.
 prints exactly what a real run would change.`
 
 func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("recover", "[--db PATH] [--lane NAME] [--dry-run]", recoverHelp, stdout, stderr)
+	fs := newFlags("recover", "[--db PATH] [--lane NAME] [--dry-run] [--json]", recoverHelp, stdout, stderr)
 	db := dbFlag(fs)
 	lane := fs.String("lane", "local", "the lane whose orphans to close")
 	dry := fs.Bool("dry-run", false, "print what would change, change nothing")

@@ -70,7 +70,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		db:          dbFlag(fs),
 		addr:        fs.String("addr", "127.0.0.1:8080", "HTTP listen address (loopback by default; beyond loopback an API token must exist, see --auth)"),
 		lane:        fs.String("lane", "local", "worker lane name; one process per lane"),
-		synchronous: fs.String("synchronous", "FULL", "SQLite synchronous mode: FULL (every commit survives a power cut) or NORMAL (faster; a power cut may lose the last commits, a process crash loses nothing)"),
+		synchronous: fs.String("synchronous", "FULL", "SQLite synchronous mode: FULL (every commit survives a power cut), EXTRA (as FULL in WAL mode: it adds a directory sync after a rollback journal, which WAL does not use) or NORMAL (faster; a power cut may lose the last commits, a process crash loses nothing)"),
 		grace:       fs.Duration("grace", 30*time.Second, "on shutdown, how long a running provider call may take to finish"),
 		heartbeat:   fs.Duration("heartbeat", 2*time.Second, "how often the lane stamps its heartbeat and checks its lock and the database's files"),
 		rescue:      fs.Duration("rescue-interval", 2*time.Second, "PostgreSQL: how often the lane looks for other lanes proven dead (their lock is free) and closes their orphans"),

@@ -24,7 +24,7 @@ it, if one did), the result text and the charge. It works whether or not a
 server is running.`
 
 func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("show", "ID [--db PATH]", showHelp, stdout, stderr)
+	fs := newFlags("show", "ID [--db PATH] [--json]", showHelp, stdout, stderr)
 	db := dbFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	if code, ok := parseFlags(fs, args, stdout); !ok {

@@ -147,8 +147,12 @@ func runWebhooksList(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "inkwell webhooks list: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *limit < 1 || *job < 0 {
-		fmt.Fprintf(stderr, "inkwell webhooks list: --limit must be at least 1 and --job an id (got %d and %d)\n", *limit, *job)
+	if *limit < 1 {
+		fmt.Fprintf(stderr, "inkwell webhooks list: --limit %d: say how many deliveries to list, at least 1\n", *limit)
+		return 2
+	}
+	if *job < 0 {
+		fmt.Fprintf(stderr, "inkwell webhooks list: --job %d: a job id is a positive whole number (leave --job out for every job)\n", *job)
 		return 2
 	}
 	st, err := openAccountsDB(ctx, *db)
