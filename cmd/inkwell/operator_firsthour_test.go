@@ -10,7 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
@@ -219,5 +221,37 @@ func TestSubmit_WaitTimeoutSaysWhatItSaw(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, "job 1 accepted") ||
 		!regexp.MustCompile(`job 1 did not end within --timeout 1\.5s \(last seen: (queued|running)\); it is stored and goes on: follow it with inkwell show 1`).MatchString(stderr) {
 		t.Errorf("submit --wait --timeout 1500ms: exit %d, stdout %q, stderr %q; want 1 and the job as last seen", code, stdout, stderr)
+	}
+}
+
+// status's text table leaves out lanes stopped more than a week ago (and
+// says how many, and where they all are): a lane retired long ago crowded
+// it forever. --json keeps every lane.
+func TestCLI_StatusLeavesOutLanesStoppedLongAgo(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	for lane, ago := range map[string]time.Duration{"retired": 8 * 24 * time.Hour, "recent": time.Hour} {
+		st := storetest.MustOpen(t, db, store.Options{NowFunc: func() time.Time { return time.Now().Add(-ago) }})
+		l, err := st.LockLane(t.Context(), lane)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RegisterLane(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.StopLane(t.Context(), l, "shutdown"); err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+		st.Close()
+	}
+	code, stdout, stderr := runCLI(t, "status", "--db", db)
+	if code != 0 || strings.Contains(stdout, "retired") || !strings.Contains(stdout, "recent  stopped") ||
+		!strings.Contains(stdout, "(and 1 lane(s) stopped more than 7 days ago, not shown") {
+		t.Errorf("status: exit %d, stderr %q, stdout:\n%s\nwant the recent lane, not the retired one, and the count left out", code, stderr, stdout)
+	}
+	code, stdout, _ = runCLI(t, "status", "--db", db, "--json")
+	if code != 0 || !strings.Contains(stdout, `"lane": "retired"`) {
+		t.Errorf("status --json: exit %d; want every lane, the retired one too:\n%s", code, stdout)
 	}
 }

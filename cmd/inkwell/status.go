@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/inkwell/inkwell/internal/api"
 	"github.com/inkwell/inkwell/internal/store"
@@ -103,6 +104,10 @@ func readStatus(ctx context.Context, st *store.Store, jobs int) (statusReport, e
 	return rep, err
 }
 
+// longStopped is how long ago a lane must have stopped for the text table
+// to leave it out.
+const longStopped = 7 * 24 * time.Hour
+
 func printStatus(w io.Writer, rep statusReport, jobs int) {
 	fmt.Fprintln(w, "JOBS (SELECT * FROM job_overview)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -123,7 +128,12 @@ func printStatus(w io.Writer, rep statusReport, jobs int) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  LANE\tSTATE\tHEARTBEAT\tRUNNING\tPROCESS\tSTARTED")
 		var paused []string
+		oldStops := 0
 		for _, l := range rep.Lanes {
+			if l.StoppedAt != nil && time.Since(*l.StoppedAt) > longStopped && l.RunningJobs == 0 {
+				oldStops++ // history, not state: a lane retired long ago would crowd the table forever
+				continue
+			}
 			state := l.State
 			if l.StopReason != "" {
 				state += " (" + l.StopReason + ")"
@@ -135,6 +145,9 @@ func printStatus(w io.Writer, rep statusReport, jobs int) {
 			}
 		}
 		tw.Flush()
+		if oldStops > 0 {
+			fmt.Fprintf(w, "  (and %d lane(s) stopped more than %d days ago, not shown: --json or SELECT * FROM lane_liveness lists every lane)\n", oldStops, int(longStopped.Hours()/24))
+		}
 		for _, p := range paused {
 			fmt.Fprintln(w, p)
 		}
