@@ -122,6 +122,8 @@ type providerJSON struct {
 	Timeout     string `json:"timeout"`
 	HonoursKeys bool   `json:"honours_keys"`
 	Latency     string `json:"latency,omitempty"`
+	// OutputLimitField is output_limit_field, when the file sets it.
+	OutputLimitField string `json:"output_limit_field,omitempty"`
 }
 
 type modelJSON struct {
@@ -143,7 +145,7 @@ func newCatalogJSON(c *catalog.Catalog, lookupEnv func(string) (string, bool)) c
 		Providers: []providerJSON{}, Models: []modelJSON{}}
 	for _, p := range c.Providers {
 		pj := providerJSON{Name: p.Name, Kind: p.Kind, URL: p.URL, KeyEnv: p.KeyEnv, RPM: p.RPM, TPM: p.TPM,
-			Timeout: p.Timeout.String(), HonoursKeys: p.HonoursKeys}
+			Timeout: p.Timeout.String(), HonoursKeys: p.HonoursKeys, OutputLimitField: p.LimitField}
 		if p.KeyEnv != "" {
 			v, _ := lookupEnv(p.KeyEnv)
 			pj.KeySet = v != ""
@@ -182,6 +184,11 @@ func printCatalog(w io.Writer, c catalogJSON) {
 			limitText(p.RPM), limitText(p.TPM), p.Timeout, yesNoText(p.HonoursKeys))
 	}
 	tw.Flush()
+	for _, p := range c.Providers {
+		if p.OutputLimitField != "" {
+			fmt.Fprintf(w, "  provider %s is sent the output limit as %s only\n", p.Name, p.OutputLimitField)
+		}
+	}
 	for _, p := range unset {
 		fmt.Fprintf(w, "  %s is not set in this environment: set it where 'inkwell serve' runs, or provider %s's calls go without a key\n", p.KeyEnv, p.Name)
 	}

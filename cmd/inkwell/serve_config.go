@@ -55,7 +55,8 @@ func providerClient(p catalog.Provider, log *slog.Logger, reg prometheus.Registe
 		if err != nil {
 			return nil, err
 		}
-		return provider.NewOpenAI(provider.OpenAIConfig{URL: p.URL, APIKey: key, Timeout: p.Timeout, Logger: log.With("provider", p.Name), OnResend: resends.Inc})
+		return provider.NewOpenAI(provider.OpenAIConfig{URL: p.URL, APIKey: key, Timeout: p.Timeout, LimitField: p.LimitField,
+			Logger: log.With("provider", p.Name), OnResend: resends.Inc})
 	case catalog.KindAnthropic:
 		resends, err := resendCounter(reg, labels)
 		if err != nil {

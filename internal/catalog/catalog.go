@@ -37,6 +37,9 @@ type Provider struct {
 	Timeout     time.Duration // bound on one call
 	HonoursKeys bool          // a second call under the same idempotency key is not billed again
 	Latency     time.Duration // sim: how long each call takes
+	// LimitField is the name an openai provider reads the output limit
+	// under ("max_tokens"); "" is max_completion_tokens, OpenAI's own.
+	LimitField string
 }
 
 // PassesUnknownFields says whether a provider of this kind can carry a

@@ -49,7 +49,7 @@ const maxOutputTokens = 1 << 32
 
 // The keys each table takes, in the order docs/providers.md lists them.
 var (
-	providerKeys = []string{"name", "kind", "url", "key_env", "rpm", "tpm", "timeout", "honours_keys", "latency"}
+	providerKeys = []string{"name", "kind", "url", "key_env", "rpm", "tpm", "timeout", "honours_keys", "latency", "output_limit_field"}
 	modelKeys    = []string{"name", "provider", "upstream", "input_micros_per_mtok", "output_micros_per_mtok", "max_output_tokens", "max_image_tokens", "max_input_tokens"}
 	topKeys      = []string{"default_model", "provider", "model"}
 )
@@ -190,7 +190,32 @@ func (r *reader) provider(e entry, before []Provider) (Provider, error) {
 	if err := r.providerEndpoint(e, &p); err != nil {
 		return p, err
 	}
+	if err := r.outputLimitField(e, &p); err != nil {
+		return p, err
+	}
 	return p, r.providerLimits(e, &p)
+}
+
+// OutputLimitFields are the names an OpenAI-compatible API may read an
+// answer's output limit under: OpenAI's own (the default; its reasoning
+// models refuse the other), and the older one that Mistral and Azure's
+// older API versions read, refusing the newer as an unknown field.
+var OutputLimitFields = []string{"max_completion_tokens", "max_tokens"}
+
+// outputLimitField reads output_limit_field: the name the answer's limit
+// goes out under to an openai provider.
+func (r *reader) outputLimitField(e entry, p *Provider) error {
+	field, ok, err := e.str("output_limit_field")
+	switch {
+	case err != nil || !ok:
+		return err
+	case p.Kind != KindOpenAI:
+		return e.errorf("output_limit_field", "output_limit_field is for kind \"openai\" only: %s sends its own limit (remove it)", p.Kind)
+	case !slices.Contains(OutputLimitFields, field):
+		return e.errorf("output_limit_field", "output_limit_field %q is not one an OpenAI-compatible API reads: use %s", field, strings.Join(quoteEach(OutputLimitFields), " or "))
+	}
+	p.LimitField = field
+	return nil
 }
 
 func (r *reader) providerKind(e entry, p *Provider) error {

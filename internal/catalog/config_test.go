@@ -26,7 +26,7 @@ func TestConfig_Full(t *testing.T) {
 		Providers: []catalog.Provider{
 			{Name: "local", Kind: "sim", RPM: 60, Timeout: 60 * time.Second, HonoursKeys: true, Latency: 250 * time.Millisecond},
 			{Name: "openai", Kind: "openai", URL: "https://api.openai.com", KeyEnv: "OPENAI_API_KEY", RPM: 500, TPM: 200000,
-				Timeout: 90 * time.Second, HonoursKeys: true},
+				Timeout: 90 * time.Second, HonoursKeys: true, LimitField: "max_completion_tokens"},
 			{Name: "anthropic", Kind: "anthropic", URL: "https://api.anthropic.com/", KeyEnv: "ANTHROPIC_API_KEY", Timeout: 2 * time.Minute},
 		},
 		Models: []inkwell.Model{

@@ -40,6 +40,11 @@ type OpenAIConfig struct {
 	// MicrosPerToken, when set, prices an answer that carries usage but no
 	// inkwell_amount_micros: total_tokens * MicrosPerToken.
 	MicrosPerToken int64
+	// LimitField is the one name the output limit is sent under:
+	// "max_tokens" for an API that refuses max_completion_tokens (Mistral,
+	// Azure's older API versions); "" sends the limit as the client named
+	// it, and max_completion_tokens when it named none.
+	LimitField string
 	// Client sends the request; a client on http.DefaultTransport when nil.
 	// Its CheckRedirect is replaced (on a copy): a redirect is never
 	// followed, so that a call is one request and never a second POST or
@@ -79,6 +84,9 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	}
 	if cfg.Model == "" {
 		cfg.Model = DefaultModel
+	}
+	if cfg.LimitField != "" && cfg.LimitField != "max_tokens" && cfg.LimitField != "max_completion_tokens" {
+		return nil, inkwell.Errorf(inkwell.EINVALID, "output limit field %q: want max_tokens or max_completion_tokens", cfg.LimitField)
 	}
 	fillCallDefaults(&cfg.Timeout, &cfg.Logger, &cfg.NowFunc)
 	return &OpenAI{cfg: cfg, client: noRedirects(cfg.Client), endpoint: endpoint}, nil
@@ -171,6 +179,16 @@ func (p *OpenAI) chatBody(c inkwell.ChatRequest) map[string]json.RawMessage {
 		if v, ok := body[limit]; ok && string(bytes.TrimSpace(v)) == "null" {
 			delete(body, limit) // a null limit names none: the bound goes out instead
 		}
+	}
+	if p.cfg.LimitField != "" {
+		// One name only, the API's: the bound in force under it, the
+		// client's own limit included (it is c.MaxOutputTokens then).
+		delete(body, "max_tokens")
+		delete(body, "max_completion_tokens")
+		if c.MaxOutputTokens > 0 {
+			body[p.cfg.LimitField], _ = json.Marshal(c.MaxOutputTokens)
+		}
+		return body
 	}
 	_, hasMax := body["max_tokens"]
 	_, hasMaxCompletion := body["max_completion_tokens"]
