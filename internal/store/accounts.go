@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,7 +60,18 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
 	if a.BudgetMicros != nil {
 		budget = sql.NullInt64{Int64: *a.BudgetMicros, Valid: true}
 	}
+	// Names are matched exactly; two that differ only in case would be two
+	// accounts that every listing and token makes look like one (names are
+	// ASCII: lower() folds them alike on both dialects).
+	const sameButCase = `SELECT name FROM accounts WHERE lower(name) = lower($1) AND name <> $1 LIMIT 1`
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var other string
+		switch err := s.txQueryRow(ctx, tx, sameButCase, a.Name).Scan(&other); {
+		case err == nil:
+			return inkwell.Errorf(inkwell.ECONFLICT, "account %q differs from account %q only in case: give each account its own name, or use %q", a.Name, other, other)
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("create account: %w", err)
+		}
 		n, err := s.exec(ctx, tx, insert, a.Name, budget, a.RPM, createdAt)
 		if err != nil {
 			return fmt.Errorf("create account: %w", err)
