@@ -20,6 +20,7 @@ import (
 // detail is the job as last seen.
 func (c *Client) Wait(ctx context.Context, id int64) (inkwell.JobDetail, error) {
 	var last inkwell.JobDetail
+	early := 0 // polls in a row that came back well before their wait, the job not ended
 	for try := 1; ; try++ {
 		wait := c.pollWait
 		if dl, ok := ctx.Deadline(); ok {
@@ -33,6 +34,7 @@ func (c *Client) Wait(ctx context.Context, id int64) (inkwell.JobDetail, error) 
 			wait = max(wait, 0)
 		}
 		path := jobPath(id, fmt.Sprintf("?wait=%dms", wait.Milliseconds()))
+		sent := time.Now()
 		_, b, err := c.send(ctx, call{method: http.MethodGet, path: path, timeout: wait + c.requestTimeout})
 		if err == nil {
 			var d inkwell.JobDetail
@@ -43,6 +45,19 @@ func (c *Client) Wait(ctx context.Context, id int64) (inkwell.JobDetail, error) 
 				return d, nil
 			}
 			last, try = d, 0
+			// One early answer is news (the job started running); more
+			// in a row are a server or proxy that does not hold the poll
+			// (or a server stopping): pause, or this loop would be one.
+			if wait > 0 && time.Since(sent) < wait/2 {
+				early++
+			} else {
+				early = 0
+			}
+			if early > 1 {
+				if err := sleep(ctx, min(time.Second, c.backoff(early-1))); err != nil {
+					return last, fmt.Errorf("wait for job %d (last seen %s): %w", id, seen(last), err)
+				}
+			}
 			continue
 		}
 		if ctx.Err() != nil {

@@ -56,7 +56,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer st.Close()
 	rows, err := st.AuditLog(ctx, *job, *limit)
-	if err != nil {
+	if err = readAsOpened(st, err); err != nil {
 		return fail(stderr, "audit", err)
 	}
 	if *asJSON {

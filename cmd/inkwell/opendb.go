@@ -94,6 +94,17 @@ func openForReading(ctx context.Context, dsn string) (*store.Store, error) {
 	return st, nil
 }
 
+// readAsOpened is err, or, when the store read a file without locks
+// (openForReading's read-only fallback) and the file changed meanwhile,
+// the refusal to show what may be torn (store.CheckReadAsOpened). Call it
+// after every read of a command and before it prints.
+func readAsOpened(st *store.Store, err error) error {
+	if changed := st.CheckReadAsOpened(); changed != nil {
+		return changed
+	}
+	return err
+}
+
 func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 	return openExistingWith(ctx, dsn, store.Options{NoMigrate: true})
 }

@@ -255,3 +255,30 @@ func TestCLI_StatusLeavesOutLanesStoppedLongAgo(t *testing.T) {
 		t.Errorf("status --json: exit %d; want every lane, the retired one too:\n%s", code, stdout)
 	}
 }
+
+// prune --vacuum beside a serve whose lane is silent but whose process
+// runs (a --heartbeat longer than lane_silence_seconds) is refused too:
+// lane_liveness says "silent", not alive, and only the process check can
+// say the serve still holds the file. Once that serve is killed, the
+// silent lane's process is proven gone, and the vacuum runs.
+func TestPrune_VacuumRefusedBesideASilentButLiveLane(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "inkwell.db")
+	srv := startServe(t, db, "--heartbeat", "1h")
+	st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
+	if _, err := st.DB().ExecContext(t.Context(), `UPDATE overview_settings SET value = 1 WHERE name = 'lane_silence_seconds'`); err != nil {
+		t.Fatal(err)
+	}
+	storetest.WaitFor(t, waitLimit, "the lane silent", func() bool {
+		lanes, err := st.LiveLanes(t.Context())
+		return err == nil && len(lanes) == 1 && lanes[0].State == "silent"
+	})
+	code, stdout, stderr := runCLI(t, "prune", "--vacuum", "--db", db)
+	if code != 1 || !strings.Contains(stderr, "--vacuum refused: lane local is not stopped") || !strings.Contains(stderr, "alive") {
+		t.Errorf("prune --vacuum beside a silent lane whose serve runs: exit %d, stdout %q, stderr %q; want refused, its process named alive", code, stdout, stderr)
+	}
+	srv.Signal(t, syscall.SIGKILL)
+	if code, stdout, stderr = runCLI(t, "prune", "--vacuum", "--db", db); code != 0 || !strings.Contains(stdout, "vacuum: file") {
+		t.Errorf("prune --vacuum once the silent lane's process is gone: exit %d, stdout %q, stderr %q; want the rebuild", code, stdout, stderr)
+	}
+}

@@ -220,19 +220,38 @@ func heldByBatch(stdout io.Writer, rep store.PruneReport) {
 }
 
 // refuseVacuumBesideALiveLane refuses --vacuum while a lane of this file
-// looks alive: VACUUM holds the write lock for the whole rebuild (minutes
-// on a large file), and serve's accepts would fail as busy all along.
+// may be running: VACUUM holds the write lock for the whole rebuild
+// (minutes on a large file), and serve's accepts would fail as busy all
+// along. A lane that is not stopped counts as running unless it is
+// silent and its process is proven gone: a heartbeat can be late (a long
+// --heartbeat, a stopped process) while its serve still holds the file.
 func refuseVacuumBesideALiveLane(ctx context.Context, st *store.Store, stderr io.Writer) int {
 	lanes, err := st.LiveLanes(ctx)
 	if err != nil {
 		return fail(stderr, "prune", err)
 	}
+	var rows []store.LaneRow
 	for _, l := range lanes {
-		if l.Alive {
-			fmt.Fprintf(stderr, "inkwell prune: --vacuum refused: lane %s is alive (pid %d on %s, heartbeat %s ago), and VACUUM holds the write lock for the whole rebuild, "+
-				"so its accepts would fail as busy until it is done; stop serve first (SIGTERM), then run this again. Nothing was pruned or rebuilt. "+
-				"(A lane killed without a stop looks alive until its heartbeat is older than lane_silence_seconds, 15 s by default, or until 'inkwell recover' proves it dead.)\n",
-				l.Lane, l.PID, l.Host, l.HeartbeatAge)
+		why := ""
+		switch {
+		case l.Alive:
+			why = fmt.Sprintf("lane %s is alive (pid %d on %s, heartbeat %s ago)", l.Lane, l.PID, l.Host, l.HeartbeatAge)
+		case l.State != "stopped":
+			if rows == nil {
+				if rows, err = st.Lanes(ctx); err != nil {
+					return fail(stderr, "prune", err)
+				}
+			}
+			for _, r := range rows {
+				if gone, what := r.ProcessGone(); r.Name == l.Lane && !gone {
+					why = fmt.Sprintf("lane %s is not stopped (its heartbeat is %s old, and %s)", l.Lane, l.HeartbeatAge, what)
+				}
+			}
+		}
+		if why != "" {
+			fmt.Fprintf(stderr, "inkwell prune: --vacuum refused: %s, and VACUUM holds the write lock for the whole rebuild, "+
+				"so its accepts would fail as busy until it is done; stop serve first (SIGTERM), or if its process is gone, "+
+				"'inkwell recover --lane %s' proves it, then run this again. Nothing was pruned or rebuilt.\n", why, l.Lane)
 			return 1
 		}
 	}

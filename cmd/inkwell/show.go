@@ -44,8 +44,10 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "show", err)
 	}
 	defer st.Close()
+	// Every read first, then the printing: a file read without locks is
+	// checked once, after the reads (readAsOpened).
 	d, err := st.Show(ctx, id)
-	if err != nil {
+	if err = readAsOpened(st, err); err != nil {
 		return fail(stderr, "show", err)
 	}
 	if *asJSON {
@@ -55,11 +57,12 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	ev, err := readEvidence(ctx, st, d)
-	if err != nil {
+	r, rerr := st.Reservation(ctx, id)
+	if err = readAsOpened(st, err); err != nil {
 		return fail(stderr, "show", err)
 	}
 	printDetail(stdout, d)
-	if r, err := st.Reservation(ctx, id); err == nil && r.State != "" {
+	if rerr == nil && r.State != "" {
 		fmt.Fprintf(stdout, "\nbudget  %s %s on account %s%s\n", formatMoney(r.Micros), r.State, r.Account, reservationHint(r, d.Job.Status))
 	}
 	printEvidence(stdout, ev)

@@ -67,7 +67,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	defer st.Close()
 	rep, err := readStatus(ctx, st, *jobs)
-	if err != nil {
+	if err = readAsOpened(st, err); err != nil {
 		return fail(stderr, "status", err)
 	}
 	if *asJSON {

@@ -32,6 +32,11 @@ type Account struct {
 // (the one rule, inkwell.ValidateAccount).
 func ValidateAccountName(name string) error { return inkwell.ValidateAccount(name) }
 
+// accountCreateLockKey serializes account creations on PostgreSQL
+// (CreateAccount): a transaction advisory key pair in Inkwell's own
+// namespace ('inkq', 1), beside batch admission's ('inkq', 0).
+const accountCreateLockKey = "1768844145, 1"
+
 // CreateAccount stores a new account. A name already taken is ECONFLICT
 // and changes nothing; bad input is EINVALID and writes nothing.
 func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
@@ -65,6 +70,15 @@ func (s *Store) CreateAccount(ctx context.Context, a Account) (Account, error) {
 	// ASCII: lower() folds them alike on both dialects).
 	const sameButCase = `SELECT name FROM accounts WHERE lower(name) = lower($1) AND name <> $1 LIMIT 1`
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if !s.dialect.oneWriter {
+			// Account creations take turns until they commit, across
+			// processes: under READ COMMITTED two creators of "acme" and
+			// "Acme" would each see no look-alike and both insert.
+			// (SQLite's one writer makes them take turns already.)
+			if _, err := s.txExec(ctx, tx, `SELECT pg_advisory_xact_lock(`+accountCreateLockKey+`)`); err != nil {
+				return fmt.Errorf("create account: wait for other creations: %w", err)
+			}
+		}
 		var other string
 		switch err := s.txQueryRow(ctx, tx, sameButCase, a.Name).Scan(&other); {
 		case err == nil:

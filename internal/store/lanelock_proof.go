@@ -112,6 +112,13 @@ func (r LaneRow) holder() Holder {
 	return Holder{PID: r.PID, Host: r.Host, Incarnation: r.Incarnation, Since: r.StartedAt, BootID: r.BootID, ProcStart: r.ProcStart}
 }
 
+// ProcessGone says the process of the row's holder is proven gone, by
+// what this host can see (checkHolder), and why in words either way.
+func (r LaneRow) ProcessGone() (bool, string) {
+	lv := checkHolder(r.holder())
+	return lv.Known && !lv.Alive && !lv.Self, lv.Why
+}
+
 // SilentLaneAdvice says, for a lane whose heartbeat has gone silent, what
 // this host can tell of its process and what to do: a live holder (stopped
 // or hung) is to be inspected, and ending it lets recovery close its

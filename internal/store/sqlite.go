@@ -39,6 +39,15 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 	s.dialect = sqliteDialect
 	if !opts.ReadOnly {
 		opts.noCreate = createOnce(canon)
+	} else if fi, err := os.Stat(canon); err == nil {
+		if _, err := os.Stat(canon + "-wal"); errors.Is(err, fs.ErrNotExist) {
+			// Decided once for both pools: with no -wal every committed
+			// page is in the file, and SQLite, which may not make a -shm
+			// here, can read it only as immutable, taking no lock. A
+			// writer that starts meanwhile is seen by CheckReadAsOpened.
+			opts.immutable = true
+			s.readAsOpened = fi
+		}
 	}
 	dsn, err := sqliteDSN(canon, opts, true)
 	if err != nil {
@@ -71,6 +80,25 @@ func (s *Store) openSQLite(ctx context.Context, path string, opts Options) error
 		s.optimizeSQLite(ctx)
 	}
 	return nil
+}
+
+// CheckReadAsOpened says whether what a read-only store opened as
+// immutable (no -wal beside it) read is the file as it was when opened:
+// SQLite takes no lock on an immutable file, so a serve that starts
+// writing it meanwhile can tear what was read (pages of two versions, or
+// "database disk image is malformed"). nil for any other store, and when
+// nothing changed; else an error saying to run the command again.
+func (s *Store) CheckReadAsOpened() error {
+	was := s.readAsOpened
+	if was == nil {
+		return nil
+	}
+	now, err := os.Stat(s.path)
+	_, walErr := os.Stat(s.path + "-wal")
+	if err == nil && os.SameFile(was, now) && was.Size() == now.Size() && was.ModTime().Equal(now.ModTime()) && errors.Is(walErr, fs.ErrNotExist) {
+		return nil
+	}
+	return inkwell.Errorf(inkwell.EUNAVAILABLE, "database %s changed while it was read (a process began writing it; this user may not write it, so it was read without locks): what was read may mix two versions and is not shown; run the command again", s.path)
 }
 
 // refuseUnsafeFile refuses a database path that is not a regular file (a
@@ -203,12 +231,10 @@ func sqliteDSN(path string, opts Options, immediate bool) (string, error) {
 		q.Set("mode", "rw")
 	}
 	if opts.ReadOnly {
+		// With a -wal, the -shm beside it must be there too: SQLite reads
+		// both read-only (or says why not).
 		q.Set("mode", "ro")
-		// Without a -wal file every committed page is in the file itself,
-		// and SQLite, which may not make a -shm here, can only read it
-		// as immutable. With one, the -shm beside it must be there too:
-		// SQLite reads both read-only (or says why not).
-		if _, err := os.Stat(path + "-wal"); errors.Is(err, fs.ErrNotExist) {
+		if opts.immutable {
 			q.Set("immutable", "1")
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,8 @@ type Options struct {
 	// noCreate: the SQLite file exists, and no connection may make it
 	// again (set by openSQLite: createOnce).
 	noCreate bool
+	// immutable: a ReadOnly open of a file with no -wal (openSQLite).
+	immutable bool
 }
 
 // Store is Inkwell's database. It is safe for concurrent use.
@@ -51,6 +54,9 @@ type Store struct {
 	rdb       *sql.DB // reads; the same pool as db on PostgreSQL
 	cdb       *sql.DB // the claim's own connections on PostgreSQL (postgres_claim.go); nil on SQLite
 	gdb       *sql.DB // the group statements' connections on PostgreSQL (openGroupPool); nil on SQLite
+	// readAsOpened is the file as a read-only immutable open found it
+	// (CheckReadAsOpened); nil otherwise.
+	readAsOpened os.FileInfo
 	// ends announces the jobs outcome groups end, after their commits
 	// (postgres_notify.go); nil on SQLite.
 	ends *endNotifier
