@@ -55,6 +55,8 @@ var routeAccess = map[string]string{
 	"POST /v1/files":               "client",
 	"GET /v1/files/{id}":           "client",
 	"GET /v1/files/{id}/content":   "client",
+	"GET /v1/models":               "client",
+	"GET /v1/models/{model...}":    "client",
 	"GET /healthz":                 "public",
 	"GET /readyz":                  "public",
 	"GET /v1/overview":             "operator",
@@ -76,6 +78,9 @@ var otherAccountAnswer = map[string]int{
 	"GET /v1/batches":              http.StatusOK,
 	"POST /v1/files":               http.StatusOK,
 	"POST /v1/batches/{id}/cancel": http.StatusNotFound,
+	// The models served are every account's.
+	"GET /v1/models":            http.StatusOK,
+	"GET /v1/models/{model...}": http.StatusOK,
 	// A new job of its own account, which no lane runs here: the wait
 	// (SyncWait) runs out.
 	"POST /v1/chat/completions": http.StatusGatewayTimeout,
@@ -213,6 +218,7 @@ func (se *secEnv) request(pattern string, id int64, key string) (method, path st
 	method, path, _ = strings.Cut(pattern, " ")
 	path = strings.ReplaceAll(path, "{id}", fmt.Sprint(id))
 	path = strings.ReplaceAll(path, "{$}", "")
+	path = strings.ReplaceAll(path, "{model...}", "gpt-4o-mini")
 	if path == "/static/" {
 		path = "/static/style.css"
 	}
