@@ -230,7 +230,7 @@ func refuseVacuumBesideALiveLane(ctx context.Context, st *store.Store, stderr io
 	if err != nil {
 		return fail(stderr, "prune", err)
 	}
-	var rows []store.LaneRow
+	var rows map[string]store.LaneRow // read only when a lane is silent
 	for _, l := range lanes {
 		why := ""
 		switch {
@@ -238,14 +238,17 @@ func refuseVacuumBesideALiveLane(ctx context.Context, st *store.Store, stderr io
 			why = fmt.Sprintf("lane %s is alive (pid %d on %s, heartbeat %s ago)", l.Lane, l.PID, l.Host, l.HeartbeatAge)
 		case l.State != "stopped":
 			if rows == nil {
-				if rows, err = st.Lanes(ctx); err != nil {
+				all, err := st.Lanes(ctx)
+				if err != nil {
 					return fail(stderr, "prune", err)
 				}
-			}
-			for _, r := range rows {
-				if gone, what := r.ProcessGone(); r.Name == l.Lane && !gone {
-					why = fmt.Sprintf("lane %s is not stopped (its heartbeat is %s old, and %s)", l.Lane, l.HeartbeatAge, what)
+				rows = make(map[string]store.LaneRow, len(all))
+				for _, r := range all {
+					rows[r.Name] = r
 				}
+			}
+			if gone, what := rows[l.Lane].ProcessGone(); !gone {
+				why = fmt.Sprintf("lane %s is not stopped (its heartbeat is %s old, and %s)", l.Lane, l.HeartbeatAge, what)
 			}
 		}
 		if why != "" {

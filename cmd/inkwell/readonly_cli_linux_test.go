@@ -22,29 +22,8 @@ func TestCLI_InspectADatabaseThisUserMayNotWrite(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: runs the CLI as another user (nobody)")
 	}
-	dir, err := os.MkdirTemp("", "inkwell-ro-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil { // nobody may enter and read, not write
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "inkwell")
-	copyFile(t, inkwellBin, bin, 0o755)
+	dir, asNobody := nobodyCLI(t)
 	db := filepath.Join(dir, "inkwell.db")
-
-	asNobody := func(args ...string) (int, string, string) {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = childEnv()
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		_ = cmd.Run()
-		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
-	}
 
 	srv := startServe(t, db, "--sim-latency", "30s", "--grace", "100ms")
 	job := submit(t, srv.URL, "ro-1", `{"prompt":"read me"}`).Job
@@ -74,6 +53,34 @@ func TestCLI_InspectADatabaseThisUserMayNotWrite(t *testing.T) {
 	}
 	if _, err := os.Stat(db + "-wal"); err == nil {
 		t.Errorf("reading as nobody left %s-wal", db)
+	}
+}
+
+// nobodyCLI is a directory nobody (uid 65534) may enter and read but not
+// write, holding a copy of the inkwell binary, and a runner of that binary
+// as nobody in it. Needs root.
+func nobodyCLI(t *testing.T) (dir string, asNobody func(args ...string) (int, string, string)) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "inkwell-ro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "inkwell")
+	copyFile(t, inkwellBin, bin, 0o755)
+	return dir, func(args ...string) (int, string, string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = childEnv()
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		_ = cmd.Run()
+		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 	}
 }
 

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,28 +20,8 @@ func TestCLI_ReadOnlyShowAfterAKilledServe(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	dir, err := os.MkdirTemp("", "inkwell-ro7-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "inkwell")
-	copyFile(t, inkwellBin, bin, 0o755)
+	dir, asNobody := nobodyCLI(t)
 	db := filepath.Join(dir, "inkwell.db")
-	asNobody := func(args ...string) (int, string, string) {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = childEnv()
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		_ = cmd.Run()
-		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
-	}
 	srv := startServe(t, db, "--sim-latency", "30s")
 	submit(t, srv.URL, "ro7-1", `{"prompt":"read me"}`)
 	_ = srv.Signal(t, syscall.SIGKILL)
