@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
@@ -39,7 +40,10 @@ func TestRecover_DoesNotStopALiveHoldersRow(t *testing.T) {
 	}
 	b, err := s.LockLane(ctx, "local")
 	if err != nil {
-		t.Logf("second LockLane refused (sound): %v", err)
+		// The refusal is the answer: this process holds the lane.
+		if inkwell.ErrorCode(err) != inkwell.ELANEHELD || !strings.Contains(err.Error(), "that is this very process") {
+			t.Errorf("second LockLane in the holding process = %v; want lane_held naming this very process", err)
+		}
 		return
 	}
 	rep, err := s.Recover(ctx, b, false)
