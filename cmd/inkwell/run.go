@@ -111,6 +111,12 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 	defer fs.SetOutput(stderr)
 	var positional []string
 	for {
+		if len(args) > 0 && negativeNumber(args[0]) {
+			// "show -1" names a job, badly: let the command say so in its
+			// own words rather than "flag provided but not defined: -1".
+			positional, args = append(positional, args[0]), args[1:]
+			continue
+		}
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -135,6 +141,20 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 	}
 	_ = fs.Parse(append([]string{"--"}, positional...)) // sets fs.Args(); parses no flag
 	return 0, true
+}
+
+// negativeNumber reports whether arg is a minus sign and digits: never a
+// flag of ours, always a mistaken positional argument (a job id).
+func negativeNumber(arg string) bool {
+	if len(arg) < 2 || arg[0] != '-' {
+		return false
+	}
+	for _, c := range arg[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // dbFlag adds the shared --db flag, defaulting to $INKWELL_DB or inkwell.db.
