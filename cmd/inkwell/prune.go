@@ -174,7 +174,7 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 		if p.Matched > 0 {
 			pct = 100 * float64(p.Pruned) / float64(p.Matched)
 		}
-		fmt.Fprintf(stdout, "  %d of %d jobs pruned (%.0f%%), %s\n", p.Pruned, p.Matched, pct, p.Elapsed.Round(time.Millisecond))
+		fmt.Fprintf(stdout, "  %d of %s pruned (%.0f%%), %s\n", p.Pruned, counted(p.Matched, "job"), pct, p.Elapsed.Round(time.Millisecond))
 	}}
 	rep, err := st.PruneOlderThan(ctx, age, opts)
 	when := inkwell.FormatTime(rep.Before)
@@ -182,16 +182,16 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 		if err != nil {
 			return fail(stderr, "prune", err)
 		}
-		fmt.Fprintf(stdout, "dry run: %d jobs finished before %s (older than %s) would be pruned (%d done, %d failed); nothing was written\n",
-			rep.Matched, when, age, rep.MatchedDone, rep.MatchedFailed)
+		fmt.Fprintf(stdout, "dry run: %s finished before %s (older than %s) would be pruned (%d done, %d failed); nothing was written\n",
+			counted(rep.Matched, "job"), when, age, rep.MatchedDone, rep.MatchedFailed)
 		heldByBatch(stdout, rep)
 		return 0
 	}
 	if err != nil && rep.Pruned == 0 && rep.Matched == 0 {
 		return fail(stderr, "prune", err)
 	}
-	fmt.Fprintf(stdout, "pruned %d jobs finished before %s (older than %s): %d done, %d failed, in %d batches, %s; the longest batch held the writer %s (%d over 50ms)\n",
-		rep.Pruned, when, age, rep.PrunedDone, rep.PrunedFailed, rep.Batches, rep.Elapsed.Round(time.Millisecond), rep.LongestBatch.Round(100*time.Microsecond), rep.SlowBatches)
+	fmt.Fprintf(stdout, "pruned %s finished before %s (older than %s): %d done, %d failed, in %s, %s; the longest batch held the writer %s (%d over 50ms)\n",
+		counted(rep.Pruned, "job"), when, age, rep.PrunedDone, rep.PrunedFailed, counted(rep.Batches, "batch"), rep.Elapsed.Round(time.Millisecond), rep.LongestBatch.Round(100*time.Microsecond), rep.SlowBatches)
 	heldByBatch(stdout, rep)
 	if st.Path() != "" && rep.Pruned > 0 {
 		fmt.Fprintf(stdout, "file %s: %s before, %s after", st.Path(), mb(rep.FileBefore), mb(rep.FileAfter))
@@ -206,7 +206,7 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 		}
 	}
 	if err != nil {
-		fail(stderr, "prune", fmt.Errorf("stopped after %d of %d jobs (what was pruned stays pruned; run prune again for the rest): %w", rep.Pruned, rep.Matched, err))
+		fail(stderr, "prune", fmt.Errorf("stopped after %d of %s (what was pruned stays pruned; run prune again for the rest): %w", rep.Pruned, counted(rep.Matched, "job"), err))
 		return 1
 	}
 	return 0
@@ -215,7 +215,7 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 // heldByBatch says how many jobs old enough were kept for their batch.
 func heldByBatch(stdout io.Writer, rep store.PruneReport) {
 	if rep.HeldByBatch > 0 {
-		fmt.Fprintf(stdout, "kept %d jobs finished before then: their batch has a job that had not (its output is still to be read); a later prune takes them once the whole batch is older\n", rep.HeldByBatch)
+		fmt.Fprintf(stdout, "kept %s finished before then: their batch has a job that had not (its output is still to be read); a later prune takes them once the whole batch is older\n", counted(rep.HeldByBatch, "job"))
 	}
 }
 
@@ -275,3 +275,15 @@ func vacuumFile(ctx context.Context, st *store.Store, stdout, stderr io.Writer) 
 }
 
 func mb(bytes int64) string { return fmt.Sprintf("%.1f MB", float64(bytes)/1e6) }
+
+// counted writes n and its noun, plural unless n is one: "1 job",
+// "2 jobs", "1 batch", "3 batches".
+func counted[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	if strings.HasSuffix(noun, "ch") || strings.HasSuffix(noun, "s") {
+		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -55,7 +55,7 @@ func TestPruneAdv_DryRunWritesNothingBothDialects(t *testing.T) {
 			st := storetest.MustOpen(t, db, store.Options{NoMigrate: true})
 			before := show(t, st, id)
 			code, stdout, stderr := runCLI(t, "prune", "--older-than", "0s", "--dry-run", "--db", db)
-			if code != 0 || !strings.Contains(stdout, "dry run: 1 jobs") {
+			if code != 0 || !strings.Contains(stdout, "dry run: 1 job finished") {
 				t.Errorf("dry run: exit %d\n%s%s", code, stdout, stderr)
 			}
 			after := show(t, st, id)

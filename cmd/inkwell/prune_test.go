@@ -259,3 +259,17 @@ func TestRetention_ResendPrunedOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+// TestCounted: prune's counts read as words ("in 1 batch", not "in 1
+// batches").
+func TestCounted(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		noun string
+		want string
+	}{{0, "job", "0 jobs"}, {1, "job", "1 job"}, {2, "job", "2 jobs"}, {1, "batch", "1 batch"}, {3, "batch", "3 batches"}} {
+		if got := counted(c.n, c.noun); got != c.want {
+			t.Errorf("counted(%d, %q) = %q, want %q", c.n, c.noun, got, c.want)
+		}
+	}
+}
