@@ -155,7 +155,7 @@ func (p *Anthropic) statusError(res *http.Response, body []byte) *CallError {
 	case res.StatusCode >= 300 && res.StatusCode <= 399:
 		return redirectError(res.StatusCode, p.scrub(res.Header.Get("Location")))
 	case res.StatusCode < 200 || res.StatusCode > 299:
-		return statusError(res.StatusCode, p.errorText(body), retryAfter(res.Header, p.cfg.NowFunc()))
+		return statusError(res.StatusCode, p.errorText(body), res.Header, p.cfg.NowFunc())
 	case len(body) > maxAnswerBytes:
 		return malformed(res.StatusCode, "answer larger than %d bytes", maxAnswerBytes)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,16 @@ type CallError struct {
 	// or a connection was obtained before the failure. False is evidence
 	// that nothing was sent (DNS, dial, a timeout before any connection).
 	Reached bool
+	// ShouldRetry is the answer's x-should-retry header, the provider's
+	// own word on whether the same call can succeed if sent again: "true",
+	// "false", or "" (absent, or anything else). OpenAI's and Anthropic's
+	// SDKs obey it over the status, and so does ErrorClass wherever that
+	// cannot make a paid call's outcome less certain: a refusal (4xx) the
+	// provider says to retry is retried as a provider error, a provider
+	// error (5xx) it says not to retry is a refusal. A gateway's 502, 504,
+	// 520 or 524 stays ambiguous whatever it says, and a 429 stays a rate
+	// limit (the lane's pause).
+	ShouldRetry string
 }
 
 // ErrorClass is the failure class stored on the attempt (docs/design.md §9),
@@ -54,8 +65,14 @@ func (e *CallError) ErrorClass() inkwell.ErrorClass {
 			// ambiguous as a timeout: retried only where keys are honoured.
 			return inkwell.ClassTimeout
 		}
+		if e.ShouldRetry == "false" {
+			return inkwell.ClassRejected
+		}
 		return inkwell.ClassProviderError
 	case ClassClient:
+		if e.ShouldRetry == "true" {
+			return inkwell.ClassProviderError
+		}
 		return inkwell.ClassRejected
 	case ClassMalformed:
 		return inkwell.ClassMalformed
@@ -128,9 +145,9 @@ func transportError(ctx context.Context, err error, scrub func(string) string) *
 }
 
 // statusError classifies a non-2xx answer. body is the start of what the
-// server said, already scrubbed.
-func statusError(status int, body string, retryAfter time.Duration) *CallError {
-	e := &CallError{Status: status, Msg: body, RetryAfter: retryAfter, Reached: true}
+// server said, already scrubbed; header is the answer's.
+func statusError(status int, body string, header http.Header, now time.Time) *CallError {
+	e := &CallError{Status: status, Msg: body, RetryAfter: retryAfter(header, now), Reached: true}
 	switch {
 	case status == 429:
 		e.Class = ClassRateLimited
@@ -146,8 +163,25 @@ func statusError(status int, body string, retryAfter time.Duration) *CallError {
 	}
 	if e.Class == ClassServer && gatewayGaveUp(status) {
 		e.Msg += " (a gateway's answer: the provider may have answered, and billed, behind it; outcome unknown)"
+		return e
+	}
+	switch e.ShouldRetry = shouldRetry(header); {
+	case e.ShouldRetry == "false" && e.Class == ClassServer:
+		e.Msg += " (the provider's x-should-retry: false: not retried)"
+	case e.ShouldRetry == "true" && e.Class == ClassClient:
+		e.Msg += " (the provider's x-should-retry: true: retried as a provider error)"
 	}
 	return e
+}
+
+// shouldRetry reads an x-should-retry header: "true", "false", or "" for
+// none or anything else (a value it cannot read says nothing).
+func shouldRetry(h http.Header) string {
+	switch v := strings.ToLower(strings.TrimSpace(h.Get("X-Should-Retry"))); v {
+	case "true", "false":
+		return v
+	}
+	return ""
 }
 
 func malformed(status int, format string, args ...any) *CallError {

@@ -122,13 +122,13 @@ func (p *OpenAI) Generate(ctx context.Context, req inkwell.ProviderRequest) (ink
 		return inkwell.ProviderResponse{}, p.redirected(res)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		e := statusError(res.StatusCode, p.errorText(body), retryAfter(res.Header, p.cfg.NowFunc()))
+		e := statusError(res.StatusCode, p.errorText(body), res.Header, p.cfg.NowFunc())
 		if e.Class == ClassRateLimited && quotaSpent(body) {
 			// OpenAI's 429 for an account whose credit is spent: no wait
 			// helps until someone pays, so it is a refusal (rejected: not
 			// retried automatically, no pause of the provider's calls),
 			// retried by hand once the account is paid for.
-			e.Class, e.RetryAfter = ClassClient, 0
+			e.Class, e.RetryAfter, e.ShouldRetry = ClassClient, 0, ""
 			e.Msg = "insufficient_quota, the provider account's credit is spent (waiting does not help; pay, then retry): " + e.Msg
 		}
 		return inkwell.ProviderResponse{}, e
