@@ -73,6 +73,9 @@ func (s *Server) beforeBilling(w http.ResponseWriter, r *http.Request, form apiF
 	switch s.decide() {
 	case fail:
 		s.log.InfoContext(r.Context(), "injected failure", "key", key)
+		// As OpenAI and Anthropic say of their own 5xx and 529: the same
+		// call may succeed if sent again.
+		w.Header().Set("X-Should-Retry", "true")
 		form.writeError(w, form.failStatus, form.failType, form.failMessage)
 		return key, words, text, false
 	case hang:

@@ -118,7 +118,10 @@ func TestServer_MessageOverloaded(t *testing.T) {
 	t.Parallel()
 	sim := simtest.MustStart(t, providersim.Config{FailRate: 1})
 	_, err := sdkClient(sim).Messages.New(context.Background(), newParams("p", 8))
-	mustAPIError(t, err, 529, "overloaded_error")
+	apiErr := mustAPIError(t, err, 529, "overloaded_error")
+	if got := apiErr.Response.Header.Get("X-Should-Retry"); got != "true" {
+		t.Errorf("x-should-retry %q on the injected 529, want \"true\" (as Anthropic says of its own)", got)
+	}
 	if got := sim.MustLedger(t).TotalBills; got != 0 {
 		t.Errorf("bills = %d, want 0 for an injected failure", got)
 	}
