@@ -21,11 +21,16 @@ type modelObject struct {
 	OwnedBy string `json:"owned_by"` // the provider that serves it (its name in the config file)
 }
 
+// model is the model named name, served by owner, as this server shows it.
+func (s *Server) model(name, owner string) modelObject {
+	return modelObject{ID: name, Object: "model", Created: s.since, OwnedBy: owner}
+}
+
 func (s *Server) handleModelList(w http.ResponseWriter, r *http.Request) {
 	data := []modelObject{}
 	if c := s.cfg.Catalog; c != nil {
 		for _, m := range c.Models {
-			data = append(data, modelObject{ID: m.Name, Object: "model", Created: s.since, OwnedBy: m.Provider})
+			data = append(data, s.model(m.Name, m.Provider))
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
@@ -42,7 +47,7 @@ func (s *Server) handleModelShow(w http.ResponseWriter, r *http.Request) {
 	}
 	c := s.cfg.Catalog
 	if c == nil {
-		writeJSON(w, http.StatusOK, modelObject{ID: name, Object: "model", Created: s.since, OwnedBy: "inkwell"})
+		writeJSON(w, http.StatusOK, s.model(name, "inkwell"))
 		return
 	}
 	m, _, err := c.Lookup(name)
@@ -50,5 +55,5 @@ func (s *Server) handleModelShow(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, inkwell.Errorf(inkwell.ENOTFOUND, "model %q is not served here; known models: %s", name, strings.Join(c.Names(), ", ")))
 		return
 	}
-	writeJSON(w, http.StatusOK, modelObject{ID: name, Object: "model", Created: s.since, OwnedBy: m.Provider})
+	writeJSON(w, http.StatusOK, s.model(name, m.Provider))
 }
