@@ -44,3 +44,56 @@ func TestCheckMessages_RefusesFieldsItWouldDrop(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckMessages_EmptyRefusalIsNoRefusal: the rule is "a refusal with text" is
+// refused; a "refusal" of "" says nothing, like null, and the mapping
+// loses nothing by leaving it out. Clients that serialise a message struct
+// without omitting empty strings send it back as "".
+func TestCheckMessages_EmptyRefusalIsNoRefusal(t *testing.T) {
+	t.Parallel()
+	var fields map[string]json.RawMessage
+	msgs := `[{"role":"user","content":"hi"},{"role":"assistant","content":"hello","refusal":""},{"role":"user","content":"more"}]`
+	if err := json.Unmarshal([]byte(`{"model":"claude-x","max_tokens":50,"messages":`+msgs+`}`), &fields); err != nil {
+		t.Fatal(err)
+	}
+	c, err := inkwell.ParseChat(fields)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	if err := provider.CheckMessages(c); err != nil {
+		t.Errorf("an empty refusal was refused: %v; want it let through (it has no text to drop)", err)
+	}
+}
+
+// TestCheckMessages_SDKEchoedAssistantMessagesPass guards what the official SDKs
+// send back (openai-python model_dump of a ChatCompletionMessage;
+// openai-node's raw message; a tool-calling answer).
+func TestCheckMessages_SDKEchoedAssistantMessagesPass(t *testing.T) {
+	t.Parallel()
+	for name, asst := range map[string]string{
+		"python": `{"content":"hello","refusal":null,"role":"assistant","annotations":[],"audio":null,"function_call":null,"tool_calls":null}`,
+		"node":   `{"role":"assistant","content":"hello","refusal":null,"annotations":[]}`,
+		"tools":  `{"content":null,"refusal":null,"role":"assistant","annotations":[],"audio":null,"function_call":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			var fields map[string]json.RawMessage
+			msgs := `[{"role":"user","content":"hi"},` + asst + `,`
+			if name == "tools" {
+				msgs += `{"role":"tool","tool_call_id":"call_1","content":"42"}]`
+			} else {
+				msgs += `{"role":"user","content":"more"}]`
+			}
+			body := `{"model":"claude-x","max_tokens":50,"tools":[{"type":"function","function":{"name":"f"}}],"messages":` + msgs + `}`
+			if err := json.Unmarshal([]byte(body), &fields); err != nil {
+				t.Fatal(err)
+			}
+			c, err := inkwell.ParseChat(fields)
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			if err := provider.CheckMessages(c); err != nil {
+				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+}

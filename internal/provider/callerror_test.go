@@ -67,7 +67,7 @@ func TestOpenAI_FailureClasses(t *testing.T) {
 		{"MalformedNoChoices", fakeSetup(200, `{"id":"r","choices":[]}`, nil), provider.ClassMalformed, 200},
 		{"MalformedNullContent", fakeSetup(200, `{"id":"r","choices":[{"message":{"content":null}}]}`, nil), provider.ClassMalformed, 200},
 		{"MalformedEmptyContent", fakeSetup(200, `{"id":"r","choices":[{"message":{"content":"  "}}]}`, nil), provider.ClassMalformed, 200},
-		// An answer without an id is kept (TestProvreal_GeminiAnswerWithoutIDIsKept).
+		// An answer without an id is kept (TestOpenAI_GeminiAnswerWithoutIDIsKept).
 		{"ServerError524", fakeSetup(524, "<html>524: A timeout occurred</html>", nil), provider.ClassServer, 524},
 		{"InsufficientQuotaIsARefusal", fakeSetup(429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, nil), provider.ClassClient, 429},
 		// An amount past any real bill, that the books could not sum.

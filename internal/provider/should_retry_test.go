@@ -50,8 +50,8 @@ func TestShouldRetry_TheProvidersWordOverTheStatus(t *testing.T) {
 					header["x-should-retry"] = c.should
 				}
 				body := `{"error":{"type":"api_error","message":"something happened"}}`
-				url, calls := provrealServe(t, c.status, header, []byte(body))
-				_, err := provrealProvider(t, kind, url).Generate(context.Background(), provrealReq)
+				url, calls := serveAnswer(t, c.status, header, []byte(body))
+				_, err := providerOfKind(t, kind, url).Generate(context.Background(), sayHiRequest)
 				ce, ok := provider.AsCallError(err)
 				if !ok {
 					t.Fatalf("Generate: %v; want a *CallError", err)
@@ -70,8 +70,8 @@ func TestShouldRetry_TheProvidersWordOverTheStatus(t *testing.T) {
 	}
 	t.Run("openai/insufficient_quota told to retry: still a refusal", func(t *testing.T) {
 		t.Parallel()
-		url, _ := provrealServe(t, 429, map[string]string{"Content-Type": "application/json", "x-should-retry": "true"}, []byte(openAIQuotaBody))
-		_, err := provrealProvider(t, "openai", url).Generate(context.Background(), provrealReq)
+		url, _ := serveAnswer(t, 429, map[string]string{"Content-Type": "application/json", "x-should-retry": "true"}, []byte(openAIQuotaBody))
+		_, err := providerOfKind(t, "openai", url).Generate(context.Background(), sayHiRequest)
 		ce, ok := provider.AsCallError(err)
 		if !ok || ce.ErrorClass() != inkwell.ClassRejected {
 			t.Fatalf("insufficient_quota with x-should-retry: true: %v; want rejected (waiting does not pay the bill)", err)

@@ -57,7 +57,7 @@ func TestBatchReopened_CountsPutBacksOnly(t *testing.T) {
 }
 
 // TestPruneReopened_RetriedAndDoneAgainMidRunKeepsAnswers: as
-// TestPruneTodayrev_BatchReopenedMidRunKeepsAnswers, but the retried line
+// TestPrune_BatchReopenedMidRunKeepsAnswers, but the retried line
 // also runs and finishes again between the run's two transactions, so
 // that when the second one looks, no line of the batch is queued or
 // running: only the count of re-openings (or the line's new finish time)
@@ -159,6 +159,82 @@ func TestPruneReopened_TransactionTrustsTheCount(t *testing.T) {
 		if d := mustShow(t, s, lines[0]); rep.Pruned != 11 || d.Job.PrunedAt == nil {
 			t.Errorf("prune %+v, batch line %d pruned_at %v: want 11 jobs pruned, the batch's first line among them "+
 				"(its batch judged ended when the run counted, its count unchanged since)", rep, lines[0], d.Job.PrunedAt)
+		}
+	})
+}
+
+// TestPruneReopened_RetriesRacingPruneOfAnEndedBatch: a prune takes an
+// ended batch's failed lines a few at a time while another goroutine
+// retries its lines (newest first). No transaction of either may fail for
+// any reason but "already pruned" (a PostgreSQL deadlock between the
+// prune's row locks plus FOR SHARE on the batch and the retry's trigger
+// would show here), and once a retry has committed, the batch is
+// re-opened: no further line of it may be pruned.
+func TestPruneReopened_RetriesRacingPruneOfAnEndedBatch(t *testing.T) {
+	t.Parallel()
+	runPrune(t, func(f *pruneFixture) {
+		t, s := f.t, f.s
+		const n = 60
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("line-%02d", i)
+		}
+		b := mustAcceptBatch(t, s, batchParams("retry-race", ids...))
+		var lines []int64
+		for range n {
+			c := claimOne(t, s, f.lane)
+			mustFailClass(t, s, c, "provider: provider call: server error: HTTP 500", inkwell.ClassProviderError)
+			lines = append(lines, c.Job.ID)
+			f.clock.Advance(time.Millisecond)
+		}
+		f.clock.Advance(48 * time.Hour)
+		cutoff := f.clock.Now()
+
+		prunedOf := func() int {
+			var k int
+			if err := s.DB().QueryRowContext(t.Context(), s.Rebind(`SELECT COUNT(*) FROM jobs WHERE batch_id = $1 AND pruned_at IS NOT NULL`), b.ID).Scan(&k); err != nil {
+				t.Errorf("count pruned: %v", err)
+			}
+			return k
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var retryErr error
+		afterFirst := -1
+		wg.Go(func() {
+			<-start
+			for i := len(lines) - 1; i >= 0; i-- {
+				_, err := s.RetryIfFailed(t.Context(), lines[i], store.ActorCLI)
+				switch {
+				case inkwell.ErrorCode(err) == inkwell.ECONFLICT:
+					continue // pruned first
+				case err != nil:
+					retryErr = err
+					return
+				}
+				afterFirst = prunedOf()
+				return
+			}
+		})
+		var rep store.PruneReport
+		var pruneErr error
+		wg.Go(func() {
+			close(start)
+			rep, pruneErr = s.Prune(t.Context(), cutoff, store.PruneOptions{MaxBatch: 10, Pause: -1})
+		})
+		wg.Wait()
+		if pruneErr != nil {
+			t.Fatalf("prune racing a retry failed: %v (report %+v)", pruneErr, rep)
+		}
+		if retryErr != nil {
+			t.Fatalf("retry racing a prune failed: %v", retryErr)
+		}
+		if afterFirst < 0 {
+			t.Skip("every line was pruned before a retry got in")
+		}
+		if final := prunedOf(); final != afterFirst {
+			t.Errorf("%d lines of batch %d were pruned when its first retry committed, %d at the end: the prune took lines of a re-opened batch",
+				afterFirst, b.ID, final)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
@@ -68,4 +69,34 @@ func TestRecover_DoesNotStopALiveHoldersRow(t *testing.T) {
 			t.Errorf("lanes row of live incarnation %s says %q", r.Incarnation, r.StopReason)
 		}
 	}
+}
+
+// TestRecover_EvidenceSaysWhyThePreviousHolderIsGone: docs/recovery.md:
+// "The recovery run records the second fact too:
+// evidence.previous_process says, per previous holder, why its process is
+// known to be gone ... or why it could not be checked". On PostgreSQL
+// recovery checks the same second fact (a previous holder alive on this
+// host is refused); it once threw its findings away, leaving
+// evidence.previous_process empty, so the run did not say on what it
+// judged the holder gone.
+//
+// recoverTx on PostgreSQL discarded previousHolders' findings (only the
+// flock path, provePreviousGone, kept them); they are now the evidence's
+// previous_process on both dialects.
+func TestRecover_EvidenceSaysWhyThePreviousHolderIsGone(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		host, _ := os.Hostname()
+		mustExec(t, s, `INSERT INTO lanes (name, incarnation, pid, host, started_at, heartbeat_at, boot_id, proc_start)
+			VALUES ('local', 'old-inc', 4194000, $1, $2, $2, 'some-boot', '123')`, host, tsArg(s, time.Now()))
+		rep, err := s.Recover(t.Context(), mustLockLane(t, s, "local"), false)
+		if err != nil {
+			t.Fatalf("Recover: %v", err)
+		}
+		if !strings.Contains(rep.Evidence.PreviousProcess, "4194000") {
+			t.Errorf("evidence.previous_process = %q; want it to say why pid 4194000 is known to be gone (e.g. \"gone (no such process)\" or \"this host has rebooted\")", rep.Evidence.PreviousProcess)
+		}
+		run := mustRecoveryRun(t, s, rep.RunID)
+		t.Logf("recovery run evidence: %+v", run)
+	})
 }

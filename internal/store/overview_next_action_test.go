@@ -11,10 +11,10 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// TestOpsAdv_SafeToRetryIgnoresAnEarlierBilledAttempt (found in review, fixed by migration 0020 (0005 for the legacy classes); was failing on the
-// code before): a job whose attempt 1 timed out (the call reached the
+// TestStore_ViewsSafeToRetryOnlyIfNoAttemptMayHaveBilled (fixed by
+// migration 0020): a job whose attempt 1 timed out (the call reached the
 // provider, which may have billed it), retried by hand, whose attempt 2
-// then failed provider_error with automatic retry off, is shown by
+// then failed provider_error with automatic retry off, was shown by
 // job_board (and the overview's failed row) as "safe to retry: … a retry
 // cannot bill twice". That is false: attempt 1 may have been billed, so a
 // retry that succeeds with a provider that ignores keys bills a second
@@ -24,11 +24,11 @@ import (
 // retry … cannot bill twice" only when every attempt of the job failed
 // with a class that bills nothing (not_sent, rate_limited, provider_error,
 // rejected); otherwise the may-have-billed words (as for timeout).
-func TestOpsAdv_SafeToRetryIgnoresAnEarlierBilledAttempt(t *testing.T) {
+func TestStore_ViewsSafeToRetryOnlyIfNoAttemptMayHaveBilled(t *testing.T) {
 	t.Parallel()
 	runOverview(t, func(f *ovFixture) {
 		f.lane("local")
-		j := f.accept("opsadv-billed-then-5xx")
+		j := f.accept("billed-then-5xx")
 		c := f.claim("local")
 		f.fail(c, inkwell.ClassTimeout, "provider: provider call: timeout: context deadline exceeded")
 		mustRetry(f.t, f.s, j.ID)
@@ -47,17 +47,17 @@ func TestOpsAdv_SafeToRetryIgnoresAnEarlierBilledAttempt(t *testing.T) {
 	})
 }
 
-// TestOpsAdv_LegacyGateway502ClassedSafe (found in review, fixed by migration 0020 (0005 for the legacy classes)): a
-// database from before failure classes (schema 4) holding a job failed by
-// a gateway's 502 ("provider call: server error: HTTP 502") is classified
-// by migration 0005 as provider_error, so the views say "safe to retry: …
-// a retry cannot bill twice". Inkwell's own classifier
-// (internal/provider/callerror.go gatewayGaveUp) classes a 502/504 as
-// timeout: the provider may have answered, and billed, behind the
-// gateway. Right behaviour: the migration classifies a stored 502/504 as
-// timeout too (or a later migration reclassifies it), so the views say
+// TestStore_ViewsLegacyGatewayErrorsClassedTimeout (fixed in migration
+// 0005's classes): a database from before failure classes (schema 4)
+// holding a job failed by a gateway's 502 ("provider call: server error:
+// HTTP 502") was classified by migration 0005 as provider_error, so the
+// views said "safe to retry: … a retry cannot bill twice". Inkwell's own
+// classifier (internal/provider/callerror.go gatewayGaveUp) classes a
+// 502/504 as timeout: the provider may have answered, and billed, behind
+// the gateway. Right behaviour: the migration classifies a stored 502/504
+// as timeout too (or a later migration reclassifies it), so the views say
 // "check the provider's usage first".
-func TestOpsAdv_LegacyGateway502ClassedSafe(t *testing.T) {
+func TestStore_ViewsLegacyGatewayErrorsClassedTimeout(t *testing.T) {
 	t.Parallel()
 	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
 		dsn, old := openAtVersion(t, b, 4)
@@ -92,26 +92,26 @@ func TestOpsAdv_LegacyGateway502ClassedSafe(t *testing.T) {
 	})
 }
 
-// TestOpsAdv_DeadLaneStaleAnswersWaitingSaysDoNotRestart (found in review, fixed by migration 0020 (0005 for the legacy classes); was failing on the
-// code before, PostgreSQL): a lane whose last heartbeat reported a
+// TestStore_ViewsDeadLaneWithAnswersWaitingMayBeRestarted (PostgreSQL;
+// fixed by migration 0020): a lane whose last heartbeat reported a
 // provider answer it could not store, and whose process then died (its
 // advisory lock is free: lane_lock_held is false, and the same view says
-// "lane east is dead (its lock is free): restart it"), is still told "do
+// "lane east is dead (its lock is free): restart it"), was still told "do
 // not restart lane east, a restart loses those answers". The answers died
 // with the process; the only way forward is a restart (or a live lane's
-// rescue). The view contradicts itself and its first words forbid the one
-// safe action. Right behaviour: the answers-waiting words only for a lane
-// whose holder may still hold them: not stopped and, on PostgreSQL,
+// rescue). The view contradicted itself and its first words forbade the
+// one safe action. Right behaviour: the answers-waiting words only for a
+// lane whose holder may still hold them: not stopped and, on PostgreSQL,
 // lane_lock_held(lane) (on SQLite, which cannot see the flock, at least
 // not once `inkwell status` has found the process gone).
-func TestOpsAdv_DeadLaneStaleAnswersWaitingSaysDoNotRestart(t *testing.T) {
+func TestStore_ViewsDeadLaneWithAnswersWaitingMayBeRestarted(t *testing.T) {
 	t.Parallel()
 	runOverview(t, func(f *ovFixture) {
 		if f.s.Dialect() != "postgres" {
 			f.t.Skip("SQLite's views cannot see a flock: they cannot tell a dead lane from a stopped one")
 		}
 		l := f.lane("east")
-		f.accept("opsadv-dead-answers")
+		f.accept("dead-lane-answers")
 		c := f.claim("east")
 		f.setAnswersWaiting("east", 1)
 		if _, err := f.s.WriteDB().ExecContext(f.ctx, `UPDATE lanes SET heartbeat_at = `+f.dbTime(-time.Hour)); err != nil {
@@ -133,21 +133,21 @@ func TestOpsAdv_DeadLaneStaleAnswersWaitingSaysDoNotRestart(t *testing.T) {
 	})
 }
 
-// TestOpsAdv_PoisonJobHiddenByAHeldBackAttempt (found in review, fixed by migration 0020; was failing on the
-// code before): a job twice killed the worker that ran it (attempts 1 and 3 ended
+// TestStore_ViewsPoisonJobSeenPastAHeldBackAttempt (fixed by migration
+// 0020): a job twice killed the worker that ran it (attempts 1 and 3 ended
 // worker_restarted), and between the two deaths its lane gave one claim
 // back unsent (attempt 2, held_back: the provider's limiter would have held
 // the call; no call was made, and automatic retry counts it as no attempt
-// at all). job_board and job_overview look only at the last two attempt
-// numbers, see held-back + worker_restarted, and say "inspect the error,
+// at all). job_board and job_overview looked only at the last two attempt
+// numbers, saw held-back + worker_restarted, and said "inspect the error,
 // then inkwell retry", not "possible poison job". Right behaviour: a
 // held-back attempt (never sent) is skipped when the views look for the
 // last two attempts, as AutoRetryCounts skips it.
-func TestOpsAdv_PoisonJobHiddenByAHeldBackAttempt(t *testing.T) {
+func TestStore_ViewsPoisonJobSeenPastAHeldBackAttempt(t *testing.T) {
 	t.Parallel()
 	runOverview(t, func(f *ovFixture) {
 		f.lane("local")
-		j := f.accept("opsadv-poison")
+		j := f.accept("poison")
 		die := func() {
 			f.t.Helper()
 			if c := storetest.ClaimAs(f.t, f.s, "doomed"); c == nil || c.Job.ID != j.ID {

@@ -12,9 +12,12 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Adversarial tests of retention (prune) at the store, both dialects.
+// What retention (prune) must keep true at the store, on both dialects:
+// the answers of a batch not yet ended, a clear word on an older schema,
+// exact job_counts under load, no pruned job queued again, webhook
+// deliveries untouched.
 
-// TestPruneAdv_UnendedBatchKeepsAnswers: a batch whose first line is done
+// TestPrune_UnendedBatchKeepsAnswers: a batch whose first line is done
 // and whose second is still queued has not ended; its output file is made
 // from its jobs when it is read, and docs/batches.md tells the client to
 // read it "once the batch is completed". A prune that runs meanwhile (serve
@@ -24,13 +27,13 @@ import (
 // Right behaviour: prune skips the jobs of a batch that has not ended (a
 // later run takes them once the batch is over).
 //
-// Found in review: pruneMatch took every finished job, whatever its
-// batch; a batch's jobs now wait for the whole batch (batchVerdicts).
-func TestPruneAdv_UnendedBatchKeepsAnswers(t *testing.T) {
+// pruneMatch once took every finished job, whatever its batch; a batch's
+// jobs now wait for the whole batch (batchVerdicts).
+func TestPrune_UnendedBatchKeepsAnswers(t *testing.T) {
 	t.Parallel()
 	runPrune(t, func(f *pruneFixture) {
 		t, s := f.t, f.s
-		b := mustAcceptBatch(t, s, batchParams("adv-batch", "first", "second"))
+		b := mustAcceptBatch(t, s, batchParams("unended-batch", "first", "second"))
 		c := claimOne(t, s, f.lane)
 		if err := s.CompleteIfRunning(t.Context(), completeParams(c)); err != nil {
 			t.Fatal(err)
@@ -64,7 +67,7 @@ func TestPruneAdv_UnendedBatchKeepsAnswers(t *testing.T) {
 	})
 }
 
-// TestPruneAdv_OlderSchemaClearOrWorks: Prune says it needs migration 0005
+// TestPrune_OlderSchemaWorksOrIsRefusedClearly: Prune says it needs migration 0005
 // (needPruneSchema: "retention needs migration 0005"), so a database at
 // version 5 (or 12, before results.response existed) must either be pruned
 // correctly or be refused with a clear EINVALID word that says to migrate,
@@ -72,10 +75,10 @@ func TestPruneAdv_UnendedBatchKeepsAnswers(t *testing.T) {
 // audit_log, column response does not exist) after promising version 5
 // suffices.
 //
-// Found in review: needPruneSchema checked v >= 5 only, while a batch
-// writes audit_log (0008), batch_id (0011) and results.response (0016);
-// it now wants this Inkwell's own schema.
-func TestPruneAdv_OlderSchemaClearOrWorks(t *testing.T) {
+// needPruneSchema once checked v >= 5 only, while a batch writes
+// audit_log (0008), batch_id (0011) and results.response (0016); it now
+// wants this Inkwell's own schema.
+func TestPrune_OlderSchemaWorksOrIsRefusedClearly(t *testing.T) {
 	t.Parallel()
 	for _, v := range []int{5, 12} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
@@ -109,13 +112,13 @@ func TestPruneAdv_OlderSchemaClearOrWorks(t *testing.T) {
 	}
 }
 
-// TestPruneAdv_CountsExactUnderLoad: prune runs again and again while
+// TestPrune_JobCountsExactUnderLoad: prune runs again and again while
 // accepts, claims, completions and failures go on beside it; afterwards
 // job_counts (kept by triggers, which see the SQLite rewrite's delete and
 // insert) must equal COUNT(*) of the rows, foreign keys must hold, every
 // done job has one result and one charge, and accounts.reserved_micros
-// equals the sum of the open reservations. PASSES (guards the rewrite).
-func TestPruneAdv_CountsExactUnderLoad(t *testing.T) {
+// equals the sum of the open reservations. A guard of the SQLite rewrite.
+func TestPrune_JobCountsExactUnderLoad(t *testing.T) {
 	t.Parallel()
 	runPrune(t, func(f *pruneFixture) {
 		t, s := f.t, f.s
@@ -215,13 +218,13 @@ func TestPruneAdv_CountsExactUnderLoad(t *testing.T) {
 	})
 }
 
-// TestPruneAdv_RetryRacingPrune: retries of failed jobs run beside a
-// prune that takes every finished job. A job is either pruned (and then
-// never queued again: retry refuses it) or retried (and then queued with
-// its prompt, not pruned). No queued job may carry pruned_at or have lost
-// its prompt. PASSES (guards retryJob's "pruned_at IS NULL", re-checked by
-// PostgreSQL after the row lock prune holds).
-func TestPruneAdv_RetryRacingPrune(t *testing.T) {
+// TestPrune_RetryRacingPruneNeverQueuesAPrunedJob: retries of failed jobs
+// run beside a prune that takes every finished job. A job is either pruned
+// (and then never queued again: retry refuses it) or retried (and then
+// queued with its prompt, not pruned). No queued job may carry pruned_at
+// or have lost its prompt. Guards retryJob's "pruned_at IS NULL",
+// re-checked by PostgreSQL after the row lock prune holds.
+func TestPrune_RetryRacingPruneNeverQueuesAPrunedJob(t *testing.T) {
 	t.Parallel()
 	runPrune(t, func(f *pruneFixture) {
 		t, s := f.t, f.s
@@ -258,11 +261,11 @@ func TestPruneAdv_RetryRacingPrune(t *testing.T) {
 	})
 }
 
-// TestPruneAdv_WebhookDeliveriesUntouched: jobs of an account with a
+// TestPrune_WebhookDeliveriesUntouched: jobs of an account with a
 // webhook end (one delivery each, pending); a prune of them writes no
 // delivery and changes none (the SQLite rewrite deletes and inserts the
-// job rows the deliveries point to), and foreign keys hold. PASSES.
-func TestPruneAdv_WebhookDeliveriesUntouched(t *testing.T) {
+// job rows the deliveries point to), and foreign keys hold.
+func TestPrune_WebhookDeliveriesUntouched(t *testing.T) {
 	t.Parallel()
 	runPrune(t, func(f *pruneFixture) {
 		t, s := f.t, f.s

@@ -26,11 +26,13 @@ import (
 	"github.com/inkwell/inkwell/internal/provider"
 )
 
-var provrealReq = inkwell.ProviderRequest{IdempotencyKey: "job-provreal", Prompt: "Say hi", MaxWords: 5}
+// sayHiRequest is the request sent to the fixed answers of serveAnswer
+// and serveChunkedWithoutEnd.
+var sayHiRequest = inkwell.ProviderRequest{IdempotencyKey: "job-real-answer", Prompt: "Say hi", MaxWords: 5}
 
-// provrealServe answers every request with status, header and body, and
+// serveAnswer answers every request with status, header and body, and
 // counts the requests.
-func provrealServe(t *testing.T, status int, header map[string]string, body []byte) (string, *atomic.Int64) {
+func serveAnswer(t *testing.T, status int, header map[string]string, body []byte) (string, *atomic.Int64) {
 	t.Helper()
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +48,9 @@ func provrealServe(t *testing.T, status int, header map[string]string, body []by
 	return srv.URL, &n
 }
 
-func provrealProvider(t *testing.T, kind, url string) inkwell.Provider {
+// providerOfKind is the HTTP provider of kind ("openai" or "anthropic")
+// pointed at url.
+func providerOfKind(t *testing.T, kind, url string) inkwell.Provider {
 	t.Helper()
 	var (
 		p   inkwell.Provider
@@ -77,7 +81,7 @@ const openAIQuotaBody = `{
 }
 `
 
-// TestProvreal_OpenAIInsufficientQuotaIsNotARateLimit: OpenAI's
+// TestOpenAI_InsufficientQuotaIsNotARateLimit: OpenAI's
 // insufficient_quota 429 is a billing refusal, not a rate limit (OpenAI's
 // error-code guide: "You have run out of credits or hit your maximum
 // monthly spend"; its retry advice applies to rate_limit_exceeded only).
@@ -88,11 +92,11 @@ const openAIQuotaBody = `{
 // failure automatic retry does not repeat (rejected, like Anthropic's
 // billing_error), which does not pause the provider's limiter, and whose
 // reservation is released (nothing was billed).
-func TestProvreal_OpenAIInsufficientQuotaIsNotARateLimit(t *testing.T) {
+func TestOpenAI_InsufficientQuotaIsNotARateLimit(t *testing.T) {
 	t.Parallel()
-	url, n := provrealServe(t, 429, map[string]string{"Content-Type": "application/json; charset=utf-8",
+	url, n := serveAnswer(t, 429, map[string]string{"Content-Type": "application/json; charset=utf-8",
 		"x-request-id": "req_8a1f0e2b3c4d", "openai-processing-ms": "12"}, []byte(openAIQuotaBody))
-	_, err := provrealProvider(t, "openai", url).Generate(context.Background(), provrealReq)
+	_, err := providerOfKind(t, "openai", url).Generate(context.Background(), sayHiRequest)
 	ce, ok := provider.AsCallError(err)
 	if !ok {
 		t.Fatalf("Generate error %v (%T), want a *CallError", err, err)
@@ -130,7 +134,7 @@ const cloudflare524 = `<!DOCTYPE html>
 </html>
 `
 
-// TestProvreal_CloudflareOriginTimeoutIsAmbiguous: a 524 is a gateway that
+// TestHTTPProviders_CloudflareOriginTimeoutIsAmbiguous: a 524 is a gateway that
 // stopped waiting for an origin that had the request, exactly what a 504
 // is (Cloudflare: "Cloudflare was able to make a TCP connection to the
 // origin, but the origin did not reply with an HTTP response before the
@@ -139,14 +143,14 @@ const cloudflare524 = `<!DOCTYPE html>
 // its reservation kept. Classed provider_error, it is retried at once and
 // its reservation counted as never billed: the provider bills the first
 // call (finished behind Cloudflare) and the second one.
-func TestProvreal_CloudflareOriginTimeoutIsAmbiguous(t *testing.T) {
+func TestHTTPProviders_CloudflareOriginTimeoutIsAmbiguous(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"openai", "anthropic"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			url, n := provrealServe(t, 524, map[string]string{"Content-Type": "text/html; charset=UTF-8", "Server": "cloudflare",
+			url, n := serveAnswer(t, 524, map[string]string{"Content-Type": "text/html; charset=UTF-8", "Server": "cloudflare",
 				"CF-RAY": "8f3c2a1b0d9e8f7a-AMS"}, []byte(cloudflare524))
-			_, err := provrealProvider(t, kind, url).Generate(context.Background(), provrealReq)
+			_, err := providerOfKind(t, kind, url).Generate(context.Background(), sayHiRequest)
 			ce, ok := provider.AsCallError(err)
 			if !ok {
 				t.Fatalf("Generate error %v (%T), want a *CallError", err, err)
@@ -163,22 +167,22 @@ func TestProvreal_CloudflareOriginTimeoutIsAmbiguous(t *testing.T) {
 	}
 }
 
-// TestProvreal_RetryAfterMilliseconds: Azure OpenAI answers its 429s with
+// TestOpenAI_RetryAfterMilliseconds: Azure OpenAI answers its 429s with
 // retry-after-ms (and OpenAI's own SDKs read retry-after-ms before
 // retry-after: openai-python's _calculate_retry_timeout and
 // openai-node's retryRequest read both). A 429 whose only
 // hint is retry-after-ms: 20000 must pause the provider for 20 s; read as
 // "no Retry-After", the lane comes back after a 1 s back-off and is
 // refused again, and again.
-func TestProvreal_RetryAfterMilliseconds(t *testing.T) {
+func TestOpenAI_RetryAfterMilliseconds(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"openai"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			url, _ := provrealServe(t, 429, map[string]string{"Content-Type": "application/json", "retry-after-ms": "20000",
+			url, _ := serveAnswer(t, 429, map[string]string{"Content-Type": "application/json", "retry-after-ms": "20000",
 				"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "20s"},
 				[]byte(`{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded call rate limit of your current OpenAI S0 pricing tier. Please retry after 20 seconds."}}`))
-			_, err := provrealProvider(t, kind, url).Generate(context.Background(), provrealReq)
+			_, err := providerOfKind(t, kind, url).Generate(context.Background(), sayHiRequest)
 			ce, ok := provider.AsCallError(err)
 			if !ok {
 				t.Fatalf("Generate error %v (%T), want a *CallError", err, err)
@@ -190,7 +194,7 @@ func TestProvreal_RetryAfterMilliseconds(t *testing.T) {
 	}
 }
 
-// TestProvreal_MistralContentChunksAreAnAnswer: Mistral's chat completions
+// TestOpenAI_MistralContentChunksAreAnAnswer: Mistral's chat completions
 // (api.mistral.ai/v1, an OpenAI-compatible API) answer its reasoning
 // models (magistral-*, and mistral-small/-medium with reasoning_effort)
 // with message.content as an array of chunks, a "thinking" chunk then
@@ -198,15 +202,15 @@ func TestProvreal_RetryAfterMilliseconds(t *testing.T) {
 // must be kept (its text the text chunks), never failed as malformed,
 // which throws it away, keeps its reservation open until an operator
 // looks, and is never retried.
-func TestProvreal_MistralContentChunksAreAnAnswer(t *testing.T) {
+func TestOpenAI_MistralContentChunksAreAnAnswer(t *testing.T) {
 	t.Parallel()
 	body := `{"id":"cmpl-e5cc70bb28c444948073e77776eb30ef","object":"chat.completion","created":1759412345,"model":"magistral-medium-2509",` +
 		`"choices":[{"index":0,"message":{"role":"assistant","tool_calls":null,"content":[` +
 		`{"type":"thinking","thinking":[{"type":"text","text":"The user greets me; answer briefly."}]},` +
 		`{"type":"text","text":"Hi! How can I help?"}]},"finish_reason":"stop"}],` +
 		`"usage":{"prompt_tokens":12,"total_tokens":58,"completion_tokens":46}}`
-	url, n := provrealServe(t, 200, map[string]string{"Content-Type": "application/json"}, []byte(body))
-	resp, err := provrealProvider(t, "openai", url).Generate(context.Background(), provrealReq)
+	url, n := serveAnswer(t, 200, map[string]string{"Content-Type": "application/json"}, []byte(body))
+	resp, err := providerOfKind(t, "openai", url).Generate(context.Background(), sayHiRequest)
 	if n.Load() != 1 {
 		t.Errorf("server got %d requests, want 1", n.Load())
 	}
@@ -223,12 +227,12 @@ func TestProvreal_MistralContentChunksAreAnAnswer(t *testing.T) {
 	}
 }
 
-// TestProvreal_AnswerWithByteOrderMark: a 200 whose JSON body starts with
+// TestHTTPProviders_AnswerBehindByteOrderMarkIsKept: a 200 whose JSON body starts with
 // a UTF-8 byte order mark (as some gateways on .NET, and some proxies
 // re-encoding the body, send) is a complete, billed answer: RFC 8259 §8.1
 // allows a parser to ignore the BOM. It must be kept, not failed as
 // malformed (lost, reservation left open).
-func TestProvreal_AnswerWithByteOrderMark(t *testing.T) {
+func TestHTTPProviders_AnswerBehindByteOrderMarkIsKept(t *testing.T) {
 	t.Parallel()
 	answers := map[string]string{
 		"openai":    `{"id":"chatcmpl-BOM1","object":"chat.completion","created":1767225600,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hi there.","refusal":null},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`,
@@ -237,8 +241,8 @@ func TestProvreal_AnswerWithByteOrderMark(t *testing.T) {
 	for kind, body := range answers {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			url, _ := provrealServe(t, 200, map[string]string{"Content-Type": "application/json; charset=utf-8"}, append([]byte("\xEF\xBB\xBF"), body...))
-			resp, err := provrealProvider(t, kind, url).Generate(context.Background(), provrealReq)
+			url, _ := serveAnswer(t, 200, map[string]string{"Content-Type": "application/json; charset=utf-8"}, append([]byte("\xEF\xBB\xBF"), body...))
+			resp, err := providerOfKind(t, kind, url).Generate(context.Background(), sayHiRequest)
 			if err != nil {
 				t.Fatalf("billed answer behind a BOM failed: %v; want it kept", err)
 			}
@@ -249,11 +253,11 @@ func TestProvreal_AnswerWithByteOrderMark(t *testing.T) {
 	}
 }
 
-// provrealChunkedNoEnd is a server that answers every request 200 with
+// serveChunkedWithoutEnd is a server that answers every request 200 with
 // body as one HTTP/1.1 chunk and then closes the connection without the
 // last (zero-length) chunk: a proxy that drops the connection once the
 // origin's body was relayed. The JSON is whole.
-func provrealChunkedNoEnd(t *testing.T, body string) (string, *atomic.Int64) {
+func serveChunkedWithoutEnd(t *testing.T, body string) (string, *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -282,13 +286,13 @@ func provrealChunkedNoEnd(t *testing.T, body string) (string, *atomic.Int64) {
 	return "http://" + ln.Addr().String(), &n
 }
 
-// TestProvreal_WholeAnswerThenConnectionDropped: the whole answer arrived
+// TestHTTPProviders_WholeAnswerThenConnectionDroppedIsKept: the whole answer arrived
 // (a complete JSON document with its id and usage) and only the chunked
 // encoding's end is missing. The answer is in hand and billed: it must be
-// kept. Today the read error wins and the call is a timeout: the paid
-// answer is thrown away (and not retried on a provider that honours no
-// key), its reservation held until an operator looks.
-func TestProvreal_WholeAnswerThenConnectionDropped(t *testing.T) {
+// kept. Were the read error to win, the call would be a timeout: the paid
+// answer thrown away (and not retried on a provider that honours no key),
+// its reservation held until an operator looks.
+func TestHTTPProviders_WholeAnswerThenConnectionDroppedIsKept(t *testing.T) {
 	t.Parallel()
 	answers := map[string]string{
 		"openai":    `{"id":"chatcmpl-Cut1","object":"chat.completion","created":1767225600,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"All of it."},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}`,
@@ -297,8 +301,8 @@ func TestProvreal_WholeAnswerThenConnectionDropped(t *testing.T) {
 	for kind, body := range answers {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			url, n := provrealChunkedNoEnd(t, body)
-			resp, err := provrealProvider(t, kind, url).Generate(context.Background(), provrealReq)
+			url, n := serveChunkedWithoutEnd(t, body)
+			resp, err := providerOfKind(t, kind, url).Generate(context.Background(), sayHiRequest)
 			if n.Load() != 1 {
 				t.Errorf("server got %d requests, want 1", n.Load())
 			}
@@ -312,11 +316,11 @@ func TestProvreal_WholeAnswerThenConnectionDropped(t *testing.T) {
 	}
 }
 
-// TestProvreal_RealAnswersAreRead guards real answers Inkwell reads
-// right today, byte for byte as the APIs send them: what each must
+// TestHTTPProviders_RealAnswersAreRead guards real answers Inkwell reads
+// right, byte for byte as the APIs send them: what each must
 // become (kept with its text and finish reason, or failed with a class
 // that does the right thing with money and retries).
-func TestProvreal_RealAnswersAreRead(t *testing.T) {
+func TestHTTPProviders_RealAnswersAreRead(t *testing.T) {
 	t.Parallel()
 	gz := func(s string) []byte {
 		var b bytes.Buffer
@@ -398,8 +402,8 @@ func TestProvreal_RealAnswersAreRead(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			url, n := provrealServe(t, tt.status, tt.header, tt.body)
-			resp, err := provrealProvider(t, tt.kind, url).Generate(context.Background(), provrealReq)
+			url, n := serveAnswer(t, tt.status, tt.header, tt.body)
+			resp, err := providerOfKind(t, tt.kind, url).Generate(context.Background(), sayHiRequest)
 			if n.Load() != 1 {
 				t.Errorf("server got %d requests, want 1", n.Load())
 			}
@@ -425,20 +429,20 @@ func TestProvreal_RealAnswersAreRead(t *testing.T) {
 	}
 }
 
-// TestProvreal_GeminiAnswerWithoutIDIsKept: Google's OpenAI-compatible
+// TestOpenAI_GeminiAnswerWithoutIDIsKept: Google's OpenAI-compatible
 // endpoint (generativelanguage.googleapis.com/v1beta/openai) answered
 // chat completions without a top-level "id" for months (SDKs made id
 // optional for it: async-openai #337, BAML #1187, openai-api-rs #146).
 // Such an answer is billed (usage says so) and in hand: it must be kept,
 // not failed as malformed "answer has no id" (the text lost, the job never
 // retried, its reservation left open until an operator looks).
-func TestProvreal_GeminiAnswerWithoutIDIsKept(t *testing.T) {
+func TestOpenAI_GeminiAnswerWithoutIDIsKept(t *testing.T) {
 	t.Parallel()
 	body := `{"choices":[{"finish_reason":"stop","index":0,"message":{"content":"OK. I can book a flight from London to Tokyo for Jane Doe, age 34. Shall I proceed?","role":"assistant"}}],` +
 		`"created":1747469284,"model":"models/gemini-2.5-flash-preview-04-17","object":"chat.completion",` +
 		`"usage":{"completion_tokens":24,"prompt_tokens":138,"total_tokens":448}}`
-	url, n := provrealServe(t, 200, map[string]string{"Content-Type": "application/json"}, []byte(body))
-	resp, err := provrealProvider(t, "openai", url).Generate(context.Background(), provrealReq)
+	url, n := serveAnswer(t, 200, map[string]string{"Content-Type": "application/json"}, []byte(body))
+	resp, err := providerOfKind(t, "openai", url).Generate(context.Background(), sayHiRequest)
 	if n.Load() != 1 {
 		t.Errorf("server got %d requests, want 1", n.Load())
 	}

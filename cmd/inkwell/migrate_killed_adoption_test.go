@@ -14,13 +14,13 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// TestMigrateAdv_KilledMidAdoptionThenMigrates: `inkwell migrate` of a
+// TestCLI_MigrateKilledMidAdoptionThenMigrates: `inkwell migrate` of a
 // large legacy single-table SQLite file is killed with SIGKILL at several
 // instants. After each kill the file is either the legacy file as it was
 // (the adoption's one transaction never committed) or fully migrated; the
 // next `inkwell migrate` then adopts it whole: every row, its status, and
-// the newest schema. PASSES (guards the one-transaction migration).
-func TestMigrateAdv_KilledMidAdoptionThenMigrates(t *testing.T) {
+// the newest schema. It guards the one-transaction migration.
+func TestCLI_MigrateKilledMidAdoptionThenMigrates(t *testing.T) {
 	t.Parallel()
 	const rows = 150000
 	path := filepath.Join(t.TempDir(), "legacy.db")

@@ -1,9 +1,5 @@
 package store_test
 
-// A reviewer's tests of the day's last changes (lastrev). Every bug they
-// showed is fixed (see git log); where a comment below says what the code
-// does wrong, it tells how it was when the test was written.
-
 import (
 	"fmt"
 	"strings"
@@ -14,12 +10,12 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// TestLastrev_ViewsLinearInFailedJobs (passes): on PostgreSQL,
+// TestStore_ViewsLinearInFailedJobs: on PostgreSQL,
 // job_overview and job_board (0020: an EXISTS over every attempt of a
 // failed job, the poison check over non-held-back attempts) grow about
 // linearly with the failed jobs: 8x the jobs costs well under 30x the
 // time. The plans are logged.
-func TestLastrev_ViewsLinearInFailedJobs(t *testing.T) {
+func TestStore_ViewsLinearInFailedJobs(t *testing.T) {
 	t.Parallel()
 	dsn := storetest.PostgresDSN(t)
 	s := storetest.MustOpen(t, dsn, store.Options{})

@@ -12,7 +12,7 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// TestPruneAdv_VacuumOnPostgresWritesNothing: `--vacuum` is refused on
+// TestPrune_VacuumOnPostgresRefusedBeforePruning: `--vacuum` is refused on
 // PostgreSQL (docs/retention.md: "It is refused on PostgreSQL"), and bad
 // input writes nothing. `inkwell prune --older-than 0s --vacuum --db
 // postgres://…` is such input: the command as given cannot be done. Right
@@ -20,10 +20,10 @@ import (
 // as the store is open, before PruneOlderThan runs), exit non-zero, the
 // job's prompt and text untouched.
 //
-// Found in review: prune ran first and only then did vacuumFile refuse,
-// so every finished job had lost its prompt and text behind an exit 1.
-// runPrune now refuses --vacuum on PostgreSQL (exit 2) before pruning.
-func TestPruneAdv_VacuumOnPostgresWritesNothing(t *testing.T) {
+// prune used to run first and only then did vacuumFile refuse, so every
+// finished job had lost its prompt and text behind an exit 1. runPrune
+// now refuses --vacuum on PostgreSQL (exit 2) before pruning.
+func TestPrune_VacuumOnPostgresRefusedBeforePruning(t *testing.T) {
 	t.Parallel()
 	dsn := storetest.PostgresDSN(t)
 	id := finishedJob(t, dsn, "k1")
@@ -39,10 +39,10 @@ func TestPruneAdv_VacuumOnPostgresWritesNothing(t *testing.T) {
 	}
 }
 
-// TestPruneAdv_DryRunWritesNothingBothDialects: --dry-run counts and
+// TestPrune_DryRunWritesNothingOnEitherDialect: --dry-run counts and
 // writes nothing, on PostgreSQL too (the store test covers SQLite rows;
-// this goes through the CLI on both). PASSES.
-func TestPruneAdv_DryRunWritesNothingBothDialects(t *testing.T) {
+// this goes through the CLI on both).
+func TestPrune_DryRunWritesNothingOnEitherDialect(t *testing.T) {
 	t.Parallel()
 	for name, dsn := range map[string]func(t *testing.T) string{
 		"sqlite":   func(t *testing.T) string { return filepath.Join(t.TempDir(), "inkwell.db") },
@@ -70,12 +70,11 @@ func TestPruneAdv_DryRunWritesNothingBothDialects(t *testing.T) {
 	}
 }
 
-// TestPruneAdv_LegacyFileUntouched: `inkwell prune` (and its dry run)
+// TestPrune_LegacyFileLeftAsItWas: `inkwell prune` (and its dry run)
 // pointed at a legacy single-table SQLite file, which holds no Inkwell
 // schema yet, says so (exit 1) and leaves the file byte for byte as it
 // was (docs/operations.md: only an open that may migrate changes a file).
-// PASSES.
-func TestPruneAdv_LegacyFileUntouched(t *testing.T) {
+func TestPrune_LegacyFileLeftAsItWas(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "legacy.db")
 	db, err := sql.Open("sqlite", path)

@@ -1,8 +1,8 @@
 package provider_test
 
-// Adversary pass (anthropic): chat-form requests whose mapping to the
-// Messages API loses meaning or produces a body the real Messages API
-// refuses, checked on the body Inkwell sends (captureServer).
+// Chat-form requests whose mapping to the Messages API could lose meaning
+// or produce a body the real Messages API refuses, checked on the body
+// Inkwell sends (captureServer).
 
 import (
 	"context"
@@ -36,19 +36,20 @@ func sentMessages(t *testing.T, srv *captureServer) (system json.RawMessage, msg
 	return sent.System, sent.Messages, string(body)
 }
 
-// TestAnthAdv_EmptyTurnIsSentWithNullContent (found in review, fixed in anthropic_request.go): an OpenAI
-// conversation may hold an empty turn ("content": "", or "content": []):
-// OpenAI takes it. The mapping drops the empty text (textBlock) but keeps
-// the message, whose nil block slice is marshalled as "content": null.
-// The Messages API refuses that body (content must be a string or a list,
-// and "all messages must have non-empty content except for the optional
-// final assistant message"): the job, accepted 201, fails as rejected.
+// TestAnthropic_EmptyTurnIsNotSentWithNullContent: an OpenAI conversation
+// may hold an empty turn ("content": "", or "content": []): OpenAI takes
+// it. The mapping drops the empty text (textBlock); were it to keep the
+// message, its nil block slice would be marshalled as "content": null,
+// and the Messages API refuses that body (content must be a string or a
+// list, and "all messages must have non-empty content except for the
+// optional final assistant message"): the job, accepted 201, would fail
+// as rejected.
 //
-// Right behaviour: a turn with no block is left out (its neighbours, of
+// What must happen: a turn with no block is left out (its neighbours, of
 // one role, merged as appendMerged does), or the request is refused at
 // accept saying which message is empty. Never a "content": null on the
 // wire.
-func TestAnthAdv_EmptyTurnIsSentWithNullContent(t *testing.T) {
+func TestAnthropic_EmptyTurnIsNotSentWithNullContent(t *testing.T) {
 	t.Parallel()
 	for name, chat := range map[string]string{
 		"EmptyAssistantString": `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":""},{"role":"user","content":"again"}]}`,
@@ -71,14 +72,15 @@ func TestAnthAdv_EmptyTurnIsSentWithNullContent(t *testing.T) {
 	}
 }
 
-// TestAnthAdv_WhitespaceOnlyTextBlockIsSent (found in review, fixed in anthropic_request.go): textBlock skips only
-// the empty string, so a part of white space ("\n", " ") becomes a text
-// block of white space, which the Messages API refuses ("text content
-// blocks must contain non-whitespace text"). OpenAI takes such a part.
+// TestAnthropic_WhitespaceOnlyTextBlockIsNotSent: a part of white space
+// ("\n", " "), which OpenAI takes, must not become a text block of white
+// space, which the Messages API refuses ("text content blocks must
+// contain non-whitespace text"), as it would if textBlock skipped only the
+// empty string.
 //
-// Right behaviour: a text part that is only white space is left out like
+// What must happen: a text part that is only white space is left out like
 // an empty one (or refused at accept).
-func TestAnthAdv_WhitespaceOnlyTextBlockIsSent(t *testing.T) {
+func TestAnthropic_WhitespaceOnlyTextBlockIsNotSent(t *testing.T) {
 	t.Parallel()
 	srv := startCapture(t, http.StatusOK, okMessage, nil)
 	chat := mustChat(t, `{"messages":[{"role":"user","content":[{"type":"text","text":"Describe the cat."},{"type":"text","text":"\n"}]}]}`)
@@ -97,16 +99,16 @@ func TestAnthAdv_WhitespaceOnlyTextBlockIsSent(t *testing.T) {
 	}
 }
 
-// TestAnthAdv_FinalAssistantTrailingWhitespaceIsSent (found in review, fixed in anthropic_request.go): a chat
-// ending with an assistant message is sent as a Messages API prefill, and
-// the Messages API refuses a final assistant turn ending in white space
-// ("final assistant content cannot end with trailing whitespace"). The
-// mapping sends it as written.
+// TestAnthropic_FinalAssistantTrailingWhitespaceIsNotSent: a chat ending
+// with an assistant message is sent as a Messages API prefill, and the
+// Messages API refuses a final assistant turn ending in white space
+// ("final assistant content cannot end with trailing whitespace"), so the
+// mapping must not send it as written.
 //
-// Right behaviour: trim the trailing white space of the final assistant
+// What must happen: trim the trailing white space of the final assistant
 // turn's last text block (what it continues from is the same), or refuse
 // at accept.
-func TestAnthAdv_FinalAssistantTrailingWhitespaceIsSent(t *testing.T) {
+func TestAnthropic_FinalAssistantTrailingWhitespaceIsNotSent(t *testing.T) {
 	t.Parallel()
 	srv := startCapture(t, http.StatusOK, okMessage, nil)
 	chat := mustChat(t, `{"messages":[{"role":"user","content":"Name a colour."},{"role":"assistant","content":"The colour is "}]}`)
@@ -125,17 +127,17 @@ func TestAnthAdv_FinalAssistantTrailingWhitespaceIsSent(t *testing.T) {
 	}
 }
 
-// TestAnthAdv_SystemImageIsSilentlyDropped (found in review, fixed in anthropic_request.go): a system (or
-// developer) message becomes the top-level system through
-// ChatMessage.Text, which keeps its text parts only: an image_url part of
-// a system message vanishes without a word, and the model answers a
-// question about an image it never saw. (Accept even reserved the image's
-// max_image_tokens for it.) The top-level system of the Messages API takes
-// text only.
+// TestAnthropic_SystemImageIsNotSilentlyDropped: a system (or developer)
+// message becomes the top-level system through ChatMessage.Text, which
+// keeps its text parts only, and the top-level system of the Messages API
+// takes text only. Sent that way, an image_url part of a system message
+// would vanish without a word, and the model answer a question about an
+// image it never saw (accept even reserves the image's max_image_tokens
+// for it).
 //
-// Right behaviour: a system/developer message with a part that is not
+// What must happen: a system/developer message with a part that is not
 // text is refused (unmappable, and at accept), never sent without it.
-func TestAnthAdv_SystemImageIsSilentlyDropped(t *testing.T) {
+func TestAnthropic_SystemImageIsNotSilentlyDropped(t *testing.T) {
 	t.Parallel()
 	srv := startCapture(t, http.StatusOK, okMessage, nil)
 	chat := mustChat(t, `{"messages":[{"role":"system","content":[{"type":"text","text":"Judge every answer against this chart:"},
@@ -153,11 +155,11 @@ func TestAnthAdv_SystemImageIsSilentlyDropped(t *testing.T) {
 	}
 }
 
-// TestAnthAdv_UnmappableIsNeverSent (passes): what the mapping refuses is
-// a rejection (not billed) before any byte reaches Anthropic. The
-// requests of TestAnthAdv_UnmappableAnthropicRequestsRefusedAtAccept
-// (internal/api) end here, in the worker.
-func TestAnthAdv_UnmappableIsNeverSent(t *testing.T) {
+// TestAnthropic_UnmappableIsNeverSent: what the mapping refuses is a
+// rejection (not billed) before any byte reaches Anthropic. The requests
+// of TestAccept_UnmappableAnthropicRequestsAreRefused (internal/api)
+// end here, in the worker, should one be stored.
+func TestAnthropic_UnmappableIsNeverSent(t *testing.T) {
 	t.Parallel()
 	for name, chat := range map[string]string{
 		"OnlySystem":     `{"messages":[{"role":"system","content":"be brief"}]}`,

@@ -12,13 +12,13 @@ import (
 	"github.com/inkwell/inkwell/internal/api"
 )
 
-// TestIsoadv_CrossAccountEdges walks the cross-account edges the security
-// battery does not: a long-poll on another account's job answers 404 at
+// TestSecurity_CrossAccountEdges walks the cross-account edges the
+// security battery does not: a long-poll on another account's job answers 404 at
 // once (it never waits, and says what a missing job says); a list cursor
 // naming another account's batch lists only the caller's own; the same
 // batch key, chat key and file-derived batch key under two accounts are
-// independent; another account's virtual error file is 404. PASSES today.
-func TestIsoadv_CrossAccountEdges(t *testing.T) {
+// independent; another account's virtual error file is 404.
+func TestSecurity_CrossAccountEdges(t *testing.T) {
 	t.Parallel()
 	se := setupSecurity(t, api.AuthAuto)
 	globexBatch := se.submitBatch(se.globex, "globex-batch", batchBody(2), http.StatusCreated).ID

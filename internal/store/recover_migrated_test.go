@@ -6,14 +6,13 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// TestRecoverAdv_AfterMigrationFromV2: a database as Inkwell left it at
+// TestRecover_AfterMigrationFromV2: a database as Inkwell left it at
 // schema version 2 (before the lane's process identity, error classes,
 // accounts, batches …) holds a job running on lane local with its running
 // attempt, a job running on local with no attempt at all, a failed job, a
@@ -28,9 +27,7 @@ import (
 //     2 failed; its evidence names the previous holder and says its record
 //     has no process start time;
 //   - a second recovery changes no job or attempt and records zero counts.
-//
-// PASSES (guards recovery on a migrated database).
-func TestRecoverAdv_AfterMigrationFromV2(t *testing.T) {
+func TestRecover_AfterMigrationFromV2(t *testing.T) {
 	t.Parallel()
 	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
 		dsn, old := openAtVersion(t, b, 2)
@@ -61,7 +58,9 @@ func TestRecoverAdv_AfterMigrationFromV2(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := storetest.MustOpen(t, dsn, store.Options{}) // migrates 0003 …
-		before := dumpOf(t, s.DB(), "jobs", "job_attempts", "results", "charges")
+		// Recovery closes attempts and jobs; results and charges are the
+		// past it never touches.
+		paid := dumpOf(t, s.DB(), "results", "charges")
 		l := mustLockLane(t, s, "local")
 		rep, err := s.Recover(t.Context(), l, false)
 		if err != nil {
@@ -103,36 +102,7 @@ func TestRecoverAdv_AfterMigrationFromV2(t *testing.T) {
 			t.Errorf("second recovery: %+v, %v; want zero counts", rep2, err)
 		}
 		assertSameDump(t, after, dumpOf(t, s.DB(), "jobs", "job_attempts", "results", "charges"))
-		_ = before
+		assertSameDump(t, paid, dumpOf(t, s.DB(), "results", "charges"))
 		assertIntact(t, s)
-	})
-}
-
-// TestRecoverAdv_EvidenceSaysWhyHolderGone: docs/recovery.md: "The
-// recovery run records the second fact too: evidence.previous_process
-// says, per previous holder, why its process is known to be gone ... or
-// why it could not be checked". On PostgreSQL recovery checks the same
-// second fact (a previous holder alive on this host is refused), but it
-// throws its findings away: evidence.previous_process is empty, so the
-// run does not say on what it judged the holder gone.
-//
-// Found in review: on PostgreSQL recoverTx discarded previousHolders'
-// findings (only the flock path, provePreviousGone, kept them); they are
-// now the evidence's previous_process on both dialects.
-func TestRecoverAdv_EvidenceSaysWhyHolderGone(t *testing.T) {
-	t.Parallel()
-	storetest.Run(t, func(t *testing.T, s *store.Store) {
-		host, _ := os.Hostname()
-		mustExec(t, s, `INSERT INTO lanes (name, incarnation, pid, host, started_at, heartbeat_at, boot_id, proc_start)
-			VALUES ('local', 'old-inc', 4194000, $1, $2, $2, 'some-boot', '123')`, host, tsArg(s, time.Now()))
-		rep, err := s.Recover(t.Context(), mustLockLane(t, s, "local"), false)
-		if err != nil {
-			t.Fatalf("Recover: %v", err)
-		}
-		if !strings.Contains(rep.Evidence.PreviousProcess, "4194000") {
-			t.Errorf("evidence.previous_process = %q; want it to say why pid 4194000 is known to be gone (e.g. \"gone (no such process)\" or \"this host has rebooted\")", rep.Evidence.PreviousProcess)
-		}
-		run := mustRecoveryRun(t, s, rep.RunID)
-		t.Logf("recovery run evidence: %+v", run)
 	})
 }

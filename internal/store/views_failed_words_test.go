@@ -1,9 +1,5 @@
 package store_test
 
-// A reviewer's tests of the day's last changes (lastrev). Every bug they
-// showed is fixed (see git log); where a comment below says what the code
-// does wrong, it tells how it was when the test was written.
-
 import (
 	"strings"
 	"sync"
@@ -14,10 +10,10 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// lastrevFailJob accepts a job under key and runs one attempt per class,
-// each failed, the job retried between them (held marks an attempt given
-// back unsent, held_back). It returns the job's id.
-func lastrevFailJob(t *testing.T, s *store.Store, l *store.LaneLock, key string, classes []inkwell.ErrorClass, held map[int]bool) int64 {
+// failJobThroughClasses accepts a job under key and runs one attempt per
+// class, each failed, the job retried between them (held marks an attempt
+// given back unsent, held_back). It returns the job's id.
+func failJobThroughClasses(t *testing.T, s *store.Store, l *store.LaneLock, key string, classes []inkwell.ErrorClass, held map[int]bool) int64 {
 	t.Helper()
 	ctx := t.Context()
 	j := mustAccept(t, s, acceptParams(key, "poem "+key))
@@ -46,19 +42,19 @@ func lastrevFailJob(t *testing.T, s *store.Store, l *store.LaneLock, key string,
 	return j.ID
 }
 
-// TestLastrev_FailedWordsAgreeAcrossDialects: for the same rows, the
+// TestStore_ViewsFailedWordsAgreeAcrossDialects: for the same rows, the
 // words of failed_job_action (migration 0020) on SQLite and PostgreSQL
 // match, and job_overview's failed row does not contradict them: a job
 // whose attempt 1 timed out and whose attempt 2 met a 5xx is told "check
 // the provider's usage first" by failed_job_action (and job_board), but
-// job_overview's failed row (inkwell status) goes on to say "1
+// job_overview's failed row (inkwell status) once went on to say "1
 // provider_error: safe to retry, the provider answered with a server
-// error (5xx)" of that same job: the per-class count line counts it by its
-// last class alone, which is what 0020 set out to stop. Right behaviour:
-// the count line does not call "safe to retry" a job an earlier attempt
-// of which may have billed (count those apart, or say "check usage" for
-// them).
-func TestLastrev_FailedWordsAgreeAcrossDialects(t *testing.T) {
+// error (5xx)" of that same job: the per-class count line counted it by
+// its last class alone, which is what 0020 set out to stop. Right
+// behaviour: the count line does not call "safe to retry" a job an
+// earlier attempt of which may have billed (count those apart, or say
+// "check usage" for them).
+func TestStore_ViewsFailedWordsAgreeAcrossDialects(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	words := map[string]map[string]string{}
@@ -97,7 +93,7 @@ func TestLastrev_FailedWordsAgreeAcrossDialects(t *testing.T) {
 		ids := map[string]int64{}
 		got := map[string]string{}
 		for _, k := range []string{"timeout-then-5xx", "rejected-then-5xx", "timeout-then-notsent", "restart-held-restart", "restart-429-restart", "5xx-only", "timeout-then-429-held"} {
-			ids[k] = lastrevFailJob(t, s, l, "lastrev-"+k, cases[k].classes, cases[k].held)
+			ids[k] = failJobThroughClasses(t, s, l, "failed-"+k, cases[k].classes, cases[k].held)
 		}
 		for k, id := range ids {
 			var w, bw string
@@ -134,8 +130,12 @@ func TestLastrev_FailedWordsAgreeAcrossDialects(t *testing.T) {
 		}
 		// job_board lists every failed job once; job_overview's count is COUNT(*).
 		var board, all, over int
-		_ = s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM job_board WHERE status = 'failed'`).Scan(&board)
-		_ = s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE status = 'failed'`).Scan(&all)
+		if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM job_board WHERE status = 'failed'`).Scan(&board); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE status = 'failed'`).Scan(&all); err != nil {
+			t.Fatal(err)
+		}
 		var over64 int64
 		var action string
 		if err := s.DB().QueryRowContext(ctx, `SELECT jobs, next_action FROM job_overview WHERE status = 'failed'`).Scan(&over64, &action); err != nil {

@@ -10,24 +10,25 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// Adversarial tests of today's prune change (batchVerdicts, dropKept, the
-// NOT IN list of kept batches), both dialects.
+// Retention keeps a batch's jobs until the whole batch has ended before
+// the cut-off (batchVerdicts, dropKept, the NOT IN list of kept batches),
+// on both dialects.
 
-// TestPruneTodayrev_BatchReopenedMidRunKeepsAnswers: a batch ended before
+// TestPrune_BatchReopenedMidRunKeepsAnswers: a batch ended before
 // the cut-off with one line done and one failed. A long prune run judges
 // it "ended" once, when it counts (countPrunable), and keeps that verdict
 // for the whole run. Meanwhile, between two of the run's transactions, the
 // client retries the failed line (POST /v1/jobs/{id}/retry, or `inkwell
 // retry`): the batch is running again, its output is still to be read
-// (docs/batches.md: read it once the batch has ended), and by the rule of
-// today's change ("a batch's jobs are pruned only once the whole batch
+// (docs/batches.md: read it once the batch has ended), and by retention's
+// rule for batches ("a batch's jobs are pruned only once the whole batch
 // ended before the cut-off") its done line must keep its paid answer.
 //
 // Right behaviour: the verdict is taken (or checked again) in the
 // transaction that prunes the batch's rows, so a batch re-opened since
-// the count is kept. Found in review and fixed: dropKept judges each batch
-// again in the pruning transaction (a cached verdict pruned the done line).
-func TestPruneTodayrev_BatchReopenedMidRunKeepsAnswers(t *testing.T) {
+// the count is kept. dropKept judges each batch again in the pruning
+// transaction (a verdict cached from the count once pruned the done line).
+func TestPrune_BatchReopenedMidRunKeepsAnswers(t *testing.T) {
 	t.Parallel()
 	runPrune(t, func(f *pruneFixture) {
 		t, s := f.t, f.s
@@ -80,13 +81,13 @@ func TestPruneTodayrev_BatchReopenedMidRunKeepsAnswers(t *testing.T) {
 	})
 }
 
-// TestPruneTodayrev_ManyKeptBatchesTerminate (passes): many batches, each
+// TestPrune_ManyKeptBatchesTerminate: many batches, each
 // with a done line before the cut-off and a line still queued, beside
 // standalone jobs: every run ends (no livelock on the NOT IN list or on
 // dropKept's yields), prunes exactly the standalone jobs, counts every
 // kept line in HeldByBatch, and once the batches end a later run takes
 // them all.
-func TestPruneTodayrev_ManyKeptBatchesTerminate(t *testing.T) {
+func TestPrune_ManyKeptBatchesTerminate(t *testing.T) {
 	t.Parallel()
 	runPrune(t, func(f *pruneFixture) {
 		t, s := f.t, f.s

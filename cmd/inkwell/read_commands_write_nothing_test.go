@@ -92,13 +92,14 @@ func viewOf(t *testing.T, file, start, end string) string {
 	return string(body)[i : i+j+len(end)]
 }
 
-// TestOpsAdv_StatusOnAnOlderSchema: `inkwell status` (and show, audit) on
-// a database an older Inkwell left (schema 4: the views exist, the
-// columns of later migrations do not) must change nothing (the file's
-// bytes, its journal mode, no file beside it) and either show the
-// overview or refuse with a clear word: the schema is older than this
-// inkwell's, run 'inkwell migrate'. Never a raw SQL error.
-func TestOpsAdv_StatusOnAnOlderSchema(t *testing.T) {
+// TestCLI_ReadCommandsOnAnOlderSchemaChangeNothing: `inkwell status`
+// (and show, audit) on a database an older Inkwell left (schema 4: the
+// views exist, the columns of later migrations do not; and schema 18, the
+// release before 0019) must change nothing (the file's bytes, its journal
+// mode, no file beside it) and either show the overview or refuse with a
+// clear word: the schema is older than this inkwell's, run 'inkwell
+// migrate'. Never a raw SQL error.
+func TestCLI_ReadCommandsOnAnOlderSchemaChangeNothing(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		v    int
@@ -133,11 +134,11 @@ func TestOpsAdv_StatusOnAnOlderSchema(t *testing.T) {
 	}
 }
 
-// TestOpsAdv_ReadCommandsWriteNothing: status (text and JSON), show and
+// TestCLI_ReadCommandsWriteNothing: status (text and JSON), show and
 // audit on a current database, with no server running, leave the file
 // byte for byte, its mtime, and the directory as they were ("It reads the
 // database directly and changes nothing", docs/operations.md).
-func TestOpsAdv_ReadCommandsWriteNothing(t *testing.T) {
+func TestCLI_ReadCommandsWriteNothing(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"status"}, {"status", "--json", "--jobs", "-1"}, {"show", "1"}, {"audit", "--limit", "0"}} {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {

@@ -1,9 +1,5 @@
 package api_test
 
-// A reviewer's tests of the day's last changes (lastrev). Every bug they
-// showed is fixed (see git log); where a comment below says what the code
-// does wrong, it tells how it was when the test was written.
-
 import (
 	"net/http"
 	"strings"
@@ -14,24 +10,24 @@ import (
 	"github.com/inkwell/inkwell/internal/store"
 )
 
-// TestLastrev_ChatResendOfPrunedJobSaysPruned: a chat job done, then
+// TestChatCompletions_ResendOfPrunedJobSaysPruned: a chat job done, then
 // pruned by retention (its prompt, text and whole answer removed), then
 // its client re-sends POST /v1/chat/completions with the same key and
 // body (an SDK retry, or "send the same request with the same key to wait
-// on it again"). The re-send is answered 200 with a chat.completion whose
-// content is "" and whose usage is the original's: an empty answer passed
-// off as the model's, nothing saying it was pruned (docs/retention.md
-// promises "200 with the pruned job" for POST /v1/jobs, where pruned_at
-// shows it; the chat form has no such field). Right behaviour: answer the
-// pruned job in a way the client can tell (an error naming retention, as
-// retry of a pruned job is refused 409, or at least a marker), never an
-// empty completion as if it were the answer.
-func TestLastrev_ChatResendOfPrunedJobSaysPruned(t *testing.T) {
+// on it again"). Answered 200 with a chat.completion whose content is ""
+// and whose usage is the original's, the re-send would pass an empty
+// answer off as the model's, nothing saying it was pruned
+// (docs/retention.md promises "200 with the pruned job" for POST
+// /v1/jobs, where pruned_at shows it; the chat form has no such field).
+// The pruned job is answered 410 with the code "pruned" and
+// X-Should-Retry: false (docs/retention.md), never an empty completion as
+// if it were the answer.
+func TestChatCompletions_ResendOfPrunedJobSaysPruned(t *testing.T) {
 	t.Parallel()
 	e := catalogEnv(t)
 	const body = `{"model":"gpt-mini","messages":[{"role":"user","content":"secret question"}]}`
-	h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "lastrev-pruned"}
-	if r := e.post("lastrev-pruned", body); r.status != http.StatusCreated {
+	h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "pruned-chat"}
+	if r := e.post("pruned-chat", body); r.status != http.StatusCreated {
 		t.Fatalf("accept: %d %s", r.status, r.body)
 	}
 	l, err := e.st.LockLane(t.Context(), "local")
@@ -56,8 +52,10 @@ func TestLastrev_ChatResendOfPrunedJobSaysPruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.do(http.MethodPost, "/v1/chat/completions", h, []byte(body))
-	t.Logf("re-send after prune: %d %s", r.status, r.body)
-	if r.status == http.StatusOK && !strings.Contains(strings.ToLower(string(r.body)), "prune") {
-		t.Errorf("re-send of a pruned chat job: 200 %s\nan empty completion passed off as the answer; want the client told the answer was pruned by retention", r.body)
+	if r.status != http.StatusGone || !strings.Contains(string(r.body), `"code": "pruned"`) || strings.Contains(string(r.body), "chat.completion") {
+		t.Errorf("re-send of a pruned chat job: %d %s\nwant 410 with code pruned, never a completion passed off as the answer", r.status, r.body)
+	}
+	if got := r.header.Get("X-Should-Retry"); got != "false" {
+		t.Errorf("re-send of a pruned chat job: X-Should-Retry %q, want false (a re-send answers the same pruned job)", got)
 	}
 }

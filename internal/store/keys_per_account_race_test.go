@@ -10,15 +10,15 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// TestIsoadv_SameKeyManyAccountsAtOnce: the same Idempotency-Key and the
-// same words, sent at once by many accounts (half with a budget, so that
-// PostgreSQL's group commit takes both its one-statement path and its
-// locked path), several times each, in one burst so that they share
-// accept groups. Each account gets exactly one job of its own, every
-// re-send answers that job (never another account's, never key_reused),
-// and exactly one of an account's sends says created. PASSES today (a
-// guard on both dialects).
-func TestIsoadv_SameKeyManyAccountsAtOnce(t *testing.T) {
+// TestStore_KeysPerAccountSameKeyManyAccountsAtOnce: the same
+// Idempotency-Key and the same words, sent at once by many accounts (half
+// with a budget, so that PostgreSQL's group commit takes both its
+// one-statement path and its locked path), several times each, in one
+// burst so that they share accept groups. Each account gets exactly one
+// job of its own, every re-send answers that job (never another
+// account's, never key_reused), and exactly one of an account's sends says
+// created. A guard of per-account keys on both dialects.
+func TestStore_KeysPerAccountSameKeyManyAccountsAtOnce(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, s *store.Store) {
 		const accounts, sends = 8, 4
@@ -49,7 +49,7 @@ func TestIsoadv_SameKeyManyAccountsAtOnce(t *testing.T) {
 					defer wg.Done()
 					<-start
 					payload := fmt.Sprintf(`{"prompt":"same words","account":%q}`, account)
-					p := store.AcceptParams{Account: account, IdempotencyKey: "shared-isoadv", RequestHash: inkwell.RequestHash([]byte(payload)),
+					p := store.AcceptParams{Account: account, IdempotencyKey: "shared-key", RequestHash: inkwell.RequestHash([]byte(payload)),
 						Payload: []byte(payload), ReserveMicros: 10}
 					job, created, err := s.Accept(t.Context(), p)
 					out <- res{account, job, created, err}

@@ -1,8 +1,9 @@
 package worker_test
 
-// Adversary pass (anthropic): the lane over the Anthropic provider and a
-// server speaking the Messages API wire format, on both store dialects:
-// what is retried, and what is charged from a usage with cache counts.
+// The lane over the Anthropic provider and a server speaking the Messages
+// API wire format, on both store dialects: what is retried when the
+// outcome is ambiguous (a gateway's 504, a 200 cut mid-body), and what is
+// charged from a usage with cache counts.
 
 import (
 	"bufio"
@@ -20,15 +21,15 @@ import (
 	"github.com/inkwell/inkwell/internal/worker"
 )
 
-// TestAnthAdv_Gateway504IsNotRetried: the provider's url points at a
-// gateway in front of Anthropic (a corporate proxy, an API gateway). The
+// TestLane_AnthropicGateway504IsNotRetried: the provider's url points at
+// a gateway in front of Anthropic (a corporate proxy, an API gateway). The
 // first call reaches Anthropic, which writes (and bills) an answer, but the
-// gateway gives up waiting and answers 504. Found in review: every 5xx was
+// gateway gives up waiting and answers 504. Every 5xx used to be
 // provider_error, retried and released, so Anthropic (which honours no
 // idempotency key) billed the job twice. A 502 or 504 is now classed
 // timeout (callerror.go, gatewayGaveUp): never retried automatically on a
 // provider that honours no key, its reservation kept open.
-func TestAnthAdv_Gateway504IsNotRetried(t *testing.T) {
+func TestLane_AnthropicGateway504IsNotRetried(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		var billed atomic.Int64 // calls the upstream processed
@@ -60,17 +61,24 @@ func TestAnthAdv_Gateway504IsNotRetried(t *testing.T) {
 				"is an ambiguous outcome, and the automatic retry billed the job twice at a provider that honours no idempotency key; "+
 				"want one call, the job failed timeout, its reservation kept open", n, classes, d.Job.Status, d.Charge)
 		}
+		if d.Job.Status != inkwell.StatusFailed || d.Job.ErrorClass != inkwell.ClassTimeout || len(d.Attempts) != 1 || d.Charge != nil {
+			t.Errorf("job %s (%s), %d attempts, charge %+v; want failed timeout after one attempt, no charge", d.Job.Status, d.Job.ErrorClass, len(d.Attempts), d.Charge)
+		}
+		r, err := st.Reservation(t.Context(), job.ID)
+		if err != nil || r.State != store.ReservationOpen {
+			t.Errorf("reservation %+v, %v; want it kept open (the gateway's 504 says nothing of what Anthropic billed)", r, err)
+		}
 	})
 }
 
-// TestAnthAdv_CacheCountsPastTheReservationAreCapped (passes): an answer
+// TestLane_AnthropicCacheCountsPastTheReservationAreCapped: an answer
 // whose cache counts (cache_read_input_tokens, cache_creation_input_tokens)
 // report far more prompt than a small request could hold (a miscount, or a
 // cache shared with other traffic) is kept, charged what accept reserved
 // and no more; the reservation settles, the account's spend is the worst
 // case, and the charge row keeps the counts as reported (prompt = input +
 // both cache counts).
-func TestAnthAdv_CacheCountsPastTheReservationAreCapped(t *testing.T) {
+func TestLane_AnthropicCacheCountsPastTheReservationAreCapped(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		srv := startAnthropicWire(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
@@ -102,12 +110,12 @@ func TestAnthAdv_CacheCountsPastTheReservationAreCapped(t *testing.T) {
 	})
 }
 
-// TestAnthAdv_OKCutMidBodyIsNeitherRetriedNorReleased (passes): a 200 whose
+// TestLane_AnthropicOKCutMidBodyIsNeitherRetriedNorReleased: a 200 whose
 // headers promise the whole message and whose connection closes half way
 // through the body: Anthropic billed it, its usage never arrived. The job
 // fails timeout after exactly one call (never retried: Anthropic honours
 // no key), uncharged, its reservation kept open for an operator.
-func TestAnthAdv_OKCutMidBodyIsNeitherRetriedNorReleased(t *testing.T) {
+func TestLane_AnthropicOKCutMidBodyIsNeitherRetriedNorReleased(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		const full = `{"id":"msg_cut","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"A long answer"}],"stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":4}}`
