@@ -104,6 +104,10 @@ func readStatus(ctx context.Context, st *store.Store, jobs int) (statusReport, e
 	return rep, err
 }
 
+// shortReason is the longest stop reason the lanes table shows in its
+// STATE column ("shutdown"); a longer one is a line of its own below it.
+const shortReason = 24
+
 // longStopped is how long ago a lane must have stopped for the text table
 // to leave it out.
 const longStopped = 7 * 24 * time.Hour
@@ -127,7 +131,7 @@ func printStatus(w io.Writer, rep statusReport, jobs int) {
 	} else {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  LANE\tSTATE\tHEARTBEAT\tRUNNING\tPROCESS\tSTARTED")
-		var paused []string
+		var paused, whyStopped []string
 		oldStops := 0
 		for _, l := range rep.Lanes {
 			if l.StoppedAt != nil && time.Since(*l.StoppedAt) > longStopped && l.RunningJobs == 0 {
@@ -135,8 +139,13 @@ func printStatus(w io.Writer, rep statusReport, jobs int) {
 				continue
 			}
 			state := l.State
-			if l.StopReason != "" {
+			switch {
+			case l.StopReason == "":
+			case len(l.StopReason) <= shortReason:
 				state += " (" + l.StopReason + ")"
+			default: // a recovery's evidence, an error: too long for a column
+				state += " (below)"
+				whyStopped = append(whyStopped, fmt.Sprintf("  lane %s stopped at %s: %s", l.Lane, fmtTime(l.StoppedAt), l.StopReason))
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s ago\t%d of %d slots\tpid %d on %s\t%s\n", l.Lane, state, l.HeartbeatAge, l.RunningJobs, max(l.Slots, 1),
 				l.PID, l.Host, fmtTime(&l.StartedAt))
@@ -148,8 +157,8 @@ func printStatus(w io.Writer, rep statusReport, jobs int) {
 		if oldStops > 0 {
 			fmt.Fprintf(w, "  (and %d lane(s) stopped more than %d days ago, not shown: --json or SELECT * FROM lane_liveness lists every lane)\n", oldStops, int(longStopped.Hours()/24))
 		}
-		for _, p := range paused {
-			fmt.Fprintln(w, p)
+		for _, line := range append(whyStopped, paused...) {
+			fmt.Fprintln(w, line)
 		}
 		for _, l := range rep.Lanes {
 			if advice, ok := rep.SilentLanes[l.Lane]; ok {
