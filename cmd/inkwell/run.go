@@ -109,14 +109,11 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 	stderr := fs.Output()
 	fs.SetOutput(io.Discard)
 	defer fs.SetOutput(stderr)
-	var positional []string
+	// "show -1" and "show --json -1" name a job, badly: let the command
+	// say so in its own words rather than "flag provided but not
+	// defined: -1".
+	positional, args := negativesApart(fs, args)
 	for {
-		if len(args) > 0 && negativeNumber(args[0]) {
-			// "show -1" names a job, badly: let the command say so in its
-			// own words rather than "flag provided but not defined: -1".
-			positional, args = append(positional, args[0]), args[1:]
-			continue
-		}
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -141,6 +138,46 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (int, bool) {
 	}
 	_ = fs.Parse(append([]string{"--"}, positional...)) // sets fs.Args(); parses no flag
 	return 0, true
+}
+
+// negativesApart takes out of args the arguments that are a minus sign and
+// digits and no flag's value (never a flag of ours: a mistaken job id),
+// and returns them apart, in order, and the rest. A flag that takes a
+// value keeps it ("status --jobs -1"), and nothing after "--" is touched.
+func negativesApart(fs *flag.FlagSet, args []string) (negatives, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return negatives, append(rest, args[i:]...)
+		case negativeNumber(a):
+			negatives = append(negatives, a)
+			continue
+		}
+		rest = append(rest, a)
+		if takesValue(fs, a) && i+1 < len(args) {
+			i++
+			rest = append(rest, args[i]) // the flag's value, whatever it looks like
+		}
+	}
+	return negatives, rest
+}
+
+// takesValue reports whether arg is a flag of fs ("-name" or "--name",
+// without "=") whose value is the next argument: any flag but a bool one.
+func takesValue(fs *flag.FlagSet, arg string) bool {
+	name, ok := strings.CutPrefix(arg, "--")
+	if !ok {
+		if name, ok = strings.CutPrefix(arg, "-"); !ok {
+			return false
+		}
+	}
+	f := fs.Lookup(name) // nil for "-name=value" and for unknown names
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
 }
 
 // negativeNumber reports whether arg is a minus sign and digits: never a

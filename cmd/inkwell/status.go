@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -139,13 +140,15 @@ func printStatus(w io.Writer, rep statusReport, jobs int) {
 				continue
 			}
 			state := l.State
-			switch {
-			case l.StopReason == "":
-			case len(l.StopReason) <= shortReason:
-				state += " (" + l.StopReason + ")"
+			// A reason may be an error's text: on one line, its tabs and
+			// newlines neither split the table nor start a line of their own.
+			switch reason := strings.Join(strings.Fields(l.StopReason), " "); {
+			case reason == "":
+			case len(reason) <= shortReason:
+				state += " (" + reason + ")"
 			default: // a recovery's evidence, an error: too long for a column
 				state += " (below)"
-				whyStopped = append(whyStopped, fmt.Sprintf("  lane %s stopped at %s: %s", l.Lane, fmtTime(l.StoppedAt), l.StopReason))
+				whyStopped = append(whyStopped, fmt.Sprintf("  lane %s stopped at %s: %s", l.Lane, fmtTime(l.StoppedAt), reason))
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s ago\t%d of %d slots\tpid %d on %s\t%s\n", l.Lane, state, l.HeartbeatAge, l.RunningJobs, max(l.Slots, 1),
 				l.PID, l.Host, fmtTime(&l.StartedAt))

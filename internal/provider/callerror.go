@@ -175,13 +175,19 @@ func statusError(status int, body string, header http.Header, now time.Time) *Ca
 }
 
 // shouldRetry reads an x-should-retry header: "true", "false", or "" for
-// none or anything else (a value it cannot read says nothing).
+// none or anything else. A value it cannot read says nothing, and neither
+// do several lines that do not all say the same.
 func shouldRetry(h http.Header) string {
-	switch v := strings.ToLower(strings.TrimSpace(h.Get("X-Should-Retry"))); v {
-	case "true", "false":
-		return v
+	said := ""
+	for _, line := range h.Values("X-Should-Retry") {
+		switch v := strings.ToLower(strings.TrimSpace(line)); {
+		case v != "true" && v != "false", said != "" && v != said:
+			return ""
+		default:
+			said = v
+		}
 	}
-	return ""
+	return said
 }
 
 func malformed(status int, format string, args ...any) *CallError {
