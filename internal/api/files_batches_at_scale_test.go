@@ -28,20 +28,22 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Adversarial tests of the scale and resource side of the Files and
-// Batches API (docs/batches.md): memory of large uploads and downloads,
-// list pagination over many batches, concurrent uploads and creates, a
-// client that hangs up mid-upload, and cancels racing completions.
+// The scale and resource side of the Files and Batches API
+// (docs/batches.md): memory of large uploads and downloads, a cancel of a
+// large batch, list pagination over many batches, concurrent uploads and
+// creates, a client that hangs up mid-upload, and uploads and downloads
+// slower than serve's timeouts. Cancels racing completions are in
+// openai_batch_cancel_races_test.go.
 
 // ---- memory probe ----
 
-// saMem measures the process's Go heap around one operation: TotalAlloc
+// memProbe measures the process's Go heap around one operation: TotalAlloc
 // and Mallocs (runtime.ReadMemStats before/after), the peak of live heap
 // objects over the start (sampled every millisecond through runtime/metrics,
 // which does not stop the world), and the peak RSS over the start
 // (/proc/self/status VmHWM, reset through /proc/self/clear_refs; it
 // includes SQLite's C-side memory, which the Go heap does not).
-type saMem struct {
+type memProbe struct {
 	before  runtime.MemStats
 	peak    atomic.Uint64
 	stop    chan struct{}
@@ -49,23 +51,23 @@ type saMem struct {
 	rssBase int64
 }
 
-type saMemResult struct {
+type memCost struct {
 	TotalAlloc, Mallocs, PeakHeapOver uint64
 	PeakRSSOver                       int64
 }
 
-func (r saMemResult) String() string {
+func (r memCost) String() string {
 	return fmt.Sprintf("TotalAlloc %.1f MiB, Mallocs %d, peak live heap +%.1f MiB, peak RSS +%.1f MiB",
 		float64(r.TotalAlloc)/(1<<20), r.Mallocs, float64(r.PeakHeapOver)/(1<<20), float64(r.PeakRSSOver)/(1<<20))
 }
 
-func saStartMem() *saMem {
+func startMemProbe() *memProbe {
 	runtime.GC()
 	runtime.GC()
-	m := &saMem{stop: make(chan struct{}), done: make(chan struct{})}
+	m := &memProbe{stop: make(chan struct{}), done: make(chan struct{})}
 	runtime.ReadMemStats(&m.before)
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // resets VmHWM to VmRSS (Linux)
-	m.rssBase = saProcStatus("VmRSS")
+	m.rssBase = procStatusBytes("VmRSS")
 	m.peak.Store(m.before.HeapAlloc)
 	go func() {
 		defer close(m.done)
@@ -87,23 +89,23 @@ func saStartMem() *saMem {
 	return m
 }
 
-func (m *saMem) end() saMemResult {
+func (m *memProbe) end() memCost {
 	close(m.stop)
 	<-m.done
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
-	r := saMemResult{TotalAlloc: after.TotalAlloc - m.before.TotalAlloc, Mallocs: after.Mallocs - m.before.Mallocs}
+	r := memCost{TotalAlloc: after.TotalAlloc - m.before.TotalAlloc, Mallocs: after.Mallocs - m.before.Mallocs}
 	if p := m.peak.Load(); p > m.before.HeapAlloc {
 		r.PeakHeapOver = p - m.before.HeapAlloc
 	}
-	if hwm := saProcStatus("VmHWM"); hwm > 0 {
+	if hwm := procStatusBytes("VmHWM"); hwm > 0 {
 		r.PeakRSSOver = hwm - m.rssBase
 	}
 	return r
 }
 
-// saProcStatus is a field of /proc/self/status in bytes (0 when unknown).
-func saProcStatus(field string) int64 {
+// procStatusBytes is a field of /proc/self/status in bytes (0 when unknown).
+func procStatusBytes(field string) int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
@@ -120,24 +122,24 @@ func saProcStatus(field string) int64 {
 
 // ---- helpers ----
 
-// saBackends runs fn on SQLite, then on PostgreSQL when
+// eachBackendInTurn runs fn on SQLite, then on PostgreSQL when
 // INKWELL_TEST_POSTGRES_URL is set, one after the other (not in parallel:
 // memory figures are process-wide).
-func saBackends(t *testing.T, fn func(t *testing.T, st *store.Store)) {
+func eachBackendInTurn(t *testing.T, fn func(t *testing.T, st *store.Store)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})) })
 	if os.Getenv(storetest.PostgresEnv) != "" {
 		t.Run("postgres", func(t *testing.T) { fn(t, storetest.MustOpen(t, storetest.PostgresDSN(t), store.Options{})) })
 	}
 }
 
-// saLines reads as n copies of line, allocating nothing.
-type saLines struct {
+// repeatedLines reads as n copies of line, allocating nothing.
+type repeatedLines struct {
 	line []byte
 	left int
 	off  int
 }
 
-func (r *saLines) Read(p []byte) (int, error) {
+func (r *repeatedLines) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) && r.left > 0 {
 		c := copy(p[n:], r.line[r.off:])
@@ -153,21 +155,21 @@ func (r *saLines) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-const saBoundary = "saBoundary7c1f0e9d"
+const bigFormBoundary = "bigFormBoundary7c1f0e9d"
 
-// saForm is the multipart form around a file's content: purpose first,
-// then the file part, whose content goes between head and tail.
-func saForm() (head, tail, contentType string) {
-	head = "--" + saBoundary + "\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n" +
-		"--" + saBoundary + "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.jsonl\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-	return head, "\r\n--" + saBoundary + "--\r\n", "multipart/form-data; boundary=" + saBoundary
+// bigUploadForm is the multipart form around a file's content: purpose
+// first, then the file part, whose content goes between head and tail.
+func bigUploadForm() (head, tail, contentType string) {
+	head = "--" + bigFormBoundary + "\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n" +
+		"--" + bigFormBoundary + "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.jsonl\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+	return head, "\r\n--" + bigFormBoundary + "--\r\n", "multipart/form-data; boundary=" + bigFormBoundary
 }
 
-// saUploadStream POSTs /v1/files with content streamed from r, of size
+// uploadStream POSTs /v1/files with content streamed from r, of size
 // bytes (announced as Content-Length when announce is set, else chunked).
-func saUploadStream(t *testing.T, srv *httptest.Server, content io.Reader, size int64, announce bool) reply {
+func uploadStream(t *testing.T, srv *httptest.Server, content io.Reader, size int64, announce bool) reply {
 	t.Helper()
-	head, tail, ct := saForm()
+	head, tail, ct := bigUploadForm()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/files",
 		io.MultiReader(strings.NewReader(head), content, strings.NewReader(tail)))
 	if err != nil {
@@ -187,12 +189,12 @@ func saUploadStream(t *testing.T, srv *httptest.Server, content io.Reader, size 
 	return reply{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-// saUploadTemps is the spooled uploads (inkwell-upload-*) of dir this
+// spooledUploads is the spooled uploads (inkwell-upload-*) of dir this
 // process holds: any file left there by name, and each one open, which
 // the upload unlinks as soon as it creates it (files.go, spool), as its
 // /proc/self/fd link ("/proc/self/fd/N", which os.Stat follows to the
 // file, unlinked or not).
-func saUploadTemps(t *testing.T, dir string) []string {
+func spooledUploads(t *testing.T, dir string) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(dir, "inkwell-upload-*"))
 	if err != nil {
@@ -211,7 +213,7 @@ func saUploadTemps(t *testing.T, dir string) []string {
 	return m
 }
 
-func saCount(t *testing.T, st *store.Store, q string, args ...any) int64 {
+func queryCount(t *testing.T, st *store.Store, q string, args ...any) int64 {
 	t.Helper()
 	var n int64
 	if err := st.DB().QueryRowContext(context.Background(), rebindTest(st, q), args...).Scan(&n); err != nil {
@@ -220,14 +222,14 @@ func saCount(t *testing.T, st *store.Store, q string, args ...any) int64 {
 	return n
 }
 
-func saExec(t *testing.T, st *store.Store, q string, args ...any) {
+func execWrite(t *testing.T, st *store.Store, q string, args ...any) {
 	t.Helper()
 	if _, err := st.WriteDB().ExecContext(context.Background(), rebindTest(st, q), args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
 
-func saBatchNum(t *testing.T, id string) int64 {
+func batchNum(t *testing.T, id string) int64 {
 	t.Helper()
 	var n int64
 	if _, err := fmt.Sscanf(id, "batch_%d", &n); err != nil {
@@ -236,9 +238,9 @@ func saBatchNum(t *testing.T, id string) int64 {
 	return n
 }
 
-// saJSONLBatch creates a batch of n /v1/jobs lines through the JSONL form
+// createJobsBatch creates a batch of n /v1/jobs lines through the JSONL form
 // (one request) and returns its id.
-func saJSONLBatch(t *testing.T, e *cancelEnv, key string, n int) int64 {
+func createJobsBatch(t *testing.T, e *cancelEnv, key string, n int) int64 {
 	t.Helper()
 	r := e.postBatch(key, batchBody(n))
 	if r.status != http.StatusCreated {
@@ -247,54 +249,55 @@ func saJSONLBatch(t *testing.T, e *cancelEnv, key string, n int) int64 {
 	return r.batch(t).ID
 }
 
-// saMarkDone ends every job of batch id done, as a lane's completion would
-// leave it (an attempt, a result with the whole answer), in three
+// markBatchDone ends every job of batch id done, as a lane's completion
+// would leave it (an attempt, a result with the whole answer), in three
 // statements instead of n completions.
-func saMarkDone(t *testing.T, st *store.Store, id int64) {
+func markBatchDone(t *testing.T, st *store.Store, id int64) {
 	t.Helper()
-	saExec(t, st, `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at, finished_at)
+	execWrite(t, st, `INSERT INTO job_attempts (job_id, attempt_number, status, lane, started_at, finished_at)
 		SELECT id, 1, 'done', 'lane-a', created_at, created_at FROM jobs WHERE batch_id = $1`, id)
-	saExec(t, st, `INSERT INTO results (job_id, attempt_id, text, created_at, response, model, finish_reason, prompt_tokens, completion_tokens)
+	execWrite(t, st, `INSERT INTO results (job_id, attempt_id, text, created_at, response, model, finish_reason, prompt_tokens, completion_tokens)
 		SELECT j.id, a.id, 'Ink dries slowly', j.created_at, '`+answer+`', 'gpt-4o-mini', 'stop', 9, 4
 		FROM jobs j JOIN job_attempts a ON a.job_id = j.id WHERE j.batch_id = $1`, id)
-	saExec(t, st, `UPDATE jobs SET status = 'done', lane = 'lane-a', started_at = created_at, finished_at = created_at WHERE batch_id = $1`, id)
+	execWrite(t, st, `UPDATE jobs SET status = 'done', lane = 'lane-a', started_at = created_at, finished_at = created_at WHERE batch_id = $1`, id)
 }
 
-// ---- 1. upload memory ----
+// ---- upload memory ----
 
-// TestScaleAdversary_UploadMemory: an upload of ~90 MB (50,000 lines of
-// 1,800 bytes) is kept; one of 101 MB streamed without Content-Length is
-// 413, writes nothing and leaves no temporary file. It reports the heap
-// and RSS each costs; it asserts only that a refused upload does not
-// allocate anything like its size (docs/batches.md: "a 100 MB file never
-// sits in memory").
-func TestScaleAdversary_UploadMemory(t *testing.T) {
+// TestFiles_LargeUploadIsStreamedNotReadIntoMemory: an upload of ~90 MB
+// (50,000 lines of 1,800 bytes) is kept whole, reads back whole, and
+// leaves no temporary file; one of 101 MB streamed without Content-Length
+// is 413, writes nothing and leaves no temporary file. It reports the
+// heap and RSS each costs; of memory, it asserts only that the refused
+// upload does not allocate anything like its size (docs/batches.md: "a
+// 100 MB file never sits in memory").
+func TestFiles_LargeUploadIsStreamedNotReadIntoMemory(t *testing.T) {
 	if testing.Short() || raceDetector {
 		t.Skip("uploads 90 MB and 101 MB")
 	}
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	saBackends(t, func(t *testing.T, st *store.Store) {
+	eachBackendInTurn(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
 		line := append(bytes.Repeat([]byte("x"), 1799), '\n')
 		const lines = api.MaxBatchLines
 		size := int64(len(line) * lines)
 
 		start := time.Now()
-		m := saStartMem()
-		r := saUploadStream(t, e.srv, &saLines{line: line, left: lines}, size, true)
+		m := startMemProbe()
+		r := uploadStream(t, e.srv, &repeatedLines{line: line, left: lines}, size, true)
 		got := m.end()
 		f := r.file(t)
 		if f.Bytes != size {
 			t.Errorf("stored %d bytes, want %d", f.Bytes, size)
 		}
 		t.Logf("upload of %.1f MB (%d lines, Content-Length): %s, %v", float64(size)/1e6, lines, got, time.Since(start).Round(time.Millisecond))
-		if left := saUploadTemps(t, tmp); len(left) != 0 {
+		if left := spooledUploads(t, tmp); len(left) != 0 {
 			t.Errorf("temporary files left after a stored upload: %v", left)
 		}
 
 		// Read it back: streamed one part at a time?
-		m = saStartMem()
+		m = startMemProbe()
 		resp, err := e.srv.Client().Get(e.srv.URL + "/v1/files/" + f.ID + "/content")
 		if err != nil {
 			t.Fatal(err)
@@ -309,45 +312,46 @@ func TestScaleAdversary_UploadMemory(t *testing.T) {
 
 		before := e.snapshot()
 		overSize := int64(api.MaxBatchBytes + 1<<20)
-		big := &saLines{line: line, left: int(overSize / int64(len(line)))}
+		big := &repeatedLines{line: line, left: int(overSize / int64(len(line)))}
 		big.left = min(big.left, lines) // stay under the line limit: the byte limit must refuse it
 		big.line = append(bytes.Repeat([]byte("x"), int(overSize/int64(lines))-1), '\n')
-		m = saStartMem()
-		r = saUploadStream(t, e.srv, big, 0, false)
+		m = startMemProbe()
+		r = uploadStream(t, e.srv, big, 0, false)
 		got = m.end()
 		assertError(t, r, http.StatusRequestEntityTooLarge, inkwell.ETOOLARGE)
 		t.Logf("refused upload of %.1f MB (chunked): %s", float64(len(big.line)*lines)/1e6, got)
 		if got.TotalAlloc > 32<<20 {
 			t.Errorf("a refused %d-byte upload allocated %d bytes of Go heap: it is read into memory, not streamed", len(big.line)*lines, got.TotalAlloc)
 		}
-		if left := saUploadTemps(t, tmp); len(left) != 0 {
+		if left := spooledUploads(t, tmp); len(left) != 0 {
 			t.Errorf("temporary files left after a refused upload: %v", left)
 		}
 		e.assertUnchanged("a refused 101 MB upload", before)
 	})
 }
 
-// ---- 2. large output download ----
+// ---- large output download, large cancel ----
 
-// TestScaleAdversary_OutputDownloadStreamed: a batch of 20,000 done lines;
-// GET /v1/files/{id}/content and GET /v1/files/{id} (which counts the
-// bytes by making the file) are measured. The content must come whole
-// and in order; the live heap while it is sent must stay far below its
-// size (streamed, not built in memory).
-func TestScaleAdversary_OutputDownloadStreamed(t *testing.T) {
+// TestFiles_OutputOf20000LinesIsWholeAndInOrder: a batch of 20,000 done
+// lines; GET /v1/files/{id}/content and GET /v1/files/{id} (which counts
+// the bytes by making the file) are measured. The content must come whole
+// and in line order, and the file object's size must be the content's.
+// The allocations and the peak live heap while it is sent are logged,
+// not asserted (see below why a bound there would fail by the noise).
+func TestFiles_OutputOf20000LinesIsWholeAndInOrder(t *testing.T) {
 	if testing.Short() || raceDetector {
 		t.Skip("a batch of 20,000 lines")
 	}
-	saBackends(t, func(t *testing.T, st *store.Store) {
+	eachBackendInTurn(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
 		const lines = 20_000
 		start := time.Now()
-		id := saJSONLBatch(t, e, "big-output", lines)
+		id := createJobsBatch(t, e, "big-output", lines)
 		t.Logf("JSONL create of %d lines: %v", lines, time.Since(start).Round(time.Millisecond))
-		saMarkDone(t, st, id)
+		markBatchDone(t, st, id)
 		fileID := fmt.Sprintf("file-batch_%d-output", id)
 
-		m := saStartMem()
+		m := startMemProbe()
 		start = time.Now()
 		resp, err := e.srv.Client().Get(e.srv.URL + "/v1/files/" + fileID + "/content")
 		if err != nil {
@@ -387,7 +391,7 @@ func TestScaleAdversary_OutputDownloadStreamed(t *testing.T) {
 		// and near the output's size either way (7.4 MiB for 7.6 MB, once,
 		// on a loaded machine), so a bound here would fail by the noise.
 
-		m = saStartMem()
+		m = startMemProbe()
 		start = time.Now()
 		f := e.do(http.MethodGet, "/v1/files/"+fileID, nil, "").file(t)
 		got = m.end()
@@ -398,26 +402,27 @@ func TestScaleAdversary_OutputDownloadStreamed(t *testing.T) {
 	})
 }
 
-// TestScaleAdversary_CancelLargeBatch: a cancel of a 20,000-line batch
-// ends every line in one go, and its error file is 20,000 lines.
-func TestScaleAdversary_CancelLargeBatch(t *testing.T) {
+// TestOpenAIBatch_CancelOf20000LinesEndsEveryLine: a cancel of a
+// 20,000-line batch ends every line in one go, and its error file is
+// 20,000 lines.
+func TestOpenAIBatch_CancelOf20000LinesEndsEveryLine(t *testing.T) {
 	if testing.Short() || raceDetector {
 		t.Skip("a batch of 20,000 lines")
 	}
-	saBackends(t, func(t *testing.T, st *store.Store) {
+	eachBackendInTurn(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
 		const lines = 20_000
-		id := saJSONLBatch(t, e, "big-cancel", lines)
+		id := createJobsBatch(t, e, "big-cancel", lines)
 		start := time.Now()
 		c := e.do(http.MethodPost, fmt.Sprintf("/v1/batches/batch_%d/cancel", id), nil, "").openAIBatch(t)
 		t.Logf("cancel of %d queued lines: %v", lines, time.Since(start).Round(time.Millisecond))
 		if c.Status != "cancelled" || c.RequestCounts != (api.BatchRequestCounts{Total: lines, Failed: lines}) || c.ErrorFileID == nil {
 			t.Fatalf("cancel answered %+v", c)
 		}
-		if n := saCount(t, st, `SELECT COUNT(*) FROM audit_log WHERE job_id IN (SELECT id FROM jobs WHERE batch_id = $1)`, id); n != lines {
+		if n := queryCount(t, st, `SELECT COUNT(*) FROM audit_log WHERE job_id IN (SELECT id FROM jobs WHERE batch_id = $1)`, id); n != lines {
 			t.Errorf("%d audit rows, want one per line (%d)", n, lines)
 		}
-		m := saStartMem()
+		m := startMemProbe()
 		resp, err := e.srv.Client().Get(e.srv.URL + "/v1/files/" + *c.ErrorFileID + "/content")
 		if err != nil {
 			t.Fatal(err)
@@ -432,15 +437,17 @@ func TestScaleAdversary_CancelLargeBatch(t *testing.T) {
 	})
 }
 
-// ---- 3. list pagination over many batches ----
+// ---- list pagination over many batches ----
 
-// TestScaleAdversary_ListPagination: 2,000 batches of two accounts
-// (inserted directly, plus a few made through the API); each account's
-// client token pages through its own with limit 1, 7 and 100: newest
-// first, no duplicates, no gaps, has_more false on the last page only;
-// the operator sees all. Bad limits are 400; an after that names no batch
-// is reported.
-func TestScaleAdversary_ListPagination(t *testing.T) {
+// TestOpenAIBatch_ListPagesThousandsOfBatchesPerAccount: 2,000 batches
+// of two accounts (inserted directly, plus one each made through the
+// API); each account's client token pages through its own with limit 7
+// and 100 (globex's also with limit 1): newest first, no duplicates, no
+// gaps, first_id and last_id those of the page, has_more false on the
+// last page only; the operator sees all. A bad limit or after is 400, an
+// empty limit the default 20; an after that names no batch, or another
+// account's, is read as a position.
+func TestOpenAIBatch_ListPagesThousandsOfBatchesPerAccount(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		ctx := t.Context()
 		for _, name := range []string{"acme", "globex"} {
@@ -472,9 +479,9 @@ func TestScaleAdversary_ListPagination(t *testing.T) {
 				t.Fatalf("batch of %s: %d %s", a, r.status, r.body)
 			}
 		}
-		saExec(t, st, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+		execWrite(t, st, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
 			INSERT INTO batches (account, idempotency_key, request_hash, lines, created_at)
-			SELECT CASE WHEN i % 3 = 0 THEN 'globex' ELSE 'acme' END, 'sa-' || CAST(i AS TEXT), 'h', 1, (SELECT MIN(created_at) FROM batches) FROM n`)
+			SELECT CASE WHEN i % 3 = 0 THEN 'globex' ELSE 'acme' END, 'bulk-' || CAST(i AS TEXT), 'h', 1, (SELECT MIN(created_at) FROM batches) FROM n`)
 		want := map[string][]string{}
 		rows, err := st.DB().QueryContext(ctx, `SELECT id, account FROM batches ORDER BY id DESC`)
 		if err != nil {
@@ -568,13 +575,13 @@ func TestScaleAdversary_ListPagination(t *testing.T) {
 	})
 }
 
-// ---- 4. concurrency ----
+// ---- concurrency ----
 
-// TestScaleAdversary_ConcurrentUploadsAndCreates: 8 uploads at once are 8
-// files; 8 creates of one file under one Idempotency-Key are one batch;
-// under 8 keys 8 batches; without a key one batch. No 5xx anywhere, and
-// exactly the jobs of the batches made.
-func TestScaleAdversary_ConcurrentUploadsAndCreates(t *testing.T) {
+// TestOpenAIBatch_ConcurrentUploadsAndCreatesAreOnePerKey: 8 uploads at
+// once are 8 files; 8 creates of one file under one Idempotency-Key are
+// one batch; under 8 keys 8 batches; without a key one batch. No 5xx
+// anywhere, and exactly the jobs of the batches made.
+func TestOpenAIBatch_ConcurrentUploadsAndCreatesAreOnePerKey(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
 		const n, lines = 8, 5
@@ -609,10 +616,10 @@ func TestScaleAdversary_ConcurrentUploadsAndCreates(t *testing.T) {
 			}
 			ids[r.file(t).ID] = true
 		}
-		if len(ids) != n || saCount(t, st, `SELECT COUNT(*) FROM files`) != n ||
-			saCount(t, st, `SELECT COUNT(*) FROM file_parts`) != n {
+		if len(ids) != n || queryCount(t, st, `SELECT COUNT(*) FROM files`) != n ||
+			queryCount(t, st, `SELECT COUNT(*) FROM file_parts`) != n {
 			t.Errorf("%d concurrent uploads: %d ids, %d files, %d parts", n, len(ids),
-				saCount(t, st, `SELECT COUNT(*) FROM files`), saCount(t, st, `SELECT COUNT(*) FROM file_parts`))
+				queryCount(t, st, `SELECT COUNT(*) FROM files`), queryCount(t, st, `SELECT COUNT(*) FROM file_parts`))
 		}
 		var files []string
 		for id := range ids {
@@ -638,7 +645,7 @@ func TestScaleAdversary_ConcurrentUploadsAndCreates(t *testing.T) {
 		if len(same) != 1 || len(other) != n || len(derived) != 1 {
 			t.Errorf("batches: one key %d, 8 keys %d, no key %d; want 1, %d, 1", len(same), len(other), len(derived), n)
 		}
-		if b, j := saCount(t, st, `SELECT COUNT(*) FROM batches`), saCount(t, st, `SELECT COUNT(*) FROM jobs`); b != n+2 || j != (n+2)*lines {
+		if b, j := queryCount(t, st, `SELECT COUNT(*) FROM batches`), queryCount(t, st, `SELECT COUNT(*) FROM jobs`); b != n+2 || j != (n+2)*lines {
 			t.Errorf("%d batches, %d jobs; want %d, %d", b, j, n+2, (n+2)*lines)
 		}
 		// The same key with another file, raced against its first use: one
@@ -653,11 +660,13 @@ func TestScaleAdversary_ConcurrentUploadsAndCreates(t *testing.T) {
 	})
 }
 
-// TestScaleAdversary_ConcurrentCreatesMaxQueued: with serve --max-queued
+// TestBatch_ConcurrentCreatesStayWithinMaxQueued: with serve --max-queued
 // 100, 8 batches of 30 lines created at once: "a batch is accepted only if
 // the jobs already queued plus its lines are at most N" (docs/batches.md),
 // so at most 3 are accepted and never more than 100 jobs are queued.
-func TestScaleAdversary_ConcurrentCreatesMaxQueued(t *testing.T) {
+// Admissions take turns (store admitBatch), so the first 3 to commit fit
+// (30, 60, 90 queued) and are accepted: exactly 3.
+func TestBatch_ConcurrentCreatesStayWithinMaxQueued(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{MaxQueued: 100})
 		const n, lines = 8, 30
@@ -685,20 +694,22 @@ func TestScaleAdversary_ConcurrentCreatesMaxQueued(t *testing.T) {
 				t.Errorf("a batch under --max-queued: %d", s)
 			}
 		}
-		queued := saCount(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'queued'`)
+		queued := queryCount(t, st, `SELECT COUNT(*) FROM jobs WHERE status = 'queued'`)
 		t.Logf("%d of %d batches accepted, %d jobs queued (limit 100)", accepted, n, queued)
 		if accepted > 3 || queued > 100 {
 			t.Errorf("%d batches of %d lines accepted at once, %d jobs queued: past --max-queued 100", accepted, lines, queued)
+		} else if accepted < 3 || queued != int64(accepted*lines) {
+			t.Errorf("%d batches of %d lines accepted at once, %d jobs queued: want 3 accepted (%d jobs), the batches that fit under --max-queued 100", accepted, lines, queued, 3*lines)
 		}
 	})
 }
 
-// TestScaleAdversary_UploadDisconnect: a client that hangs up half-way
+// TestFiles_UploadCutShortLeavesNothing: a client that hangs up half-way
 // through a multipart upload leaves nothing: no row, no temporary file.
-func TestScaleAdversary_UploadDisconnect(t *testing.T) {
+func TestFiles_UploadCutShortLeavesNothing(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	saBackends(t, func(t *testing.T, st *store.Store) {
+	eachBackendInTurn(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
 		before := e.snapshot()
 		for _, chunked := range []bool{false, true} {
@@ -706,7 +717,7 @@ func TestScaleAdversary_UploadDisconnect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			head, tail, ct := saForm()
+			head, tail, ct := bigUploadForm()
 			const total = 50 << 20
 			te := fmt.Sprintf("Content-Length: %d\r\n", len(head)+len(tail)+total)
 			if chunked {
@@ -722,7 +733,7 @@ func TestScaleAdversary_UploadDisconnect(t *testing.T) {
 				t.Fatal(err)
 			}
 			storetest.WaitFor(t, 5*time.Second, "the upload spooled to a temporary file", func() bool {
-				for _, p := range saUploadTemps(t, tmp) {
+				for _, p := range spooledUploads(t, tmp) {
 					if fi, err := os.Stat(p); err == nil && fi.Size() > 1<<20 {
 						return true
 					}
@@ -730,7 +741,7 @@ func TestScaleAdversary_UploadDisconnect(t *testing.T) {
 				return false
 			})
 			conn.Close()
-			storetest.WaitFor(t, 5*time.Second, "the temporary file removed", func() bool { return len(saUploadTemps(t, tmp)) == 0 })
+			storetest.WaitFor(t, 5*time.Second, "the temporary file removed", func() bool { return len(spooledUploads(t, tmp)) == 0 })
 		}
 		e.assertUnchanged("uploads cut short by the client", before)
 	})
@@ -738,9 +749,9 @@ func TestScaleAdversary_UploadDisconnect(t *testing.T) {
 
 // ---- timeouts of serve (cmd/inkwell/serve.go) ----
 
-// saTimedServer serves the api as serve does, with its ReadTimeout and
-// WriteTimeout scaled down to d.
-func saTimedServer(t *testing.T, st *store.Store, d time.Duration) *httptest.Server {
+// serverWithServeTimeouts serves the api as serve does, with its
+// ReadTimeout and WriteTimeout scaled down to d.
+func serverWithServeTimeouts(t *testing.T, st *store.Store, d time.Duration) *httptest.Server {
 	t.Helper()
 	a := api.New(api.Config{Store: st, Logger: storetest.TestLogger(t)})
 	a.SetReady(true)
@@ -751,16 +762,18 @@ func saTimedServer(t *testing.T, st *store.Store, d time.Duration) *httptest.Ser
 	return srv
 }
 
-// TestScaleAdversary_SlowUploadPastReadTimeout: serve's ReadTimeout (30 s)
-// covers the whole request body, and POST /v1/files does not extend it as
-// the long-poll extends its write deadline (wait.go): a 100 MB upload
-// that takes longer than 30 s (under 3.5 MB/s) is cut and can never be
-// stored. Here, scaled: ReadTimeout 300 ms, an upload sent over ~1 s.
-func TestScaleAdversary_SlowUploadPastReadTimeout(t *testing.T) {
+// TestFiles_SlowUploadOutlivesTheServersReadTimeout: serve's ReadTimeout
+// (30 s) covers the whole request body. POST /v1/files did not extend it
+// as the long-poll extends its write deadline (wait.go), so a 100 MB
+// upload that took longer than 30 s (under 3.5 MB/s) was cut and could
+// never be stored; it now pushes the deadline out (transfer.go,
+// allowTransfer). Here, scaled: ReadTimeout 300 ms, an upload sent over
+// ~1 s, which must be stored.
+func TestFiles_SlowUploadOutlivesTheServersReadTimeout(t *testing.T) {
 	t.Parallel()
 	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
-	srv := saTimedServer(t, st, 300*time.Millisecond)
-	head, tail, ct := saForm()
+	srv := serverWithServeTimeouts(t, st, 300*time.Millisecond)
+	head, tail, ct := bigUploadForm()
 	pr, pw := io.Pipe()
 	go func() {
 		_, _ = io.WriteString(pw, head)
@@ -787,21 +800,22 @@ func TestScaleAdversary_SlowUploadPastReadTimeout(t *testing.T) {
 	}
 }
 
-// TestScaleAdversary_SlowDownloadPastWriteTimeout: serve's WriteTimeout
-// (1 min) covers the whole answer, and …/content does not extend it: an
-// output file that takes longer than a minute to read (docs/batches.md:
-// "50,000 long answers can be hundreds of MB") is cut short, silently
-// (the client sees a truncated body). Scaled: WriteTimeout 600 ms, a
-// client that starts reading 20,000 lines (~9 MB, more than loopback's
-// socket buffers hold) after 1 s.
-func TestScaleAdversary_SlowDownloadPastWriteTimeout(t *testing.T) {
+// TestFiles_SlowDownloadOutlivesTheServersWriteTimeout: serve's
+// WriteTimeout (1 min) covers the whole answer. …/content did not extend
+// it, so an output file that took longer than a minute to read
+// (docs/batches.md: "50,000 long answers can be hundreds of MB") was cut
+// short, silently (the client saw a truncated body); it now pushes the
+// deadline out (transfer.go, allowTransfer). Scaled: WriteTimeout 600 ms,
+// a client that starts reading 20,000 lines (~9 MB, more than loopback's
+// socket buffers hold) after 1 s, and must read them all.
+func TestFiles_SlowDownloadOutlivesTheServersWriteTimeout(t *testing.T) {
 	t.Parallel()
 	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
 	e := oaEnv(t, st, api.Config{})
 	const lines = 20_000
-	id := saJSONLBatch(t, e, "slow-read", lines)
-	saMarkDone(t, st, id)
-	srv := saTimedServer(t, st, 300*time.Millisecond)
+	id := createJobsBatch(t, e, "slow-read", lines)
+	markBatchDone(t, st, id)
+	srv := serverWithServeTimeouts(t, st, 300*time.Millisecond)
 	resp, err := srv.Client().Get(fmt.Sprintf("%s/v1/files/file-batch_%d-output/content", srv.URL, id))
 	if err != nil {
 		t.Fatal(err)
@@ -823,172 +837,4 @@ func TestScaleAdversary_SlowDownloadPastWriteTimeout(t *testing.T) {
 	if n != lines || !errors.Is(rerr, io.EOF) {
 		t.Errorf("a slow reader of a %d-line output got %d lines, %d bytes (%v): cut at serve's WriteTimeout", lines, n, size, rerr)
 	}
-}
-
-// ---- 5. cancel races ----
-
-// TestScaleAdversary_CancelRaces: a cancel racing the completion of a
-// batch's running line, then of its last line: never a 5xx; each
-// answer is 200 or (the completion first) 409; at the end every job has
-// ended, the batch reads completed or cancelled, a cancelled batch has
-// cancelled_at in the database, and each job has at most one cancel
-// audit row. Another account's batch is 404; an unknown one 404.
-func TestScaleAdversary_CancelRaces(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, st *store.Store) {
-		e := oaEnv(t, st, api.Config{})
-		rounds := 25
-		if testing.Short() || raceDetector {
-			rounds = 5
-		}
-		var unmarked []string
-		outcomes := map[string]int{}
-		for round := range rounds {
-			id := saJSONLBatch(t, e, fmt.Sprint("race-", round), 3)
-			completeNext(t, st)                           // line 1 done
-			running := storetest.ClaimAs(t, st, "lane-a") // line 2 running
-			// line 3 queued
-			var wg sync.WaitGroup
-			gate := make(chan struct{})
-			answers := make([]reply, 1) // one cancel: TestScaleAdversary_ConcurrentCancels races several
-			for i := range answers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-gate
-					answers[i] = e.do(http.MethodPost, fmt.Sprintf("/v1/batches/batch_%d/cancel", id), nil, "")
-				}()
-			}
-			var cerr error
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-gate
-				if round%2 == 1 {
-					time.Sleep(time.Duration(round%5) * time.Millisecond)
-				}
-				cerr = st.CompleteIfRunning(context.Background(), store.CompleteParams{JobID: running.Job.ID, AttemptID: running.Attempt.ID,
-					Text: "t", Account: inkwell.DefaultAccount, AmountMicros: 1, ProviderRequestID: fmt.Sprint("r-", round)})
-			}()
-			close(gate)
-			wg.Wait()
-			for _, r := range answers {
-				if r.status != http.StatusOK {
-					t.Errorf("round %d: a cancel racing a completion: %d %s", round, r.status, r.body) // the queued line 3 makes 409 wrong
-				}
-			}
-			if cerr != nil {
-				outcomes["completion refused: "+inkwell.ErrorCode(cerr)]++
-			} else {
-				outcomes["completion stored"]++
-			}
-			b := e.do(http.MethodGet, fmt.Sprintf("/v1/batches/batch_%d", id), nil, "").openAIBatch(t)
-			if b.Status != "cancelled" || b.RequestCounts.Completed+b.RequestCounts.Failed != 3 {
-				t.Errorf("round %d: batch %+v; want cancelled, every line ended", round, b)
-			}
-			if saCount(t, st, `SELECT COUNT(*) FROM batches WHERE id = $1 AND cancelled_at IS NULL`, id) != 0 {
-				unmarked = append(unmarked, fmt.Sprint(id))
-			}
-			if d := saCount(t, st, `SELECT COUNT(*) FROM (SELECT job_id FROM audit_log WHERE action = $1 AND job_id IN (SELECT id FROM jobs WHERE batch_id = $2) GROUP BY job_id HAVING COUNT(*) > 1) d`, store.AuditCancel, id); d != 0 {
-				t.Errorf("round %d: %d jobs with more than one cancel audit row", round, d)
-			}
-		}
-		t.Logf("completions racing the cancel: %v", outcomes)
-		if len(unmarked) > 0 {
-			t.Errorf("batches %v read cancelled but have no cancelled_at in the database: the cancel found no running job left (its completion committed between the cancel's first transaction and its read of the running jobs) and returned before markCancelledTx", unmarked)
-		}
-
-		// A batch whose last running line completes: the cancel races
-		// its end, 200 or 409, never anything else.
-		for round := range rounds {
-			id := saJSONLBatch(t, e, fmt.Sprint("last-", round), 1)
-			running := storetest.ClaimAs(t, st, "lane-a")
-			var wg sync.WaitGroup
-			var r reply
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				r = e.do(http.MethodPost, fmt.Sprintf("/v1/batches/batch_%d/cancel", id), nil, "")
-			}()
-			go func() {
-				defer wg.Done()
-				_ = st.CompleteIfRunning(context.Background(), store.CompleteParams{JobID: running.Job.ID, AttemptID: running.Attempt.ID,
-					Text: "t", Account: inkwell.DefaultAccount, AmountMicros: 1, ProviderRequestID: fmt.Sprint("l-", round)})
-			}()
-			wg.Wait()
-			if r.status != http.StatusOK && r.status != http.StatusConflict {
-				t.Errorf("round %d: cancel racing the last completion: %d %s", round, r.status, r.body)
-			}
-			b := e.do(http.MethodGet, fmt.Sprintf("/v1/batches/batch_%d", id), nil, "").openAIBatch(t)
-			if (r.status == http.StatusConflict) != (b.Status == "completed") || b.RequestCounts.Completed+b.RequestCounts.Failed != 1 {
-				t.Errorf("round %d: cancel %d, batch %s %+v", round, r.status, b.Status, b.RequestCounts)
-			}
-		}
-		for _, p := range []string{"/v1/batches/batch_999999/cancel", "/v1/batches/999999/cancel"} {
-			assertError(t, e.do(http.MethodPost, p, nil, ""), http.StatusNotFound, inkwell.ENOTFOUND)
-		}
-	})
-}
-
-// TestScaleAdversary_ConcurrentCancels: 8 cancels of one batch at once
-// (an SDK's retry racing its first send), one line running and two
-// queued, nothing completing: "a re-sent cancel answers the batch as it
-// is", so every answer is 200 and cancelled, and each job is cancelled
-// (and audited) once.
-func TestScaleAdversary_ConcurrentCancels(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, st *store.Store) {
-		e := oaEnv(t, st, api.Config{})
-		for round := range 5 {
-			id := saJSONLBatch(t, e, fmt.Sprint("cc-", round), 3)
-			running := storetest.ClaimAs(t, st, "lane-a")
-			var wg sync.WaitGroup
-			gate := make(chan struct{})
-			answers := make([]reply, 8)
-			for i := range answers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-gate
-					answers[i] = e.do(http.MethodPost, fmt.Sprintf("/v1/batches/batch_%d/cancel", id), nil, "")
-				}()
-			}
-			close(gate)
-			wg.Wait()
-			for i, r := range answers {
-				if r.status != http.StatusOK {
-					t.Errorf("round %d, cancel %d of 8 at once: %d %s", round, i, r.status, r.body)
-				}
-			}
-			b := e.do(http.MethodGet, fmt.Sprintf("/v1/batches/batch_%d", id), nil, "").openAIBatch(t)
-			if b.Status != "cancelled" || b.RequestCounts.Failed != 3 {
-				t.Errorf("round %d: batch %+v; want cancelled, 3 failed", round, b)
-			}
-			if n := saCount(t, st, `SELECT COUNT(*) FROM audit_log WHERE action = $1 AND job_id IN (SELECT id FROM jobs WHERE batch_id = $2)`, store.AuditCancel, id); n != 3 {
-				t.Errorf("round %d: %d cancel audit rows, want 3", round, n)
-			}
-			if got := e.hooked(); !slices.Contains(got, running.Attempt.ID) {
-				t.Errorf("round %d: the running attempt %d was not aborted (OnCancelled %v)", round, running.Attempt.ID, got)
-			}
-		}
-	})
-}
-
-// TestScaleAdversary_CancelOtherAccount: a client token cancelling
-// another account's batch, repeatedly, gets 404 in the words of a batch
-// that does not exist, and nothing is written.
-func TestScaleAdversary_CancelOtherAccount(t *testing.T) {
-	t.Parallel()
-	se := setupSecurity(t, api.AuthAuto)
-	before := se.snapshot()
-	for range 3 {
-		for _, id := range []string{fmt.Sprintf("batch_%d", se.acmeBatch), fmt.Sprint(se.acmeBatch)} {
-			other := se.req(http.MethodPost, "/v1/batches/"+id+"/cancel", "Bearer "+se.globex, nil, nil)
-			none := se.req(http.MethodPost, "/v1/batches/batch_999999/cancel", "Bearer "+se.globex, nil, nil)
-			got := assertError(t, other, http.StatusNotFound, inkwell.ENOTFOUND).Message
-			want := strings.Replace(assertError(t, none, http.StatusNotFound, inkwell.ENOTFOUND).Message, "999999", fmt.Sprint(se.acmeBatch), 1)
-			if got != want {
-				t.Errorf("another account's batch is worded %q, a missing one %q", got, want)
-			}
-		}
-	}
-	se.assertUnchanged(before)
 }

@@ -1,12 +1,11 @@
 package provider_test
 
-// An adversary pass on the HTTP providers: answers a provider (or a proxy
-// in front of it) could send that no well-behaved API does, and what each
-// must become. The rules checked: a paid answer in hand is never thrown
-// away for its usage alone; the usage read never makes the charge smaller
-// than what the provider said was used; an ambiguous call is classed as
-// one (never "not sent", never a server error that is retried); one call
-// is one request.
+// Answers an HTTP provider (or a proxy in front of it) could send that no
+// well-behaved API does, and what each must become. The rules checked: a
+// paid answer in hand is never thrown away for its usage alone; the usage
+// read never makes the charge smaller than what the provider said was
+// used; an ambiguous call is classed as one (never "not sent", never a
+// server error that is retried); one call is one request.
 
 import (
 	"context"
@@ -26,9 +25,9 @@ import (
 	"github.com/inkwell/inkwell/internal/provider/providersim/simtest"
 )
 
-// adversaryCall is one Generate of kind ("openai" or "anthropic") against
+// generateKind is one Generate of kind ("openai" or "anthropic") against
 // a server at url.
-func adversaryCall(t *testing.T, kind, url string, timeout time.Duration, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
+func generateKind(t *testing.T, kind, url string, timeout time.Duration, req inkwell.ProviderRequest) (inkwell.ProviderResponse, error) {
 	t.Helper()
 	var p inkwell.Provider
 	switch kind {
@@ -42,16 +41,18 @@ func adversaryCall(t *testing.T, kind, url string, timeout time.Duration, req in
 	return p.Generate(context.Background(), req)
 }
 
-var adversaryReq = inkwell.ProviderRequest{IdempotencyKey: "job-adv", Prompt: "p", MaxWords: 5}
+// plainReq is a small prompt request, the same for every hostile answer.
+var plainReq = inkwell.ProviderRequest{IdempotencyKey: "job-hostile", Prompt: "p", MaxWords: 5}
 
-// TestAdversary_AnthropicUsagePartsCannotLowerTheCharge: the prompt tokens
-// of a Messages answer are the sum of three counts. A negative part (a
+// TestAnthropic_UsagePartsCannotLowerTheCharge: the prompt tokens of a
+// Messages answer are the sum of three counts. A negative part (a
 // cache_read_input_tokens of -1000 against 1000 input tokens) must not
 // cancel the others out, nor may parts so large that their sum wraps
 // around int64 come out as a small count: either is an answer whose usage
-// cannot be told, refused as such or kept impossible (so the worker refuses
-// to price it), never a charge of a few tokens.
-func TestAdversary_AnthropicUsagePartsCannotLowerTheCharge(t *testing.T) {
+// cannot be told, refused as such, kept impossible (so the worker refuses
+// to price it) or read as no usage (charged at its bound), never a charge
+// of a few tokens.
+func TestAnthropic_UsagePartsCannotLowerTheCharge(t *testing.T) {
 	t.Parallel()
 	answer := func(usage string) string {
 		return `{"id":"msg_1","type":"message","content":[{"type":"text","text":"Fine."}],"stop_reason":"end_turn","usage":` + usage + `}`
@@ -70,7 +71,7 @@ func TestAdversary_AnthropicUsagePartsCannotLowerTheCharge(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := startCapture(t, http.StatusOK, answer(tt.usage), nil)
-			got, err := adversaryCall(t, "anthropic", srv.URL, 10*time.Second, adversaryReq)
+			got, err := generateKind(t, "anthropic", srv.URL, 10*time.Second, plainReq)
 			if err != nil {
 				ce, ok := provider.AsCallError(err)
 				if !ok || ce.ErrorClass() != inkwell.ClassMalformed {
@@ -86,12 +87,12 @@ func TestAdversary_AnthropicUsagePartsCannotLowerTheCharge(t *testing.T) {
 	}
 }
 
-// TestAdversary_UsageWithoutCountsIsNoUsage: an answer whose usage object
-// lacks its token counts (an empty object, total_tokens alone, a null
-// count, one of the two missing) reports no usage: the worker then charges
-// it at its bound. Read as zeros, a priced model's answer was charged
-// nothing, or its input alone.
-func TestAdversary_UsageWithoutCountsIsNoUsage(t *testing.T) {
+// TestHTTPProviders_UsageWithoutCountsIsNoUsage: an answer whose usage
+// object lacks its token counts (an empty object, total_tokens alone, a
+// null count, one of the two missing) reports no usage: the worker then
+// charges it at its bound. Read as zeros, a priced model's answer was
+// charged nothing, or its input alone.
+func TestHTTPProviders_UsageWithoutCountsIsNoUsage(t *testing.T) {
 	t.Parallel()
 	openai := func(usage string) string {
 		return `{"id":"r1","choices":[{"message":{"content":"some words"},"finish_reason":"stop"}],"usage":` + usage + `}`
@@ -117,7 +118,7 @@ func TestAdversary_UsageWithoutCountsIsNoUsage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			url, _ := fakeAnswer(t, http.StatusOK, tt.body, nil)
-			got, err := adversaryCall(t, tt.kind, url, 10*time.Second, adversaryReq)
+			got, err := generateKind(t, tt.kind, url, 10*time.Second, plainReq)
 			if err != nil {
 				t.Fatalf("Generate: %v (a paid answer with a text must be kept)", err)
 			}
@@ -171,13 +172,13 @@ func truncatedBody(t *testing.T, sent string) (string, *atomic.Int64) {
 	return srv.URL, &n
 }
 
-// TestAdversary_AnswerCutOffIsAmbiguous: a 200 whose body never ends (the
-// headers came, then nothing) is held to the call's timeout, and a 200
-// whose body is cut short by a closed connection fails; both came after
-// the provider answered, so the call may have been billed: each is classed
-// timeout (ambiguous: not retried on a provider that honours no key),
-// never not_sent or a provider error, and each is one request.
-func TestAdversary_AnswerCutOffIsAmbiguous(t *testing.T) {
+// TestHTTPProviders_AnswerCutOffIsAmbiguous: a 200 whose body never ends
+// (the headers came, then nothing) is held to the call's timeout, and a
+// 200 whose body is cut short by a closed connection fails; both came
+// after the provider answered, so the call may have been billed: each is
+// classed timeout (ambiguous: not retried on a provider that honours no
+// key), never not_sent or a provider error, and each is one request.
+func TestHTTPProviders_AnswerCutOffIsAmbiguous(t *testing.T) {
 	t.Parallel()
 	openaiStart := `{"id":"r1","choices":[{"message":{"content":"some`
 	anthropicStart := `{"id":"msg_1","type":"message","content":[{"type":"text","text":"Fi`
@@ -196,7 +197,7 @@ func TestAdversary_AnswerCutOffIsAmbiguous(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			url, n := tt.start(t, tt.first)
-			_, err := adversaryCall(t, tt.kind, url, tt.timeout, adversaryReq)
+			_, err := generateKind(t, tt.kind, url, tt.timeout, plainReq)
 			ce, ok := provider.AsCallError(err)
 			if !ok {
 				t.Fatalf("Generate error = %v (%T), want a *CallError", err, err)
@@ -211,10 +212,13 @@ func TestAdversary_AnswerCutOffIsAmbiguous(t *testing.T) {
 	}
 }
 
-// TestAdversary_HostileAnswersOfTheAnthropicKind: a 200 that is not a
-// usable Messages answer is malformed (never retried), and what is
-// refused or passed through is one request.
-func TestAdversary_HostileAnswersOfTheAnthropicKind(t *testing.T) {
+// TestAnthropic_HostileAnswersClassedInOneRequest: a 200 that is not a
+// usable Messages answer, and a redirect (never followed), is malformed
+// (never retried); an unknown block beside a text, or an unknown stop
+// reason, is kept; an error status keeps its class, with a short message
+// however large its body. What is refused or passed through is one
+// request.
+func TestAnthropic_HostileAnswersClassedInOneRequest(t *testing.T) {
 	t.Parallel()
 	big := `{"id":"msg_1","content":[{"type":"text","text":"` + strings.Repeat("a", 4<<20) + `"}],"stop_reason":"end_turn"}`
 	tests := []struct {
@@ -239,7 +243,7 @@ func TestAdversary_HostileAnswersOfTheAnthropicKind(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := startCapture(t, tt.status, tt.body, tt.header)
-			got, err := adversaryCall(t, "anthropic", srv.URL, 10*time.Second, adversaryReq)
+			got, err := generateKind(t, "anthropic", srv.URL, 10*time.Second, plainReq)
 			srv.mustOneRequest(t)
 			if tt.wantClass == "" {
 				if err != nil {
@@ -264,12 +268,13 @@ func TestAdversary_HostileAnswersOfTheAnthropicKind(t *testing.T) {
 	}
 }
 
-// TestAdversary_RetryAfterForms: a 429's retry-after, from both kinds, in
-// each form a server may send it: seconds, an HTTP date (read against the
-// provider's clock), one already past, a huge or overflowing number, a
-// negative one, a fraction. None may panic, overflow to a negative pause
-// or be read as anything but seconds or a date.
-func TestAdversary_RetryAfterForms(t *testing.T) {
+// TestHTTPProviders_RetryAfterFormsReadSafely: a 429's retry-after, from
+// both kinds, in each form a server may send it: seconds, an HTTP date
+// (read against the provider's clock), one already past, a huge or
+// overflowing number, a negative one, a fraction. None may panic,
+// overflow to a negative pause or be read as anything but seconds or a
+// date.
+func TestHTTPProviders_RetryAfterFormsReadSafely(t *testing.T) {
 	t.Parallel()
 	date := anthropicNow.Add(90 * time.Second).Format(http.TimeFormat)
 	past := anthropicNow.Add(-time.Hour).Format(http.TimeFormat)
@@ -297,7 +302,7 @@ func TestAdversary_RetryAfterForms(t *testing.T) {
 				} else {
 					p, _ = provider.NewAnthropic(provider.AnthropicConfig{URL: url, APIKey: apiKey, NowFunc: now})
 				}
-				_, err := p.Generate(context.Background(), adversaryReq)
+				_, err := p.Generate(context.Background(), plainReq)
 				ce, ok := provider.AsCallError(err)
 				if !ok {
 					t.Fatalf("Generate error = %v, want a *CallError", err)
@@ -314,12 +319,12 @@ func TestAdversary_RetryAfterForms(t *testing.T) {
 	}
 }
 
-// TestAdversary_SimUsageWithinMaxTokens: no answer of the simulators says
-// it wrote more completion tokens than the max_tokens it was sent: a real
-// provider stops there, and accept reserved no more. The sims write whole
-// words of two tokens, so max_tokens 1 got one word and completion_tokens
-// 2, charged past the reservation on a priced model.
-func TestAdversary_SimUsageWithinMaxTokens(t *testing.T) {
+// TestSim_CompletionTokensWithinMaxTokens: no answer of the simulators
+// says it wrote more completion tokens than the max_tokens it was sent: a
+// real provider stops there, and accept reserved no more. The sims write
+// whole words of two tokens; max_tokens 1 used to get one word and
+// completion_tokens 2, charged past the reservation on a priced model.
+func TestSim_CompletionTokensWithinMaxTokens(t *testing.T) {
 	t.Parallel()
 	sim := simtest.MustStart(t, providersim.Config{})
 	for _, maxTokens := range []int{1, 2, 3, 7} {
@@ -333,7 +338,7 @@ func TestAdversary_SimUsageWithinMaxTokens(t *testing.T) {
 			if kind == "sim" {
 				got, err = provider.NewSim(0).Generate(context.Background(), req)
 			} else {
-				got, err = adversaryCall(t, kind, sim.URL, 10*time.Second, req)
+				got, err = generateKind(t, kind, sim.URL, 10*time.Second, req)
 			}
 			if err != nil {
 				t.Fatalf("%s, max_tokens %d: %v", kind, maxTokens, err)

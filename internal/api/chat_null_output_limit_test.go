@@ -19,24 +19,24 @@ import (
 // reserved. A null limit names none: the bound is sent (it went out
 // unbounded until openai.go chatBody dropped the null).
 
-// TestAdversary_ChatNullLimitIsSentUnbounded: "max_completion_tokens":
-// null is accepted as naming no limit: accept reserves the model's bound
-// (1000 tokens on gpt-mini). But the OpenAI provider adds the bound only
-// when neither member is present, so the call goes out with
-// "max_completion_tokens": null and no bound at all: the provider writes
-// as much as it likes, and the charge can pass the reservation.
+// TestChatForm_NullOutputLimitIsSentAsTheModelsBound:
+// "max_completion_tokens": null is accepted as naming no limit: accept
+// reserves the model's bound (1000 tokens on gpt-mini). The OpenAI
+// provider used to add the bound only when neither member was present, so
+// the call went out with "max_completion_tokens": null and no bound at
+// all: the provider wrote as much as it liked, and the charge could pass
+// the reservation.
 //
 // docs/providers.md: "when the request names no output limit,
 // `max_completion_tokens` is added at the model's `max_output_tokens`, so
 // what a call may cost is bounded"; docs/api.md: "absent, that bound is
 // sent". A null limit names no limit: the bound must be sent (or a null
-// refused at accept, 400). Fix: internal/provider/openai.go chatBody (a
-// null member is absent; done), or internal/api/validate.go readChat (drop or
-// refuse a null max_tokens / max_completion_tokens before it is stored).
+// refused at accept, 400). The fix is in internal/provider/openai.go
+// chatBody: a null member is read as absent.
 // The request is built as the worker's providerRequest builds it
 // (internal/worker/route.go): the payload accept stored, read back, with
 // the model's OutputBound.
-func TestAdversary_ChatNullLimitIsSentUnbounded(t *testing.T) {
+func TestChatForm_NullOutputLimitIsSentAsTheModelsBound(t *testing.T) {
 	t.Parallel()
 	e := catalogEnv(t)
 	for _, member := range []string{"max_completion_tokens", "max_tokens"} {

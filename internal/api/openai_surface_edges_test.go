@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,14 +15,17 @@ import (
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/api"
+	"github.com/inkwell/inkwell/internal/jobwait"
 	"github.com/inkwell/inkwell/internal/store"
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Adversarial tests of the OpenAI-compatible surface (POST /v1/files,
-// the OpenAI form of /v1/batches, POST /v1/chat/completions) that pass:
-// cases no other test covers. Real servers on loopback, real SQLite files
-// (and PostgreSQL where INKWELL_TEST_POSTGRES_URL is set).
+// Edge cases of the OpenAI-compatible surface (POST /v1/files, the
+// OpenAI form of /v1/batches, POST /v1/chat/completions) that no other
+// test covers: odd line endings, metadata at its limits, re-sent and
+// concurrent creates, multipart uploads, the virtual batch files. Real
+// servers on loopback, real SQLite files (and PostgreSQL where
+// INKWELL_TEST_POSTGRES_URL is set).
 
 // send is one request from a goroutine other than the test's: its error
 // is returned, not fatal.
@@ -68,12 +72,12 @@ func countRows(t *testing.T, st *store.Store, tables ...string) map[string]int {
 	return out
 }
 
-// TestAdversary_LineEndings: a file with CRLF line endings, blank and
-// white-space lines, and a last line without its newline is read as its
-// requests: the upload counts them, the create makes one job per
-// request in line order, and a bad line is named by the number an
-// editor shows (blank lines counted, CRLF one line each).
-func TestAdversary_LineEndings(t *testing.T) {
+// TestOpenAIBatch_LineEndingsKeepRequestsAndLineNumbers: a file with CRLF
+// line endings, blank and white-space lines, and a last line without its
+// newline is read as its requests: the upload counts them, the create
+// makes one job per request in line order, and a bad line is named by the
+// number an editor shows (blank lines counted, CRLF one line each).
+func TestOpenAIBatch_LineEndingsKeepRequestsAndLineNumbers(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
@@ -113,11 +117,11 @@ func TestAdversary_LineEndings(t *testing.T) {
 	})
 }
 
-// TestAdversary_MetadataLimits: batch metadata at its limits (16 keys,
-// a key of 64 bytes, a value of 512) is kept and answered back; one past
-// any limit, a value that is not a string, or metadata that is not an
-// object is 400 naming metadata, nothing written.
-func TestAdversary_MetadataLimits(t *testing.T) {
+// TestOpenAIBatch_MetadataLimitsAreInclusive: batch metadata at its limits
+// (16 keys, a key of 64 bytes, a value of 512) is kept and answered back;
+// one past any limit, a value that is not a string, or metadata that is
+// not an object is 400 naming metadata, nothing written.
+func TestOpenAIBatch_MetadataLimitsAreInclusive(t *testing.T) {
 	t.Parallel()
 	e := oaEnv(t, storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{}), api.Config{})
 	f := e.upload("", "batch", "in.jsonl", chatLine("a", "x")).file(t)
@@ -166,11 +170,11 @@ func TestAdversary_MetadataLimits(t *testing.T) {
 	e.assertUnchanged("metadata past its limits", before)
 }
 
-// TestAdversary_ConcurrentCreateWithoutKey: an SDK that re-sends a create
-// whose answer it lost, while the first is still being stored, gets the
-// same batch: creates of one file without a key, at once, make one batch
-// and one job per line; with one Idempotency-Key, the same.
-func TestAdversary_ConcurrentCreateWithoutKey(t *testing.T) {
+// TestOpenAIBatch_ConcurrentCreatesOfOneFileAreOneBatch: an SDK that
+// re-sends a create whose answer it lost, while the first is still being
+// stored, gets the same batch: creates of one file without a key, at once,
+// make one batch and one job per line; with one Idempotency-Key, the same.
+func TestOpenAIBatch_ConcurrentCreatesOfOneFileAreOneBatch(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
@@ -205,13 +209,14 @@ func TestAdversary_ConcurrentCreateWithoutKey(t *testing.T) {
 	})
 }
 
-// TestAdversary_ResentCreatePastLimits: a re-sent create (an SDK's retry
-// of a create whose answer was lost) is answered with the batch already
-// made even when a new batch would be refused now: the budget spent by
-// the batch itself (402), the account's rpm (429), the queue full with
-// its own lines (--max-queued, 429). Refusing the re-send would leave
-// the client retrying a batch that exists without ever learning its id.
-func TestAdversary_ResentCreatePastLimits(t *testing.T) {
+// TestOpenAIBatch_ResentCreatePastLimitsAnswersTheBatch: a re-sent create
+// (an SDK's retry of a create whose answer was lost) is answered with the
+// batch already made even when a new batch would be refused now: the
+// budget spent by the batch itself (402), the account's rpm (429), the
+// queue full with its own lines (--max-queued, 429). Refusing the re-send
+// would leave the client retrying a batch that exists without ever
+// learning its id.
+func TestOpenAIBatch_ResentCreatePastLimitsAnswersTheBatch(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		budget := int64(2_000)
@@ -240,12 +245,12 @@ func TestAdversary_ResentCreatePastLimits(t *testing.T) {
 	})
 }
 
-// TestAdversary_ChatCompletionsConcurrentResend: the same chat request
+// TestChatCompletions_ConcurrentResendIsOneJob: the same chat request
 // with the same Idempotency-Key, sent several times at once (an SDK's
 // retry racing its first try), is one job; every answer names it in
-// Inkwell-Job-Id. The same key with another body, sent at the same time,
-// is 422 and writes nothing.
-func TestAdversary_ChatCompletionsConcurrentResend(t *testing.T) {
+// Inkwell-Job-Id. The same key with another body, sent after them, is
+// 422 and writes nothing.
+func TestChatCompletions_ConcurrentResendIsOneJob(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{SyncWait: 50 * time.Millisecond})
@@ -278,10 +283,10 @@ func TestAdversary_ChatCompletionsConcurrentResend(t *testing.T) {
 	})
 }
 
-// TestAdversary_ChatCompletionsRefusalsWriteNothing: every refusal of
+// TestChatCompletions_RefusalsWriteNothingAndSayWhy: every refusal of
 // POST /v1/chat/completions, with or without a key, writes nothing and
 // answers the {"error": {code, message}} form naming what is wrong.
-func TestAdversary_ChatCompletionsRefusalsWriteNothing(t *testing.T) {
+func TestChatCompletions_RefusalsWriteNothingAndSayWhy(t *testing.T) {
 	t.Parallel()
 	e := oaEnv(t, storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{}), api.Config{SyncWait: 50 * time.Millisecond})
 	before := e.snapshot()
@@ -314,13 +319,14 @@ func TestAdversary_ChatCompletionsRefusalsWriteNothing(t *testing.T) {
 	e.assertUnchanged("refused chat completions", before)
 }
 
-// TestAdversary_UploadEdges: the multipart edge cases of POST /v1/files.
-// An empty file is kept (an upload is only counted) and refused at create
-// as having no lines; two file parts, a control character in the file's
-// name, and purpose after the file but wrong are 400; purpose sent after
-// the file is read as well as before it; a non-JSONL file is kept and
-// its first bad line named at create. Every refusal writes nothing.
-func TestAdversary_UploadEdges(t *testing.T) {
+// TestFiles_MultipartEdgesAreReadOrRefusedWritingNothing: the multipart
+// edge cases of POST /v1/files. An empty file is kept (an upload is only
+// counted) and refused at create as having no lines; two file parts, a
+// control character in the file's name, and purpose after the file but
+// wrong are 400; purpose sent after the file is read as well as before it;
+// a non-JSONL file is kept and its first bad line named at create. Every
+// refusal writes nothing.
+func TestFiles_MultipartEdgesAreReadOrRefusedWritingNothing(t *testing.T) {
 	t.Parallel()
 	e := oaEnv(t, storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{}), api.Config{})
 	empty := e.upload("", "batch", "empty.jsonl", "").file(t)
@@ -373,11 +379,11 @@ func TestAdversary_UploadEdges(t *testing.T) {
 	}
 }
 
-// TestAdversary_BatchFilesByAlias: the virtual output and error files
-// exist only once the batch has a line for them; a batch id with a sign,
-// a zero or not a number is not a file. A batch created from JSONL has
-// the same virtual files.
-func TestAdversary_BatchFilesByAlias(t *testing.T) {
+// TestFiles_VirtualBatchFilesExistOnceTheyHaveALine: the virtual output
+// and error files exist only once the batch has a line for them; a batch
+// id with a sign, a zero or not a number is not a file. A batch created
+// from JSONL has the same virtual files.
+func TestFiles_VirtualBatchFilesExistOnceTheyHaveALine(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
@@ -412,4 +418,52 @@ func TestAdversary_BatchFilesByAlias(t *testing.T) {
 		}
 		e.assertUnchanged("a cancel re-sent by the whole number", before)
 	})
+}
+
+// TestChatCompletions_ClientGoneThenResentAnswersTheOneJob: a client of POST
+// /v1/chat/completions that hangs up while it waits leaves its job queued
+// (stored, not cancelled, nothing else written); the same request re-sent
+// under the same key waits on that job and answers its completion: one
+// job, one result. The same key with another body is then 422, nothing
+// written.
+func TestChatCompletions_ClientGoneThenResentAnswersTheOneJob(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
+	hub := jobwait.New()
+	e := oaEnv(t, st, api.Config{Waits: hub, SyncWait: 30 * time.Second})
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"a haiku"}],"max_tokens":20}`
+	h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "client-gone"}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(body))
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	if resp, err := e.srv.Client().Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the first request was answered (%d) before the client hung up; want it still waiting", resp.StatusCode)
+	}
+	cancel()
+	if n := countRows(t, st, "jobs")["jobs"]; n != 1 {
+		t.Fatalf("%d jobs after the client hung up, want its one job stored", n)
+	}
+	var status string
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT status FROM jobs`).Scan(&status); err != nil || status != inkwell.StatusQueued {
+		t.Fatalf("job status %q (%v), want queued", status, err)
+	}
+
+	done := make(chan reply, 1)
+	go func() { r, _ := send(e.srv, http.MethodPost, "/v1/chat/completions", h, body); done <- r }()
+	storetest.WaitFor(t, 10*time.Second, "the re-send waiting on the job", func() bool { return len(hub.IDs()) == 1 })
+	hub.Wake(completeNext(t, st)) // as the lane wakes it after the commit
+	r := <-done
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), "Ink dries slowly") {
+		t.Errorf("re-send under the same key: %d %s, want 200 with the job's completion", r.status, r.body)
+	}
+	if c := countRows(t, st, "jobs", "results"); c["jobs"] != 1 || c["results"] != 1 {
+		t.Errorf("rows %v, want one job and one result", c)
+	}
+	before := e.snapshot()
+	assertError(t, e.do(http.MethodPost, "/v1/chat/completions", h, strings.Replace(body, "a haiku", "a limerick", 1)), http.StatusUnprocessableEntity, inkwell.EKEYREUSED)
+	e.assertUnchanged("the key re-sent with another body", before)
 }

@@ -1,5 +1,10 @@
 package webhook_test
 
+// The sender at its edges: deliveries checked with the official Standard
+// Webhooks library, redirects, Retry-After and 410, a job pruned before
+// its delivery, a receiver that hangs or is dead, two senders on one
+// database.
+
 import (
 	"context"
 	"encoding/json"

@@ -1,9 +1,9 @@
 package worker_test
 
-// Adversarial tests of the charge cap (worker.capCharge at
-// Router.WorstCase, store.chargeWithin at the reservation): the job is
-// accepted through the real API (api.Server, its reserve), so the
-// reservation compared is the one accept really made.
+// The charge cap (worker.capCharge at Router.WorstCase, store.chargeWithin
+// at the reservation) against what accept reserved: the job is accepted
+// through the real API (api.Server, its reserve), so the reservation
+// compared is the one accept really made.
 
 import (
 	"encoding/json"
@@ -26,10 +26,10 @@ import (
 	"github.com/inkwell/inkwell/internal/worker"
 )
 
-// advAccept POSTs body to /v1/jobs of an API server over st that reserves
+// acceptViaAPI POSTs body to /v1/jobs of an API server over st that reserves
 // with router's catalog and WorstCase, as serve wires them, and returns
 // the job it created.
-func advAccept(t *testing.T, st *store.Store, router catalogRouter, key, body string) inkwell.Job {
+func acceptViaAPI(t *testing.T, st *store.Store, router catalogRouter, key, body string) inkwell.Job {
 	t.Helper()
 	srv := api.New(api.Config{Store: st, Auth: api.AuthOff, Catalog: router.cat, WorstCase: router.WorstCase})
 	srv.SetReady(true)
@@ -67,21 +67,24 @@ func chargeTimeWorstCase(t *testing.T, st *store.Store, router catalogRouter, jo
 	return router.WorstCase(w, rt.Model)
 }
 
-func advBudget(t *testing.T, st *store.Store, name string, micros int64) {
+// addBudgetedAccount creates account name with a budget of micros.
+func addBudgetedAccount(t *testing.T, st *store.Store, name string, micros int64) {
 	t.Helper()
 	if _, err := st.CreateAccount(t.Context(), store.Account{Name: name, BudgetMicros: &micros}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestAdversaryCap_PerTokenPriceAgainstAnAmountNamingProvider: serve
+// TestLane_PerTokenPriceReservesWhatAnAmountNamingProviderBills: serve
 // --provider openai --provider-micros-per-token 25 in front of
 // provider-sim (which, as any provider may, names its bill in
-// inkwell_amount_micros). OpenAI.amount charges the named amount, but
-// WorstCaseMicros bounds the call as if it were priced per token, so the
-// worst case is far below what the provider legitimately billed, and the
-// new cap charges the user a tenth of the bill. FAILS today.
-func TestAdversaryCap_PerTokenPriceAgainstAnAmountNamingProvider(t *testing.T) {
+// inkwell_amount_micros). OpenAI.amount charges the named amount, so
+// accept's reservation (WorstCaseMicros) must cover it, and the charge is
+// the whole bill. WorstCaseMicros used to bound the call as if it were
+// priced per token only, far below what the provider legitimately billed,
+// and the cap charged the user a tenth of the bill; it now takes the
+// larger of the per-token and the per-word bound.
+func TestLane_PerTokenPriceReservesWhatAnAmountNamingProviderBills(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		sim := simtest.MustStart(t, providersim.Config{})
@@ -93,8 +96,8 @@ func TestAdversaryCap_PerTokenPriceAgainstAnAmountNamingProvider(t *testing.T) {
 		prov := catalog.Provider{Name: "openai", Kind: catalog.KindOpenAI}
 		router := catalogRouter{cat: catalog.Single(prov, p.Model(), inkwell.MaxMaxWords*inkwell.TokensPerWord),
 			byProvider: map[string]worker.Route{"openai": {Provider: p}}}
-		advBudget(t, st, "acme", 1_000_000_000)
-		job := advAccept(t, st, router, "k", `{"prompt":"a poem about the sea","account":"acme","max_words":50}`)
+		addBudgetedAccount(t, st, "acme", 1_000_000_000)
+		job := acceptViaAPI(t, st, router, "k", `{"prompt":"a poem about the sea","account":"acme","max_words":50}`)
 		r, err := st.Reservation(t.Context(), job.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -112,13 +115,13 @@ func TestAdversaryCap_PerTokenPriceAgainstAnAmountNamingProvider(t *testing.T) {
 	})
 }
 
-// TestAdversaryCap_StoreCapIsHeard: when the reservation is below the
+// TestLane_CapAtTheReservationIsHeard: when the reservation is below the
 // request's worst case as the lane computes it from the stored payload
 // (a '<' counts one byte in the body accept measured, six once stored
 // escaped; or prices raised since the accept), the lane caps the charge
 // at the reservation itself, so the cap is logged and heard
 // (ChargeCapped), not only applied silently by the store.
-func TestAdversaryCap_StoreCapIsHeard(t *testing.T) {
+func TestLane_CapAtTheReservationIsHeard(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		content := strings.Repeat("<", 400)
@@ -131,19 +134,20 @@ func TestAdversaryCap_StoreCapIsHeard(t *testing.T) {
 			}))
 		})
 		router := singleRoute(t, beta, srv, false, 10*time.Second)
-		advBudget(t, st, "acme", 1_000_000_000)
-		job := advAccept(t, st, router, "k", `{"account":"acme","model":"beta","messages":[{"role":"user","content":"`+content+`"}],"max_tokens":10}`)
+		addBudgetedAccount(t, st, "acme", 1_000_000_000)
+		job := acceptViaAPI(t, st, router, "k", `{"account":"acme","model":"beta","messages":[{"role":"user","content":"`+content+`"}],"max_tokens":10}`)
 		r, err := st.Reservation(t.Context(), job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		worst := chargeTimeWorstCase(t, st, router, job)
 		if worst <= r.Micros {
-			t.Skipf("the lane's worst case %d is not above the reservation %d here", worst, r.Micros)
+			t.Fatalf("the lane's worst case %d is not above the reservation %d: the body no longer reserves less than the lane's worst case, so no cap at the reservation is tested", worst, r.Micros)
 		}
 		// Prompt tokens = the stored payload's InputBytes: exactly the
-		// lane's worst case, so the lane does not cap; above the
-		// reservation, so the store does.
+		// lane's worst case, so a cap at the worst case alone would not
+		// lower the charge; above the reservation, so the cap at the
+		// reservation does.
 		d0, _ := st.Show(t.Context(), job.ID)
 		w, _ := inkwell.ReadPayload(d0.Job.Payload)
 		reported = int64(w.Chat.InputBytes())
@@ -162,12 +166,12 @@ func TestAdversaryCap_StoreCapIsHeard(t *testing.T) {
 	})
 }
 
-// TestAdversaryCap_SimNeverPastItsWorstCase: the in-process sim bills
-// exactly its words, and WorstCaseMicros is exactly that for both forms
-// (unpriced), and its usage is within Model.WorstCase (priced, with a
-// prompt of one-letter words, two tokens each, the most tokens a byte can
-// carry there): the cap never lowers a sim's charge. Passes today.
-func TestAdversaryCap_SimNeverPastItsWorstCase(t *testing.T) {
+// TestLane_SimChargeNeverCapped: the in-process sim bills exactly its
+// words, and WorstCaseMicros is exactly that for both forms (unpriced),
+// and its usage is within Model.WorstCase (priced, with a prompt of
+// one-letter words, two tokens each, the most tokens a byte can carry
+// there): the cap never lowers a sim's charge.
+func TestLane_SimChargeNeverCapped(t *testing.T) {
 	t.Parallel()
 	oneLetter := strings.TrimSpace(strings.Repeat("a ", 4000))
 	free := inkwell.Model{Name: "free", Provider: "sim", Upstream: "free", MaxOutputTokens: 4000}
@@ -194,11 +198,11 @@ func TestAdversaryCap_SimNeverPastItsWorstCase(t *testing.T) {
 		`{"account":"acme","model":"priced","messages":[{"role":"system","content":"x"},{"role":"user","content":[{"type":"text","text":"` + oneLetter + `"}]}]}`,
 	}
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
-		advBudget(t, st, "acme", 1_000_000_000_000)
+		addBudgetedAccount(t, st, "acme", 1_000_000_000_000)
 		var jobs []inkwell.Job
 		var reserved []int64
 		for i, b := range bodies {
-			j := advAccept(t, st, router, fmt.Sprintf("k%d", i), b)
+			j := acceptViaAPI(t, st, router, fmt.Sprintf("k%d", i), b)
 			r, err := st.Reservation(t.Context(), j.ID)
 			if err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,11 +88,25 @@ func TestServe_WebhookToLoopbackGoesThroughTheProxy(t *testing.T) {
 		}
 		return len(ds) == 2 && sent == 2
 	})
+	ds, err := st.WebhookDeliveries(t.Context(), store.WebhookFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.LastStatus != http.StatusForbidden || d.DeliveredAt != nil {
+			t.Errorf("delivery %d of %s: last status %d, delivered %v, error %q; want the proxy's 403 refusal", d.ID, d.Account, d.LastStatus, d.DeliveredAt, d.LastError)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(direct) > 0 {
 		t.Errorf("serve ran with HTTP_PROXY/HTTPS_PROXY=%s (a filtering proxy), yet posted webhook deliveries straight to a loopback service, bypassing the proxy: %q (the proxy saw %q). "+
 			"Go's ProxyFromEnvironment never proxies localhost or loopback IPs; the docs promise the proxy keeps webhook traffic off internal addresses", proxy.URL, direct, proxied)
+	}
+	for _, u := range []string{"http://127.0.0.1:" + port + "/admin", "http://localhost:" + port + "/admin"} {
+		if !slices.Contains(proxied, "POST "+u) {
+			t.Errorf("the proxy saw %q; want a POST of %s", proxied, u)
+		}
 	}
 }
 

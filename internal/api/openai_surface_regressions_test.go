@@ -12,16 +12,17 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// Fixes from an adversary pass of the OpenAI-compatible surface, each
-// test failing on the code before its fix. Real servers on loopback, real
-// SQLite files, and PostgreSQL where INKWELL_TEST_POSTGRES_URL is set.
+// Bugs of the OpenAI-compatible surface (the Files API, the OpenAI form
+// of /v1/batches, the chat form), each test failing on the code before
+// its fix. Real servers on loopback, real SQLite files, and PostgreSQL
+// where INKWELL_TEST_POSTGRES_URL is set.
 
-// TestAdversaryFix_MalformedFileID: a file id that is no id Inkwell makes
+// TestFiles_MalformedIDIsNotFound: a file id that is no id Inkwell makes
 // (a NUL byte, invalid UTF-8) is 404 not_found, as an unknown id is, on
 // both dialects: GET /v1/files/{id}, …/content, and a batch created from
 // it. PostgreSQL refuses such a string in a query (SQLSTATE 22021), which
-// answered 500.
-func TestAdversaryFix_MalformedFileID(t *testing.T) {
+// used to answer 500.
+func TestFiles_MalformedIDIsNotFound(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
@@ -47,12 +48,12 @@ func TestAdversaryFix_MalformedFileID(t *testing.T) {
 	})
 }
 
-// TestAdversaryFix_ChatLineNeedsChatBody: a batch line naming url
+// TestBatch_ChatCompletionsLineRefusesTheShortForm: a batch line naming url
 // /v1/chat/completions must carry a chat request; Inkwell's short form
 // there is refused, naming the line, in both forms of create (an uploaded
 // file, JSONL in the body), nothing written. The short form stays valid
 // on a /v1/jobs line.
-func TestAdversaryFix_ChatLineNeedsChatBody(t *testing.T) {
+func TestBatch_ChatCompletionsLineRefusesTheShortForm(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
@@ -86,12 +87,12 @@ func TestAdversaryFix_ChatLineNeedsChatBody(t *testing.T) {
 	})
 }
 
-// TestAdversaryFix_BatchCreateWithoutContentType: POST /v1/batches
+// TestOpenAIBatch_CreateWithoutContentTypeIsJSON: POST /v1/batches
 // without Content-Type is JSON (docs/api.md: a request without
 // Content-Type is read as JSON), so the OpenAI create body works and a
 // bad one is refused for what it is, not for a missing Idempotency-Key;
 // a body of another type is refused for its Content-Type first.
-func TestAdversaryFix_BatchCreateWithoutContentType(t *testing.T) {
+func TestOpenAIBatch_CreateWithoutContentTypeIsJSON(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
@@ -116,10 +117,10 @@ func TestAdversaryFix_BatchCreateWithoutContentType(t *testing.T) {
 	})
 }
 
-// TestAdversaryFix_MetadataNullValue: OpenAI's metadata values are
+// TestMetadata_ValueThatIsNotAStringIsRefused: OpenAI's metadata values are
 // strings; a null value is refused, naming metadata, not stored as "".
 // In the chat form of a job too. Nothing written.
-func TestAdversaryFix_MetadataNullValue(t *testing.T) {
+func TestMetadata_ValueThatIsNotAStringIsRefused(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
@@ -149,10 +150,10 @@ func TestAdversaryFix_MetadataNullValue(t *testing.T) {
 	})
 }
 
-// TestAdversaryFix_NotAnObject: a body, a batch line or a line's body
-// that is valid JSON but not an object is refused in words (it must be a
-// JSON object), not as "field  must be struct". Nothing written.
-func TestAdversaryFix_NotAnObject(t *testing.T) {
+// TestBatch_NotAnObjectSaysWhatWasExpected: a body, a batch line or a
+// line's body that is valid JSON but not an object is refused in words (it
+// must be a JSON object), not as "field  must be struct". Nothing written.
+func TestBatch_NotAnObjectSaysWhatWasExpected(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
@@ -187,11 +188,12 @@ func TestAdversaryFix_NotAnObject(t *testing.T) {
 	})
 }
 
-// TestAdversaryFix_ByteOrderMark: a batch input file that starts with a
-// UTF-8 byte order mark (Windows tools write one) is read without it:
-// the upload counts its lines, the create makes one job per line, and the
-// first line's custom_id has no BOM in it. The JSONL form reads it too.
-func TestAdversaryFix_ByteOrderMark(t *testing.T) {
+// TestBatch_LeadingByteOrderMarkIsSkipped: a batch input file that starts
+// with a UTF-8 byte order mark (Windows tools write one) is read without
+// it: the upload counts its lines, the create makes one job per line,
+// and the first line's custom_id has no BOM in it. The JSONL form reads
+// it too.
+func TestBatch_LeadingByteOrderMarkIsSkipped(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})
@@ -234,12 +236,13 @@ func TestAdversaryFix_ByteOrderMark(t *testing.T) {
 	})
 }
 
-// TestAdversaryFix_ResentCreateOtherEndpoint: a create re-sent under the
-// same key (the Idempotency-Key, or without one the file) with another
-// endpoint is 422 key_reused, as a re-send with other metadata is and as
-// POST /v1/jobs answers a key reused with another body; nothing written.
-// The same endpoint mismatch under a new key stays 400, naming the line.
-func TestAdversaryFix_ResentCreateOtherEndpoint(t *testing.T) {
+// TestOpenAIBatch_ResentCreateWithAnotherEndpointIsKeyReused: a create
+// re-sent under the same key (the Idempotency-Key, or without one the
+// file) with another endpoint is 422 key_reused, as a re-send with other
+// metadata is and as POST /v1/jobs answers a key reused with another body;
+// nothing written. The same endpoint mismatch under a new key stays 400,
+// naming the line.
+func TestOpenAIBatch_ResentCreateWithAnotherEndpointIsKeyReused(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, st *store.Store) {
 		e := oaEnv(t, st, api.Config{})

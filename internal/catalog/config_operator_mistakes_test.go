@@ -1,7 +1,7 @@
 package catalog_test
 
-// An adversary pass on the config file: what an unlucky operator writes,
-// and what the refusal must say, and never say.
+// Mistakes an unlucky operator writes in the config file, and what the
+// refusal must say, and never say.
 
 import (
 	"errors"
@@ -13,10 +13,10 @@ import (
 	"github.com/inkwell/inkwell/internal/catalog"
 )
 
-// adversaryFile is a file with one openai provider of url (its line 4),
+// oneModelFile is a file with one openai provider of url (its line 4),
 // and a model of it whose lines from line 9 on are modelLines, then
 // max_output_tokens = 5 when they do not set it.
-func adversaryFile(url string, modelLines ...string) string {
+func oneModelFile(url string, modelLines ...string) string {
 	if !slices.ContainsFunc(modelLines, func(l string) bool { return strings.HasPrefix(l, "max_output_tokens") }) {
 		modelLines = append(modelLines, "max_output_tokens = 5")
 	}
@@ -24,13 +24,13 @@ func adversaryFile(url string, modelLines ...string) string {
 		url, strings.Join(modelLines, "\n"))
 }
 
-// TestAdversary_URLSecretsNeverEchoed: a key written into url by mistake
+// TestConfig_URLSecretsNeverEchoed: a key written into url by mistake
 // (as its user, its password, its query, or a URL that does not parse
 // around a password) is refused, at url's line, and the refusal never
 // repeats the key: it reaches serve's log and the terminal. A query is
 // refused whatever it holds: the URL is the API's base, the key goes in
 // key_env, and serve logs the URL it calls.
-func TestAdversary_URLSecretsNeverEchoed(t *testing.T) {
+func TestConfig_URLSecretsNeverEchoed(t *testing.T) {
 	t.Parallel()
 	const secret = "sk-live-7Hq2SECRET"
 	tests := []struct{ name, url, want string }{
@@ -46,7 +46,7 @@ func TestAdversary_URLSecretsNeverEchoed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cat, err := catalog.Parse("f.toml", []byte(adversaryFile(tt.url)))
+			cat, err := catalog.Parse("f.toml", []byte(oneModelFile(tt.url)))
 			var fe *catalog.FileError
 			if !errors.As(err, &fe) {
 				t.Fatalf("Parse = %+v, %v; want a *FileError", cat, err)
@@ -60,29 +60,35 @@ func TestAdversary_URLSecretsNeverEchoed(t *testing.T) {
 		})
 	}
 	// What is still quoted back, to help: a URL without anything secret.
-	_, err := catalog.Parse("f.toml", []byte(adversaryFile("api.openai.com")))
+	_, err := catalog.Parse("f.toml", []byte(oneModelFile("api.openai.com")))
 	if err == nil || !strings.Contains(err.Error(), `"api.openai.com"`) {
 		t.Errorf("Parse(url without a scheme) = %v; want it quoted back", err)
 	}
 }
 
-// TestAdversary_ModelBoundPricedPastAnyCharge: a model whose own
+// TestConfig_ModelBoundPricedPastAnyChargeRefused: a model whose own
 // max_output_tokens at its output price costs more than any job may
 // (inkwell.MaxChargeMicros) would have every request that names no limit
 // refused at accept, 400: the file is refused instead, at
 // max_output_tokens' line. The largest bound that fits is taken.
-func TestAdversary_ModelBoundPricedPastAnyCharge(t *testing.T) {
+func TestConfig_ModelBoundPricedPastAnyChargeRefused(t *testing.T) {
 	t.Parallel()
-	_, err := catalog.Parse("f.toml", []byte(adversaryFile("https://api.openai.com",
+	_, err := catalog.Parse("f.toml", []byte(oneModelFile("https://api.openai.com",
 		"output_micros_per_mtok = 2000000000", "max_output_tokens = 4294967296")))
 	var fe *catalog.FileError
 	if !errors.As(err, &fe) || fe.Line != 10 || !strings.Contains(fe.Message, "max_output_tokens") {
 		t.Fatalf("Parse = %v; want a refusal at max_output_tokens (line 10)", err)
 	}
 	// 500,000,000 tokens at 2,000 units a million: exactly a million units.
-	cat, err := catalog.Parse("f.toml", []byte(adversaryFile("https://api.openai.com",
+	cat, err := catalog.Parse("f.toml", []byte(oneModelFile("https://api.openai.com",
 		"output_micros_per_mtok = 2000000000", "max_output_tokens = 500000000")))
 	if err != nil || cat.Models[0].MaxOutputTokens != 500_000_000 {
 		t.Fatalf("Parse(a bound that costs a million units) = %+v, %v; want it read", cat, err)
+	}
+	// One token more costs past a million units: 500,000,000 is the largest.
+	_, err = catalog.Parse("f.toml", []byte(oneModelFile("https://api.openai.com",
+		"output_micros_per_mtok = 2000000000", "max_output_tokens = 500000001")))
+	if !errors.As(err, &fe) || fe.Line != 10 || !strings.Contains(fe.Message, "max_output_tokens") {
+		t.Errorf("Parse(a bound one token past a million units) = %v; want a refusal at max_output_tokens (line 10)", err)
 	}
 }

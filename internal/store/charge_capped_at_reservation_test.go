@@ -1,8 +1,8 @@
 package store_test
 
-// Adversarial tests of the store's charge cap (chargeWithin, chargedSQL):
-// no path charges a job more than it reserved, and no budgeted account's
-// charges plus open reservations pass its budget.
+// The store's charge cap (chargeWithin, chargedSQL): no path charges a job
+// more than it reserved, and no budgeted account's charges plus open
+// reservations pass its budget.
 
 import (
 	"encoding/json"
@@ -15,14 +15,14 @@ import (
 	"github.com/inkwell/inkwell/internal/store/storetest"
 )
 
-// advParams is an accept of key for account, reserving cost.
-func advParams(account, key string, cost int64) store.AcceptParams {
+// reserveParams is an accept of key for account, reserving cost.
+func reserveParams(account, key string, cost int64) store.AcceptParams {
 	payload, _ := json.Marshal(inkwell.Request{Prompt: "p " + key, Account: account, MaxWords: inkwell.DefaultMaxWords})
 	return store.AcceptParams{IdempotencyKey: key, RequestHash: inkwell.RequestHash(payload), Payload: payload, Account: account, ReserveMicros: cost}
 }
 
-// advClaimAll claims every queued job, by job id.
-func advClaimAll(t *testing.T, s *store.Store, n int) map[int64]*store.Claimed {
+// claimAllByJob claims every queued job, by job id.
+func claimAllByJob(t *testing.T, s *store.Store, n int) map[int64]*store.Claimed {
 	t.Helper()
 	out := map[int64]*store.Claimed{}
 	for range n {
@@ -73,14 +73,14 @@ func assertWithinBudgets(t *testing.T, s *store.Store) {
 	}
 }
 
-// TestAdversaryCap_GroupMixesAccounts: one outcome group (PostgreSQL's set
-// statement, SQLite's member by member) with two jobs of one budgeted
-// account (one over, one under its reservation), a job of a second
-// budgeted account at exactly its reservation, a job of an account
+// TestBudget_ChargeCapInAGroupOfMixedAccounts: one outcome group
+// (PostgreSQL's set statement, SQLite's member by member) with two jobs of
+// one budgeted account (one over, one under its reservation), a job of a
+// second budgeted account at exactly its reservation, a job of an account
 // without a budget and one of an account without a row: each budgeted job
 // is charged at most its reservation, the others their amount, and the
-// books add up. Passes today.
-func TestAdversaryCap_GroupMixesAccounts(t *testing.T) {
+// books add up.
+func TestBudget_ChargeCapInAGroupOfMixedAccounts(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, s *store.Store) {
 		for name, budget := range map[string]*int64{"acme": ptr[int64](10_000), "beta": ptr[int64](6_000), "free": nil} {
@@ -102,11 +102,11 @@ func TestAdversaryCap_GroupMixesAccounts(t *testing.T) {
 		}
 		ids := map[int64]line{}
 		for i, l := range lines {
-			j := mustAccept(t, s, advParams(l.account, fmt.Sprintf("k%d", i), l.reserve))
+			j := mustAccept(t, s, reserveParams(l.account, fmt.Sprintf("k%d", i), l.reserve))
 			ids[j.ID] = l
 		}
 		var outs []store.Outcome
-		for id, c := range advClaimAll(t, s, len(lines)) {
+		for id, c := range claimAllByJob(t, s, len(lines)) {
 			p := completeParams(c)
 			p.Account, p.AmountMicros = ids[id].account, ids[id].paid
 			outs = append(outs, store.Outcome{Complete: &p})
@@ -136,12 +136,12 @@ func TestAdversaryCap_GroupMixesAccounts(t *testing.T) {
 	})
 }
 
-// TestAdversaryCap_RetriesCapAtTheReservationTheyHold: a job released by
-// a not-billed failure and reserved again by its retry, and a job whose
-// kept reservation an operator released before its retry reserved it
-// again, are each charged at most the one reservation they hold, never
-// it twice and never the answer's amount. Passes today.
-func TestAdversaryCap_RetriesCapAtTheReservationTheyHold(t *testing.T) {
+// TestBudget_RetriedJobChargedAtMostTheReservationItHolds: a job released
+// by a not-billed failure and reserved again by its retry, and a job whose
+// kept reservation an operator released before its retry reserved it again,
+// are each charged at most the one reservation they hold, never it twice
+// and never the answer's amount.
+func TestBudget_RetriedJobChargedAtMostTheReservationItHolds(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, s *store.Store) {
 		withBudget(t, s, ptr[int64](10_000))
@@ -170,11 +170,11 @@ func TestAdversaryCap_RetriesCapAtTheReservationTheyHold(t *testing.T) {
 	})
 }
 
-// TestAdversaryCap_CompletionRetriedAfterItsCommit: a completion sent
-// again after its first commit landed (alone, then inside a group with a
-// new completion) is ErrAlreadyDone and charges nothing more; the group's
-// other member is still capped. Passes today.
-func TestAdversaryCap_CompletionRetriedAfterItsCommit(t *testing.T) {
+// TestBudget_CompletionResentAfterItsCommitChargesNothingMore: a completion
+// sent again after its first commit landed (alone, then inside a group with
+// a new completion) is ErrAlreadyDone and charges nothing more; the group's
+// other member is still capped.
+func TestBudget_CompletionResentAfterItsCommitChargesNothingMore(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, s *store.Store) {
 		withBudget(t, s, ptr[int64](10_000))
@@ -208,12 +208,12 @@ func TestAdversaryCap_CompletionRetriedAfterItsCommit(t *testing.T) {
 
 func isAlreadyDone(err error) bool { return errors.Is(err, store.ErrAlreadyDone) }
 
-// TestAdversaryCap_BatchLinesCapEach: a batch reserves each line's worst
-// case; completions over them, in one group, are each charged their own
-// line's reservation, and a batch cancel while one line runs leaves that
-// line's reservation open (its completion, fenced out, charges nothing).
-// Passes today.
-func TestAdversaryCap_BatchLinesCapEach(t *testing.T) {
+// TestBudget_BatchLinesEachCappedAtTheirReservation: a batch reserves each
+// line's worst case; completions over them, in one group, are each charged
+// their own line's reservation, and a batch cancel while one line runs
+// leaves that line's reservation open (its completion, fenced out, charges
+// nothing).
+func TestBudget_BatchLinesEachCappedAtTheirReservation(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, s *store.Store) {
 		withBudget(t, s, ptr[int64](12_000))
@@ -226,7 +226,7 @@ func TestAdversaryCap_BatchLinesCapEach(t *testing.T) {
 		if acct := account(t, s); acct.ReservedMicros != 12_000 {
 			t.Fatalf("reserved %d after the batch, want 12000", acct.ReservedMicros)
 		}
-		claimed := advClaimAll(t, s, 3)
+		claimed := claimAllByJob(t, s, 3)
 		var running *store.Claimed
 		var outs []store.Outcome
 		for _, c := range claimed {
@@ -254,11 +254,20 @@ func TestAdversaryCap_BatchLinesCapEach(t *testing.T) {
 		// It may have been billed: its reservation stays open, never charged.
 		wantReservation(t, s, running.Job.ID, store.ReservationOpen, reservationOf(t, s, running.Job.ID))
 		got := chargesByJob(t, s)
+		if micros, ok := got[running.Job.ID]; ok {
+			t.Errorf("the line running at the batch cancel was charged %d, want no charge (its completion was fenced out)", micros)
+		}
+		if len(got) != 2 {
+			t.Errorf("charges %v; want the two lines completed before the cancel", got)
+		}
 		var total int64
 		for id, micros := range got {
 			r, rerr := s.Reservation(t.Context(), id)
 			if rerr != nil || micros > r.Micros {
 				t.Errorf("job %d charged %d, reserved %+v (%v)", id, micros, r, rerr)
+			}
+			if id != running.Job.ID && (rerr != nil || micros != r.Micros) {
+				t.Errorf("job %d, completed at 1000000 micros, charged %d; want its own line's reservation %+v (%v)", id, micros, r, rerr)
 			}
 			total += micros
 		}
@@ -269,13 +278,13 @@ func TestAdversaryCap_BatchLinesCapEach(t *testing.T) {
 	})
 }
 
-// TestAdversaryCap_PayerOtherThanReservationAccount: settleTx's branch for
+// TestBudget_OtherPayerChargedAtMostTheReservation: settleTx's branch for
 // a completion paid by an account other than the reservation's (no
 // production caller passes one: the lane pays with jobs.account, which
 // accept also reserved on). The charge is capped at the other account's
 // reservation, and lands, unreserved, on the payer: the payer's spent may
-// pass its budget. Pinned as it is (passes today); the books add up.
-func TestAdversaryCap_PayerOtherThanReservationAccount(t *testing.T) {
+// pass its budget. Pinned as it is; the books add up.
+func TestBudget_OtherPayerChargedAtMostTheReservation(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, s *store.Store) {
 		withBudget(t, s, ptr[int64](10_000))
