@@ -18,11 +18,15 @@ Provider-sim plays the paid outside world. It answers POST
 /v1/chat/completions like an OpenAI-compatible server, and bills each new
 Idempotency-Key once in its own SQLite ledger (--ledger): a repeated key gets
 the same completion and no new bill, a call without a key is billed every
-time. GET /ledger reports, per key, the calls, the bills and the amount.
+time. It answers POST /v1/messages like Anthropic's Messages API too, which
+honours no key: every message is billed. GET /ledger reports, per key, the
+calls, the bills and the amount.
 
-Point 'inkwell serve --provider openai --provider-url http://ADDR' at it.
---fail-rate and --hang-rate inject 500 answers and calls that never answer;
---seed makes their sequence reproducible. Neither is ever billed.
+Point 'inkwell serve --provider openai --provider-url http://ADDR' at it,
+or a config file's openai or anthropic provider (url = "http://ADDR").
+--fail-rate and --hang-rate inject 500 answers (529 overloaded on
+/v1/messages) and calls that never answer; --seed makes their sequence
+reproducible. Neither is ever billed.
 
 --rpm and --tpm enforce requests and tokens per minute as a hosted API
 does, over short windows (a bucket holding one second's allowance): a call

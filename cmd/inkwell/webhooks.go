@@ -113,7 +113,8 @@ it, signed, until the receiver answers 2xx (docs/webhooks.md).
   inkwell webhooks list [--account A] [--pending] [--job ID] [--limit N]
   inkwell webhooks replay ID
 
-Set an account's URL with 'inkwell accounts webhook NAME --url URL'.`
+Set an account's URL with 'inkwell accounts webhook NAME --url URL'. Run
+'inkwell webhooks list --help' for the flags of list.`
 
 func runWebhooks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {

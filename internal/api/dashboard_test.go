@@ -317,6 +317,32 @@ func TestMetrics(t *testing.T) {
 	if code := post("", `{"prompt":"x"}`); code != http.StatusBadRequest {
 		t.Fatalf("POST without key = %d, want 400", code)
 	}
+	// Refusals before a handler runs are counted under the route too: a
+	// method the path does not take (under the path alone: a made-up
+	// method must not make a label of its own), a compressed body.
+	for _, c := range []struct {
+		method, path string
+		header       map[string]string
+		want         int
+	}{
+		{"DELETE", "/v1/jobs/1", nil, http.StatusMethodNotAllowed},
+		{"BREW", "/v1/jobs/1", nil, http.StatusMethodNotAllowed},
+		{"POST", "/v1/jobs", map[string]string{"Content-Encoding": "gzip", "Idempotency-Key": "m-2"}, http.StatusUnsupportedMediaType},
+		{"GET", "/v1/nothing-here", nil, http.StatusNotFound},
+	} {
+		req, _ := http.NewRequest(c.method, sc.url+c.path, strings.NewReader(`{"prompt":"x"}`))
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != c.want {
+			t.Fatalf("%s %s = %d, want %d", c.method, c.path, res.StatusCode, c.want)
+		}
+	}
 
 	code, body := get(t, sc.url+"/metrics")
 	if code != http.StatusOK {
@@ -336,6 +362,9 @@ func TestMetrics(t *testing.T) {
 		"inkwell_requests_answered_from_key_total 1\n",
 		`inkwell_requests_refused_total{reason="key_reused",route="POST /v1/jobs"} 1`+"\n",
 		`inkwell_requests_refused_total{reason="invalid",route="POST /v1/jobs"} 1`+"\n",
+		`inkwell_requests_refused_total{reason="method_not_allowed",route="/v1/jobs/{id}"} 2`+"\n",
+		`inkwell_requests_refused_total{reason="unsupported_media_type",route="POST /v1/jobs"} 1`+"\n",
+		`inkwell_requests_refused_total{reason="not_found",route="unmatched"} 1`+"\n",
 	)
 	if !strings.Contains(body, `inkwell_lane_heartbeat_age_seconds{lane="east"} 36`) {
 		t.Errorf("GET /metrics: want lane east's heartbeat age at about 3600 s")

@@ -157,6 +157,10 @@ func (s *Server) Stopping() {
 // ServeHTTP implements http.Handler. A request no route takes gets the
 // JSON error form too, not the mux's plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	// A refusal before the handler runs is counted under the route, as
+	// the handler's own are ("" for a path no route takes: unmatched).
+	r.Pattern = pattern
 	if s.cfg.LoopbackOnly && !loopbackHost(r.Host) {
 		s.writeError(w, r, inkwell.Errorf(inkwell.EFORBIDDEN, "host %q is not served: this server listens on loopback and answers only to localhost, 127.0.0.1 or [::1]", r.Host))
 		return
@@ -165,7 +169,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, inkwell.Errorf(inkwell.EFORBIDDEN, "cross-site %s refused: a page of another site may not make this server spend money", r.Method))
 		return
 	}
-	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		if err := identityEncoding(r); err != nil {
 			w.Header().Set("Accept-Encoding", "identity") // RFC 7694: the codings a body may have here
@@ -183,10 +186,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
 	}
 	if probe.status == http.StatusMethodNotAllowed {
+		r.Pattern = s.pathPattern(r, probe.header.Get("Allow"))
 		s.writeError(w, r, inkwell.Errorf(inkwell.EMETHOD, "%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.header.Get("Allow")))
 		return
 	}
 	s.writeError(w, r, inkwell.Errorf(inkwell.ENOTFOUND, "no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+// pathPattern is the path part of the route r's path would take under one
+// of the allowed methods ("/v1/jobs/{id}"), the label a 405 is counted
+// under: the route, without the method a client made up (any token is a
+// method to net/http, and a label per made-up method would grow without
+// bound). "" when none is found.
+func (s *Server) pathPattern(r *http.Request, allow string) string {
+	for _, m := range strings.Split(allow, ",") {
+		probe := r.Clone(r.Context())
+		probe.Method = strings.TrimSpace(m)
+		if _, pattern := s.mux.Handler(probe); pattern != "" {
+			_, path, _ := strings.Cut(pattern, " ")
+			return path
+		}
+	}
+	return ""
 }
 
 // statusProbe records the status and headers a handler sets and drops its body.

@@ -10,7 +10,7 @@ import (
 )
 
 // TestConfig_DocsExampleIsAccepted: every TOML example of docs/ is a file
-// serve accepts (a reader copies it first). One was refused for a round:
+// serve accepts without a warning (a reader copies it first). One was refused for a round:
 // latency set on an openai provider.
 func TestConfig_DocsExampleIsAccepted(t *testing.T) {
 	t.Parallel()
@@ -43,6 +43,10 @@ func TestConfig_DocsExampleIsAccepted(t *testing.T) {
 			}
 			if len(c.Models) == 0 || len(c.Providers) == 0 {
 				t.Errorf("%s: its example config defines %d providers and %d models", page, len(c.Providers), len(c.Models))
+			}
+			// A reader's first run of the example should not warn about it.
+			if w := c.TimeoutWarnings(); len(w) != 0 {
+				t.Errorf("%s: its example config warns: %q\n%s", page, w, block)
 			}
 		}
 	}
