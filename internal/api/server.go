@@ -200,9 +200,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // bound). "" when none is found.
 func (s *Server) pathPattern(r *http.Request, allow string) string {
 	for _, m := range strings.Split(allow, ",") {
-		probe := r.Clone(r.Context())
+		probe := *r // the mux reads method, host and path only: no deep copy
 		probe.Method = strings.TrimSpace(m)
-		if _, pattern := s.mux.Handler(probe); pattern != "" {
+		if _, pattern := s.mux.Handler(&probe); pattern != "" {
 			_, path, _ := strings.Cut(pattern, " ")
 			return path
 		}

@@ -34,12 +34,23 @@ var sayHiRequest = inkwell.ProviderRequest{IdempotencyKey: "job-real-answer", Pr
 // counts the requests.
 func serveAnswer(t *testing.T, status int, header map[string]string, body []byte) (string, *atomic.Int64) {
 	t.Helper()
+	lines := make([][2]string, 0, len(header))
+	for k, v := range header {
+		lines = append(lines, [2]string{k, v})
+	}
+	return serveAnswerLines(t, status, lines, body)
+}
+
+// serveAnswerLines is serveAnswer with the header as lines, in order
+// (several lines of one name allowed).
+func serveAnswerLines(t *testing.T, status int, lines [][2]string, body []byte) (string, *atomic.Int64) {
+	t.Helper()
 	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		n.Add(1)
-		for k, v := range header {
-			w.Header().Set(k, v)
+		for _, kv := range lines {
+			w.Header().Add(kv[0], kv[1])
 		}
 		w.WriteHeader(status)
 		_, _ = w.Write(body)
