@@ -31,3 +31,29 @@ func TestCLI_NegativeFlagValuesStayTheFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestCLI_NegativeJobIDIsAnID: "show -1" is a mistaken job id, not an
+// unknown flag: the command refuses it in its own words (exit 2, a usage mistake) and
+// opens nothing, while a flag's negative value ("status --jobs -5") is
+// still the flag's.
+func TestCLI_NegativeJobIDIsAnID(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"show", "-1"}, {"retry", "-3"}, {"cancel", "-12", "--db", "x.db"}} {
+		dir := t.TempDir()
+		code, stdout, stderr := runCLIIn(t, dir, args...)
+		cmd := "inkwell " + strings.Join(args, " ")
+		if code != 2 || !strings.Contains(stderr, `job ID "`+args[1]+`" must be a positive whole number`) || stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming the job ID", cmd, code, stdout, stderr)
+		}
+		if strings.Contains(stderr, "flag provided but not defined") {
+			t.Errorf("%s: read the id as a flag: %s", cmd, stderr)
+		}
+		if names := dirNames(t, dir); len(names) != 0 {
+			t.Errorf("%s left %v behind; a refused id opens nothing", cmd, names)
+		}
+	}
+	code, _, stderr := runCLI(t, "status", "--jobs", "-5")
+	if code == 0 || !strings.Contains(stderr, "--jobs -5") {
+		t.Errorf("status --jobs -5: exit %d, stderr %q; want the flag's own refusal", code, stderr)
+	}
+}

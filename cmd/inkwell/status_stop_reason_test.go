@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
 )
 
@@ -53,5 +54,33 @@ func TestStatus_StopReasonForgesNoLine(t *testing.T) {
 	printStatus(&buf, statusReport{Lanes: []store.LaneState{stoppedLane("a", "x\ty\nz")}}, 0)
 	if strings.Contains(buf.String(), "\nz") {
 		t.Errorf("a short reason's newline split the lanes table:\n%s", buf.String())
+	}
+}
+
+// TestStatus_LongStopReasonBelowTheTable: a short stop reason
+// ("shutdown") stays in the lanes table's STATE column; a long one (a
+// recovery's evidence, an error) is a line of its own below the table,
+// whole, so the table's columns stay readable.
+func TestStatus_LongStopReasonBelowTheTable(t *testing.T) {
+	t.Parallel()
+	stopped := time.Now().Add(-time.Minute).UTC()
+	long := "dead: recovery run 2 took its lane lock (flock) and found its process gone (pid 4242 on host vm: gone)"
+	var out bytes.Buffer
+	printStatus(&out, statusReport{Lanes: []store.LaneState{
+		{Lane: "web1", State: "stopped", HeartbeatAge: "1m", PID: 4241, Host: "vm", StoppedAt: &stopped, StopReason: "shutdown", Slots: 16},
+		{Lane: "web2", State: "stopped", HeartbeatAge: "1m", PID: 4242, Host: "vm", StoppedAt: &stopped, StopReason: long, Slots: 16},
+	}}, 0)
+	text := out.String()
+	var rows []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "  web") {
+			rows = append(rows, line)
+		}
+	}
+	if len(rows) != 2 || !strings.Contains(rows[0], "stopped (shutdown)") || !strings.Contains(rows[1], "stopped (below)") || strings.Contains(rows[1], "recovery run") {
+		t.Errorf("lanes table rows %q; want web1 'stopped (shutdown)' and web2 'stopped (below)' without its reason", rows)
+	}
+	if want := "  lane web2 stopped at " + inkwell.FormatTime(stopped) + ": " + long + "\n"; !strings.Contains(text, want) {
+		t.Errorf("status text lacks %q:\n%s", want, text)
 	}
 }

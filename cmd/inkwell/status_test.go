@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -213,33 +212,5 @@ func TestCLI_NeverPrintsThePassword(t *testing.T) {
 		if tc.code == 0 && !strings.Contains(stdout, "xxxxx") {
 			t.Errorf("%s: inkwell %s does not show the redacted URL:\nstdout %q\nstderr %q", tc.name, tc.args[0], stdout, stderr)
 		}
-	}
-}
-
-// TestStatus_LongStopReasonBelowTheTable: a short stop reason
-// ("shutdown") stays in the lanes table's STATE column; a long one (a
-// recovery's evidence, an error) is a line of its own below the table,
-// whole, so the table's columns stay readable.
-func TestStatus_LongStopReasonBelowTheTable(t *testing.T) {
-	t.Parallel()
-	stopped := time.Now().Add(-time.Minute).UTC()
-	long := "dead: recovery run 2 took its lane lock (flock) and found its process gone (pid 4242 on host vm: gone)"
-	var out bytes.Buffer
-	printStatus(&out, statusReport{Lanes: []store.LaneState{
-		{Lane: "web1", State: "stopped", HeartbeatAge: "1m", PID: 4241, Host: "vm", StoppedAt: &stopped, StopReason: "shutdown", Slots: 16},
-		{Lane: "web2", State: "stopped", HeartbeatAge: "1m", PID: 4242, Host: "vm", StoppedAt: &stopped, StopReason: long, Slots: 16},
-	}}, 0)
-	text := out.String()
-	var rows []string
-	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, "  web") {
-			rows = append(rows, line)
-		}
-	}
-	if len(rows) != 2 || !strings.Contains(rows[0], "stopped (shutdown)") || !strings.Contains(rows[1], "stopped (below)") || strings.Contains(rows[1], "recovery run") {
-		t.Errorf("lanes table rows %q; want web1 'stopped (shutdown)' and web2 'stopped (below)' without its reason", rows)
-	}
-	if want := "  lane web2 stopped at " + inkwell.FormatTime(stopped) + ": " + long + "\n"; !strings.Contains(text, want) {
-		t.Errorf("status text lacks %q:\n%s", want, text)
 	}
 }
