@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,35 @@ func TestOpenAISDK_Batches(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 		t.Errorf("Files.Get of no file: %v; want the SDK's 404", err)
 	}
+
+	// The cleanup a team's script does once a batch is done: list the
+	// uploads a page at a time (the SDK's auto-pager follows after), and
+	// delete them; the batches made of them stay whole.
+	var listed []string
+	iter := client.Files.ListAutoPaging(ctx, openai.FileListParams{Limit: openai.Int(1), Purpose: openai.String("batch")})
+	for iter.Next() {
+		listed = append(listed, iter.Current().ID)
+	}
+	if err := iter.Err(); err != nil || !slices.Equal(listed, []string{f2.ID, f.ID}) {
+		t.Fatalf("Files.ListAutoPaging = %v, %v; want %s then %s (newest first)", listed, err, f2.ID, f.ID)
+	}
+	for _, id := range listed {
+		del, err := client.Files.Delete(ctx, id)
+		if err != nil || !del.Deleted || del.ID != id {
+			t.Errorf("Files.Delete(%s) = %+v, %v; want deleted", id, del, err)
+		}
+	}
+	if _, err := client.Files.Get(ctx, f.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Errorf("Files.Get of a deleted file: %v; want the SDK's 404", err)
+	}
+	if left, err := client.Files.List(ctx, openai.FileListParams{}); err != nil || len(left.Data) != 0 {
+		t.Errorf("Files.List after deleting both: %+v, %v; want none", left, err)
+	}
+	got, err := client.Batches.Get(ctx, b.ID)
+	if err != nil || got.RequestCounts.Total != 3 || got.InputFileID != f.ID {
+		t.Fatalf("the batch after its file was deleted: %+v, %v; want its 3 lines", got, err)
+	}
+	assertOutput(t, client, got.OutputFileID, "line", 3)
 }
 
 // mustClientToken makes account and a client token of it in the database

@@ -18,7 +18,8 @@ import (
 
 // Files (docs/batches.md), the OpenAI Files API as far as batches need it:
 // POST /v1/files takes a batch input file (multipart, purpose=batch) and
-// keeps it; GET /v1/files/{id} describes a file and …/content returns it.
+// keeps it; GET /v1/files/{id} describes a file and …/content returns it;
+// GET /v1/files lists the uploads and DELETE /v1/files/{id} deletes one.
 // A batch's output and errors are virtual files ("file-batch_<n>-output",
 // "file-batch_<n>-errors"), made from its jobs when read. The lines of an
 // upload are checked when a batch is made of it, as OpenAI does.
@@ -112,6 +113,114 @@ func (s *Server) handleFileContent(w http.ResponseWriter, r *http.Request) {
 	if _, err := io.Copy(w, content); err != nil {
 		s.log.WarnContext(r.Context(), "file content cut short", "file_id", f.ID, "err", err)
 	}
+}
+
+// FileDeleted is DELETE /v1/files/{id}'s answer, OpenAI's form.
+type FileDeleted struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"` // "file"
+	Deleted bool   `json:"deleted"`
+}
+
+// handleFileDelete is DELETE /v1/files/{id}: an upload's content goes, and
+// the file is 404 from then on (store.DeleteFile). A batch made of it
+// keeps its lines. A batch's output or error file is made from the
+// batch's jobs whenever it is read: there is nothing apart from them to
+// delete, so it is refused (400) rather than answered "deleted" while it
+// stays readable.
+func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if batchID, status, ok := parseBatchFileID(id); ok {
+		if _, err := s.ownBatchFile(r, id, batchID, status); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeError(w, r, inkwell.Errorf(inkwell.EINVALID,
+			"file %q is made from the jobs of batch %s%d whenever it is read: it cannot be deleted apart from them (retention prunes a batch's jobs once the whole batch ended: docs/retention.md); nothing was deleted",
+			id, openAIBatchPrefix, batchID))
+		return
+	}
+	f, err := s.ownFile(r, id)
+	if err == nil {
+		f, err = s.cfg.Store.DeleteFile(r.Context(), f.ID)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "file deleted", "file_id", f.ID, "account", f.Account, "bytes", f.Bytes, "by", actor(r))
+	writeJSON(w, http.StatusOK, FileDeleted{ID: f.ID, Object: "file", Deleted: true})
+}
+
+// FileList is GET /v1/files, the OpenAI list object.
+type FileList struct {
+	Object  string       `json:"object"` // "list"
+	Data    []FileObject `json:"data"`
+	FirstID *string      `json:"first_id"`
+	LastID  *string      `json:"last_id"`
+	HasMore bool         `json:"has_more"`
+}
+
+// maxFilePage is the most files one page lists, and the default: OpenAI's.
+const maxFilePage = 10000
+
+// handleFileList is GET /v1/files: the caller's uploads (every account's
+// for an operator), newest first, as OpenAI pages them (limit, after,
+// order, purpose). A batch's output and error files are not listed: they
+// are the batch's, read from it (output_file_id, error_file_id).
+func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
+	l, err := filePageParams(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if tok := principalOf(r.Context()); tok != nil && tok.Role != store.RoleOperator {
+		l.Account = tok.Account
+	}
+	files, more, err := s.cfg.Store.Files(r.Context(), l)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := FileList{Object: "list", Data: make([]FileObject, 0, len(files)), HasMore: more}
+	for _, f := range files {
+		out.Data = append(out.Data, fileObject(f))
+	}
+	if n := len(out.Data); n > 0 {
+		out.FirstID, out.LastID = &out.Data[0].ID, &out.Data[n-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// filePageParams reads GET /v1/files's query: limit, after, order and
+// purpose, each checked; a purpose other than batch lists nothing, as
+// there are no such files.
+func filePageParams(r *http.Request) (store.FileList, error) {
+	q := r.URL.Query()
+	l := store.FileList{Limit: maxFilePage, Purpose: q.Get("purpose")}
+	if v := q.Get("limit"); v != "" {
+		var err error
+		if l.Limit, err = strconv.Atoi(v); err != nil || l.Limit < 1 || l.Limit > maxFilePage {
+			return l, inkwell.Errorf(inkwell.EINVALID, "limit must be a whole number from 1 to %d, not %q", maxFilePage, v)
+		}
+	}
+	switch v := q.Get("order"); v {
+	case "", "desc":
+	case "asc":
+		l.Ascending = true
+	default:
+		return l, inkwell.Errorf(inkwell.EINVALID, `order must be "asc" or "desc", not %q`, v)
+	}
+	if v := q.Get("after"); v != "" {
+		if !isUploadID(v) {
+			return l, inkwell.Errorf(inkwell.EINVALID, "after must be a file id, file-<24 hex digits> (the last id of the page before), not %q", v)
+		}
+		l.After = v
+	}
+	if !utf8.ValidString(l.Purpose) || strings.ContainsRune(l.Purpose, 0) {
+		return l, inkwell.Errorf(inkwell.EINVALID, "purpose must be text, not %q", l.Purpose)
+	}
+	return l, nil
 }
 
 // ownFile reads an uploaded file as its caller may see it: a client

@@ -111,30 +111,3 @@ func TestBatchBudgetRace(t *testing.T) {
 		}
 	})
 }
-
-// TestFileDeleteNotBuilt: DELETE /v1/files/{id} (the SDK's
-// files.delete) of a file a batch was made of is not built
-// (docs/batches.md "Not built"): it answers a JSON error the SDK can read,
-// and the file and its batch stay whole, the batch still readable.
-func TestFileDeleteNotBuilt(t *testing.T) {
-	t.Parallel()
-	st := storetest.MustOpen(t, storetest.SQLitePath(t), store.Options{})
-	e := oaEnv(t, st, api.Config{})
-	f := e.upload("", "batch", "in.jsonl", chatLine("a", "x")+chatLine("b", "y")).file(t)
-	b := e.createBatch("", createBody(f.ID, "")).openAIBatch(t)
-	before := e.snapshot()
-	r := e.do(http.MethodDelete, "/v1/files/"+f.ID, nil, "")
-	t.Logf("DELETE: %d %q %s", r.status, r.header.Get("Content-Type"), r.body)
-	if r.status < 400 || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
-		t.Errorf("DELETE /v1/files/%s: %d %q %s; want a JSON error", f.ID, r.status, r.header.Get("Content-Type"), r.body)
-	}
-	e.assertUnchanged("DELETE of a file", before)
-	if got := e.do(http.MethodGet, "/v1/batches/"+b.ID, nil, "").openAIBatch(t); got.RequestCounts.Total != 2 {
-		t.Errorf("batch after DELETE of its file: %+v", got)
-	}
-	if r := e.do(http.MethodGet, "/v1/files/"+f.ID+"/content", nil, ""); r.status != http.StatusOK {
-		t.Errorf("file content after DELETE: %d", r.status)
-	}
-	r = e.do(http.MethodGet, "/v1/files", nil, "")
-	t.Logf("GET /v1/files: %d %q %s", r.status, r.header.Get("Content-Type"), r.body)
-}

@@ -35,6 +35,7 @@ func openAISpecCases(t *testing.T, srv, budgeted *httptest.Server, operator, cli
 	toCancel := fileID(upload(srv, operator, "batch", strings.Replace(jobLine, "haiku", "sonnet", 1)))
 	bad := fileID(upload(srv, operator, "batch", jobLine+`{"custom_id":"b"}`+"\n"))
 	dear := fileID(upload(budgeted, thrifty, "batch", jobLine))
+	doomed := fileID(upload(srv, operator, "batch", jobLine))
 	h := map[string]string{"Content-Type": "application/json"}
 	create := func(fileID, metadata string) string {
 		return fmt.Sprintf(`{"input_file_id":%q,"endpoint":"/v1/jobs","completion_window":"24h","metadata":%s}`, fileID, metadata)
@@ -65,6 +66,19 @@ func openAISpecCases(t *testing.T, srv, budgeted *httptest.Server, operator, cli
 		{"GET /v1/files/{id}/content", "an upload", srv, "GET", "/v1/files/" + good + "/content", operator, nil, "", 200},
 		{"GET /v1/files/{id}/content", "a batch's error file", srv, "GET", "/v1/files/" + errorsFile + "/content", operator, nil, "", 200},
 		{"GET /v1/files/{id}/content", "another account's", srv, "GET", "/v1/files/" + good + "/content", client, nil, "", 404},
+
+		{"GET /v1/files", "a page", srv, "GET", "/v1/files?limit=2", operator, nil, "", 200},
+		{"GET /v1/files", "oldest first, after one", srv, "GET", "/v1/files?order=asc&after=" + good, operator, nil, "", 200},
+		{"GET /v1/files", "one purpose", srv, "GET", "/v1/files?purpose=batch", client, nil, "", 200},
+		{"GET /v1/files", "bad limit", srv, "GET", "/v1/files?limit=0", operator, nil, "", 400},
+		{"GET /v1/files", "bad order", srv, "GET", "/v1/files?order=newest", operator, nil, "", 400},
+		{"GET /v1/files", "after another account's file", srv, "GET", "/v1/files?after=" + good, client, nil, "", 404},
+		{"GET /v1/files", "no token", srv, "GET", "/v1/files", "", nil, "", 401},
+		{"DELETE /v1/files/{id}", "an upload", srv, "DELETE", "/v1/files/" + doomed, operator, nil, "", 200},
+		{"DELETE /v1/files/{id}", "deleted before", srv, "DELETE", "/v1/files/" + doomed, operator, nil, "", 404},
+		{"DELETE /v1/files/{id}", "another account's", srv, "DELETE", "/v1/files/" + good, client, nil, "", 404},
+		{"DELETE /v1/files/{id}", "a batch's error file", srv, "DELETE", "/v1/files/" + errorsFile, operator, nil, "", 400},
+		{"DELETE /v1/files/{id}", "no token", srv, "DELETE", "/v1/files/" + good, "", nil, "", 401},
 
 		{"POST /v1/batches", "from a file", srv, "POST", "/v1/batches", operator, h, bodyNew, 200},
 		{"POST /v1/batches", "from a file, re-sent", srv, "POST", "/v1/batches", operator, h, bodyNew, 200},

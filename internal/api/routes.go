@@ -17,6 +17,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/files", s.guard(client, s.handleFileUpload))
 	s.mux.HandleFunc("GET /v1/files/{id}", s.guard(client, s.handleFileShow))
 	s.mux.HandleFunc("GET /v1/files/{id}/content", s.guard(client, s.handleFileContent))
+	s.mux.HandleFunc("GET /v1/files", s.guard(client, s.handleFileList))
+	s.mux.HandleFunc("DELETE /v1/files/{id}", s.guard(client, s.handleFileDelete))
 	s.mux.HandleFunc("GET /v1/models", s.guard(client, s.handleModelList))
 	s.mux.HandleFunc("GET /v1/models/{model...}", s.guard(client, s.handleModelShow))
 	s.mux.HandleFunc("GET /healthz", s.guard(public, s.handleHealth))

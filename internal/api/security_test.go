@@ -55,6 +55,8 @@ var routeAccess = map[string]string{
 	"POST /v1/files":               "client",
 	"GET /v1/files/{id}":           "client",
 	"GET /v1/files/{id}/content":   "client",
+	"GET /v1/files":                "client",
+	"DELETE /v1/files/{id}":        "client",
 	"GET /v1/models":               "client",
 	"GET /v1/models/{model...}":    "client",
 	"GET /healthz":                 "public",
@@ -77,6 +79,7 @@ var routeAccess = map[string]string{
 var otherAccountAnswer = map[string]int{
 	"GET /v1/batches":              http.StatusOK,
 	"POST /v1/files":               http.StatusOK,
+	"GET /v1/files":                http.StatusOK, // its own list
 	"POST /v1/batches/{id}/cancel": http.StatusNotFound,
 	// The models served are every account's.
 	"GET /v1/models":            http.StatusOK,
@@ -232,7 +235,7 @@ func (se *secEnv) request(pattern string, id int64, key string) (method, path st
 	if strings.HasPrefix(pattern, "GET /v1/batches/") || pattern == "POST /v1/batches/{id}/cancel" {
 		path = strings.ReplaceAll(route, "{id}", fmt.Sprint(se.acmeBatch))
 	}
-	if strings.HasPrefix(pattern, "GET /v1/files/") {
+	if strings.HasPrefix(pattern, "GET /v1/files/") || pattern == "DELETE /v1/files/{id}" {
 		path = strings.ReplaceAll(route, "{id}", se.acmeFile)
 	}
 	if pattern == "POST /v1/files" {

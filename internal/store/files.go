@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/inkwell/inkwell"
@@ -16,8 +17,9 @@ import (
 
 // Files (docs/batches.md): uploads of the OpenAI Files API, kept as the
 // input of batches. A file is written once, row and parts in one
-// transaction, and never changed; its content lives in file_parts, in
-// parts of FilePartBytes, so nothing holds a whole file in memory.
+// transaction, and never changed until it is deleted (its parts gone, its
+// row marked); its content lives in file_parts, in parts of
+// FilePartBytes, so nothing holds a whole file in memory.
 
 // FilePartBytes is the size of every part of a file's content but its last.
 const FilePartBytes = 1 << 20
@@ -98,27 +100,126 @@ func (s *Store) insertFileParts(ctx context.Context, tx *sql.Tx, id string, want
 	return nil
 }
 
-// File returns one file's row (ENOTFOUND for no such file).
-func (s *Store) File(ctx context.Context, id string) (File, error) {
-	const q = `SELECT id, account, purpose, filename, bytes, lines, created_at FROM files WHERE id = $1`
+// fileColumns are the columns of files that File holds.
+const fileColumns = `id, account, purpose, filename, bytes, lines, created_at`
+
+// scanFile reads one row of fileColumns.
+func scanFile(row rowScanner) (File, error) {
 	var f File
 	var created nullTime
-	err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), id).Scan(&f.ID, &f.Account, &f.Purpose, &f.Filename, &f.Bytes, &f.Lines, &created)
-	if err != nil {
-		return File{}, s.classify(notFound(err, "file %q", id))
+	if err := row.Scan(&f.ID, &f.Account, &f.Purpose, &f.Filename, &f.Bytes, &f.Lines, &created); err != nil {
+		return File{}, err
 	}
 	f.CreatedAt = created.Time
 	return f, nil
 }
 
+// File returns one file's row (ENOTFOUND for no such file, or a deleted
+// one).
+func (s *Store) File(ctx context.Context, id string) (File, error) {
+	const q = `SELECT ` + fileColumns + ` FROM files WHERE id = $1 AND deleted_at IS NULL`
+	f, err := scanFile(s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), id))
+	if err != nil {
+		return File{}, s.classify(notFound(err, "file %q", id))
+	}
+	return f, nil
+}
+
+// FileList is which files Files lists: one account's (every account's
+// when Account is ""), of one purpose ("": any), at most Limit of them,
+// newest first (oldest first when Ascending), after the file After (""
+// from the start), as the OpenAI Files API pages them.
+type FileList struct {
+	Account, Purpose, After string
+	Limit                   int
+	Ascending               bool
+}
+
+// Files lists the files that are not deleted, in created_at and then id
+// order (ids are random, so the time orders them), and whether more
+// follow. After names a file the caller saw on a page before: ENOTFOUND
+// when it is no file of that account (or is deleted since: the caller
+// starts again).
+func (s *Store) Files(ctx context.Context, l FileList) (files []File, more bool, err error) {
+	cmp, dir := ">", "ASC"
+	if !l.Ascending {
+		cmp, dir = "<", "DESC"
+	}
+	q := `SELECT ` + fileColumns + ` FROM files f WHERE deleted_at IS NULL
+		AND ($1 = '' OR account = $1) AND ($2 = '' OR purpose = $2)`
+	args := []any{l.Account, l.Purpose}
+	if l.After != "" {
+		after, err := s.File(ctx, l.After)
+		if err == nil && l.Account != "" && after.Account != l.Account {
+			err = inkwell.Errorf(inkwell.ENOTFOUND, "file %q not found", l.After)
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		q += ` AND (created_at, id) ` + cmp + ` (SELECT a.created_at, a.id FROM files a WHERE a.id = $3)`
+		args = append(args, after.ID)
+	}
+	q += ` ORDER BY created_at ` + dir + `, id ` + dir + ` LIMIT ` + strconv.Itoa(l.Limit+1)
+	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), args...)
+	if err != nil {
+		return nil, false, s.classify(fmt.Errorf("list files: %w", err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		f, err := scanFile(rows)
+		if err != nil {
+			return nil, false, s.classify(fmt.Errorf("list files: %w", err))
+		}
+		files = append(files, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, s.classify(fmt.Errorf("list files: %w", err))
+	}
+	if len(files) > l.Limit {
+		return files[:l.Limit], true, nil
+	}
+	return files, false, nil
+}
+
+// DeleteFile deletes an upload: its content goes, and its row is marked
+// deleted (deleted_at), in one transaction; the row stays for the batches
+// that name it (migration 0022). A batch already made of the file keeps
+// its lines: they were copied into its jobs when it was made. ENOTFOUND
+// when there is no such file, or it was deleted already.
+func (s *Store) DeleteFile(ctx context.Context, id string) (File, error) {
+	if err := s.refuseWhileLost(); err != nil {
+		return File{}, err
+	}
+	var f File
+	now := s.nowTS()
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		mark := `UPDATE files SET deleted_at = $1 WHERE id = $2 AND deleted_at IS NULL RETURNING ` + fileColumns
+		var err error
+		if f, err = scanFile(tx.QueryRowContext(ctx, s.dialect.rebind(mark), now, id)); err != nil {
+			return notFound(err, "file %q", id)
+		}
+		if _, err := tx.ExecContext(ctx, s.dialect.rebind(`DELETE FROM file_parts WHERE file_id = $1`), id); err != nil {
+			return fmt.Errorf("delete file %q: its content: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return File{}, err
+	}
+	return f, nil
+}
+
 // FileContent returns a reader of a file's content, one part per query: a
 // file never changes, so no transaction is held open while a slow client
-// reads. ENOTFOUND for no such file.
+// reads. ENOTFOUND for no such file. A file deleted while it is read ends
+// the reader with an error, never with a short file taken for the whole
+// (a batch made of it would have lost lines).
 func (s *Store) FileContent(ctx context.Context, id string) (io.Reader, error) {
-	if _, err := s.File(ctx, id); err != nil {
+	f, err := s.File(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	return &fileReader{ctx: ctx, s: s, id: id}, nil
+	return &fileReader{ctx: ctx, s: s, id: id, want: f.Bytes}, nil
 }
 
 // fileReader reads file_parts in order, one part in memory at a time.
@@ -129,6 +230,8 @@ type fileReader struct {
 	part int
 	cur  []byte
 	done bool
+	// want is the file's size, got the bytes read so far.
+	want, got int64
 }
 
 func (r *fileReader) Read(p []byte) (int, error) {
@@ -145,12 +248,16 @@ func (r *fileReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// next loads the next part; past the last one the reader is done.
+// next loads the next part; past the last one the reader is done. A part
+// missing before want bytes were read is the file deleted meanwhile.
 func (r *fileReader) next() error {
 	const q = `SELECT data FROM file_parts WHERE file_id = $1 AND part = $2`
 	var data []byte
 	err := r.s.rdb.QueryRowContext(r.ctx, r.s.dialect.rebind(q), r.id, r.part).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
+		if r.got != r.want {
+			return inkwell.Errorf(inkwell.ENOTFOUND, "file %q was deleted while it was read (%d of its %d bytes read)", r.id, r.got, r.want)
+		}
 		r.done = true
 		return nil
 	}
@@ -158,6 +265,7 @@ func (r *fileReader) next() error {
 		return r.s.classify(fmt.Errorf("read file %q, part %d: %w", r.id, r.part, err))
 	}
 	r.part++
+	r.got += int64(len(data))
 	r.cur = data
 	return nil
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,6 +88,146 @@ func TestStore_EmptyFile(t *testing.T) {
 		}
 		if b, err := io.ReadAll(r); err != nil || len(b) != 0 {
 			t.Errorf("empty file read %q, %v", b, err)
+		}
+	})
+}
+
+// TestStore_FileDelete: DeleteFile removes the content and marks the row
+// (kept for the batches that name it); the file is ENOTFOUND from then
+// on, to File, FileContent, Files and a second DeleteFile; another file
+// is untouched.
+func TestStore_FileDelete(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		mk := func(content string) store.File {
+			f, err := s.CreateFile(t.Context(), store.FileParams{Account: "acme", Purpose: store.FilePurposeBatch, Filename: "in.jsonl",
+				Bytes: int64(len(content)), Lines: 1, Content: strings.NewReader(content)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		gone, kept := mk("{\"a\":1}\n"), mk("{\"b\":2}\n")
+		f, err := s.DeleteFile(t.Context(), gone.ID)
+		if err != nil || f.ID != gone.ID || f.Account != "acme" || f.Bytes != gone.Bytes {
+			t.Fatalf("DeleteFile = %+v, %v; want the file deleted", f, err)
+		}
+		if _, err := s.File(t.Context(), gone.ID); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
+			t.Errorf("File after delete: %v, want not found", err)
+		}
+		if _, err := s.FileContent(t.Context(), gone.ID); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
+			t.Errorf("FileContent after delete: %v, want not found", err)
+		}
+		if _, err := s.DeleteFile(t.Context(), gone.ID); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
+			t.Errorf("a second DeleteFile: %v, want not found", err)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM file_parts WHERE file_id = $1`, gone.ID); n != 0 {
+			t.Errorf("%d parts left of the deleted file, want 0", n)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM files WHERE id = $1 AND deleted_at IS NOT NULL`, gone.ID); n != 1 {
+			t.Errorf("the deleted file's row: %d marked deleted, want 1 (kept for its batches)", n)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM file_parts WHERE file_id = $1`, kept.ID); n != 1 {
+			t.Errorf("the other file has %d parts, want its 1", n)
+		}
+		list, more, err := s.Files(t.Context(), store.FileList{Account: "acme", Limit: 10})
+		if err != nil || more || len(list) != 1 || list[0].ID != kept.ID {
+			t.Errorf("Files = %+v, more %v, %v; want only %s", list, more, err, kept.ID)
+		}
+		if _, _, err := s.Files(t.Context(), store.FileList{Account: "acme", Limit: 10, After: gone.ID}); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
+			t.Errorf("Files after a deleted file: %v, want not found (the caller starts again)", err)
+		}
+	})
+}
+
+// TestStore_FileDeletedWhileReadIsAnError: a file deleted while a reader
+// is between two of its parts ends that reader with ENOTFOUND, never with
+// io.EOF after the parts it got: a batch made of it would otherwise lose
+// the lines past the cut, with no error.
+func TestStore_FileDeletedWhileReadIsAnError(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		content := bytes.Repeat([]byte("{\"custom_id\":\"x\"}\n"), store.FilePartBytes/18+7) // just over one part
+		f, err := s.CreateFile(t.Context(), store.FileParams{Account: "acme", Purpose: store.FilePurposeBatch, Filename: "in.jsonl",
+			Bytes: int64(len(content)), Lines: 2, Content: bytes.NewReader(content)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.FileContent(t.Context(), f.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := make([]byte, store.FilePartBytes)
+		if _, err := io.ReadFull(r, first); err != nil {
+			t.Fatalf("the first part: %v", err)
+		}
+		if _, err := s.DeleteFile(t.Context(), f.ID); err != nil {
+			t.Fatal(err)
+		}
+		rest, err := io.ReadAll(r)
+		if inkwell.ErrorCode(err) != inkwell.ENOTFOUND || !strings.Contains(err.Error(), "deleted while it was read") {
+			t.Errorf("reading on after the delete: %d bytes, %v; want a not-found error saying the file was deleted", len(rest), err)
+		}
+	})
+}
+
+// TestStore_FilesPages: Files lists one account's files newest first (or
+// oldest first), a page at a time after the last id seen, each file once,
+// and says when more follow; a purpose filters them.
+func TestStore_FilesPages(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, s *store.Store) {
+		var ids []string // oldest first
+		for i := range 5 {
+			f, err := s.CreateFile(t.Context(), store.FileParams{Account: "acme", Purpose: store.FilePurposeBatch, Filename: "in.jsonl",
+				Bytes: 2, Content: strings.NewReader("{}")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, f.ID)
+			if i == 2 { // another account's, between acme's
+				if _, err := s.CreateFile(t.Context(), store.FileParams{Account: "globex", Purpose: store.FilePurposeBatch, Filename: "g.jsonl",
+					Bytes: 2, Content: strings.NewReader("{}")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, asc := range []bool{false, true} {
+			var got []string
+			after := ""
+			for page := 0; ; page++ {
+				list, more, err := s.Files(t.Context(), store.FileList{Account: "acme", Limit: 2, After: after, Ascending: asc})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range list {
+					got = append(got, f.ID)
+				}
+				if !more {
+					break
+				}
+				if page > 5 || len(list) == 0 {
+					t.Fatalf("pages do not end: %v", got)
+				}
+				after = list[len(list)-1].ID
+			}
+			want := slices.Clone(ids)
+			if !asc {
+				slices.Reverse(want)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("ascending=%v: pages list %v, want %v", asc, got, want)
+			}
+		}
+		all, _, err := s.Files(t.Context(), store.FileList{Limit: 100})
+		if err != nil || len(all) != 6 {
+			t.Errorf("every account's files: %d, %v; want 6", len(all), err)
+		}
+		if none, _, err := s.Files(t.Context(), store.FileList{Account: "acme", Purpose: "fine-tune", Limit: 100}); err != nil || len(none) != 0 {
+			t.Errorf("purpose fine-tune: %d files, %v; want none", len(none), err)
+		}
+		if _, _, err := s.Files(t.Context(), store.FileList{Account: "globex", Limit: 2, After: ids[0]}); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
+			t.Errorf("globex's page after acme's file: %v, want not found", err)
 		}
 	})
 }
