@@ -93,7 +93,12 @@ func TestNodeSDK_OpenAIAgainstServe(t *testing.T) {
 			RequestCounts struct{ Total, Completed, Failed int } `json:"request_counts"`
 		}
 		Listed []string
-		Chat   struct {
+		Files  struct {
+			Uploaded, Listed, Deleted []string
+			Left                      int
+			BatchAfter                struct{ Total, Completed int } `json:"batch_after"`
+		}
+		Chat struct {
 			ID      string
 			AgainID string `json:"again_id"`
 			Content string
@@ -115,6 +120,14 @@ func TestNodeSDK_OpenAIAgainstServe(t *testing.T) {
 	}
 	if len(got.Listed) != 3 || got.Listed[len(got.Listed)-1] != got.Batch.ID {
 		t.Errorf("auto-paginated list %v; want the 3 batches, newest first, %s last", got.Listed, got.Batch.ID)
+	}
+	newestFirst := slices.Clone(got.Files.Uploaded)
+	slices.Reverse(newestFirst)
+	if len(got.Files.Uploaded) != 3 || !slices.Equal(got.Files.Listed, newestFirst) || !slices.Equal(got.Files.Deleted, newestFirst) || got.Files.Left != 0 {
+		t.Errorf("files %+v; want the 3 uploads listed newest first, each deleted, none left", got.Files)
+	}
+	if got.Files.BatchAfter.Total != 3 || got.Files.BatchAfter.Completed != 3 {
+		t.Errorf("the first batch after its file was deleted: %+v; want its 3 lines completed", got.Files.BatchAfter)
 	}
 	if got.Cancelled.Status != "cancelled" || got.Cancelled.RequestCounts.Total != 20 || got.Cancelled.RequestCounts.Completed >= 20 {
 		t.Errorf("cancelled batch %+v; want cancelled with lines left undone", got.Cancelled)

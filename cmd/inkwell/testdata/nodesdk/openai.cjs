@@ -72,6 +72,25 @@ async function main() {
   for await (const b of client.batches.list({ limit: 1 })) { listed.push(b.id); }
   out.listed = listed;
 
+  // The uploads, listed a page at a time (limit 1), then deleted: the
+  // cleanup a script does once its batches are done.
+  const files = [];
+  for await (const f of client.files.list({ limit: 1, purpose: 'batch' })) { files.push(f.id); }
+  out.files = { uploaded: [file.id, slowFile.id, third.id], listed: files, deleted: [] };
+  for (const id of files) {
+    const d = await client.files.delete(id);
+    must(d.id === id && d.deleted === true && d.object === 'file', 'delete: ' + JSON.stringify(d));
+    out.files.deleted.push(id);
+  }
+  try {
+    await client.files.retrieve(file.id);
+    throw new Error('a deleted file was retrieved');
+  } catch (e) {
+    must(e instanceof OpenAI.NotFoundError && e.status === 404, 'retrieve of a deleted file: ' + e);
+  }
+  out.files.left = (await client.files.list()).data.length;
+  out.files.batch_after = (await client.batches.retrieve(batch.id)).request_counts;
+
   // Chat completion twice with one Idempotency-Key.
   const params = { model: 'sketch', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'a haiku' }] };
   const first = await client.chat.completions.create(params, { headers: { 'Idempotency-Key': 'node-chat-1' } });
