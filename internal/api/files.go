@@ -152,14 +152,8 @@ func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, FileDeleted{ID: f.ID, Object: "file", Deleted: true})
 }
 
-// FileList is GET /v1/files, the OpenAI list object.
-type FileList struct {
-	Object  string       `json:"object"` // "list"
-	Data    []FileObject `json:"data"`
-	FirstID *string      `json:"first_id"`
-	LastID  *string      `json:"last_id"`
-	HasMore bool         `json:"has_more"`
-}
+// FileList is GET /v1/files.
+type FileList = List[FileObject]
 
 // maxFilePage is the most files one page lists, and the default: OpenAI's.
 const maxFilePage = 10000
@@ -182,14 +176,11 @@ func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := FileList{Object: "list", Data: make([]FileObject, 0, len(files)), HasMore: more}
+	data := make([]FileObject, 0, len(files))
 	for _, f := range files {
-		out.Data = append(out.Data, fileObject(f))
+		data = append(data, fileObject(f))
 	}
-	if n := len(out.Data); n > 0 {
-		out.FirstID, out.LastID = &out.Data[0].ID, &out.Data[n-1].ID
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, newList(data, more, func(f FileObject) string { return f.ID }))
 }
 
 // filePageParams reads GET /v1/files's query: limit, after, order and

@@ -65,14 +65,32 @@ type BatchRequestCounts struct {
 	Failed    int64 `json:"failed"`
 }
 
-// BatchList is GET /v1/batches, the OpenAI list object.
-type BatchList struct {
-	Object  string        `json:"object"` // "list"
-	Data    []OpenAIBatch `json:"data"`
-	FirstID *string       `json:"first_id"`
-	LastID  *string       `json:"last_id"`
-	HasMore bool          `json:"has_more"`
+// List is OpenAI's list object (GET /v1/batches, GET /v1/files): one page
+// of data, the ids of its first and last items, and whether more follow.
+type List[T any] struct {
+	Object  string  `json:"object"` // "list"
+	Data    []T     `json:"data"`
+	FirstID *string `json:"first_id"`
+	LastID  *string `json:"last_id"`
+	HasMore bool    `json:"has_more"`
 }
+
+// newList is the list object of data (never null), whose items' ids id
+// reads.
+func newList[T any](data []T, more bool, id func(T) string) List[T] {
+	l := List[T]{Object: "list", Data: data, HasMore: more}
+	if l.Data == nil {
+		l.Data = []T{}
+	}
+	if n := len(l.Data); n > 0 {
+		first, last := id(l.Data[0]), id(l.Data[n-1])
+		l.FirstID, l.LastID = &first, &last
+	}
+	return l
+}
+
+// BatchList is GET /v1/batches.
+type BatchList = List[OpenAIBatch]
 
 // batchCreate is the body of POST /v1/batches in the OpenAI form.
 type batchCreate struct {
@@ -284,14 +302,11 @@ func (s *Server) handleBatchList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := BatchList{Object: "list", Data: make([]OpenAIBatch, 0, len(page.Batches)), HasMore: page.HasMore}
+	data := make([]OpenAIBatch, 0, len(page.Batches))
 	for _, st := range page.Batches {
-		out.Data = append(out.Data, openAIBatch(st))
+		data = append(data, openAIBatch(st))
 	}
-	if n := len(out.Data); n > 0 {
-		out.FirstID, out.LastID = &out.Data[0].ID, &out.Data[n-1].ID
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, newList(data, page.HasMore, func(b OpenAIBatch) string { return b.ID }))
 }
 
 // batchPageParams reads limit and after.
