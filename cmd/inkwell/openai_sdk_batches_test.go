@@ -149,6 +149,17 @@ func TestOpenAISDK_Batches(t *testing.T) {
 		t.Fatalf("the batch after its file was deleted: %+v, %v; want its 3 lines", got, err)
 	}
 	assertOutput(t, client, got.OutputFileID, "line", 3)
+
+	// An upload that goes two hours after it is stored (expires_after, as
+	// the SDK sends it): its expires_at says when.
+	f3, err := client.Files.New(ctx, openai.FileNewParams{File: strings.NewReader(chatRequests("later", 1)), Purpose: openai.FilePurposeBatch,
+		ExpiresAfter: openai.FileNewParamsExpiresAfter{Seconds: 7200}})
+	if err != nil || f3.ExpiresAt != f3.CreatedAt+7200 {
+		t.Errorf("Files.New with expires_after 7200 s: %+v, %v; want expires_at created_at+7200", f3, err)
+	}
+	if f3, err = client.Files.Get(ctx, f3.ID); err != nil || f3.ExpiresAt != f3.CreatedAt+7200 {
+		t.Errorf("Files.Get of it: %+v, %v; want expires_at created_at+7200", f3, err)
+	}
 }
 
 // mustClientToken makes account and a client token of it in the database

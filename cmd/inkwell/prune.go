@@ -29,6 +29,11 @@ with the pruned job and never runs it again; a pruned failed job cannot be
 retried (its prompt is gone: submit it anew under a new key). Jobs already
 pruned are skipped, so running prune again is harmless.
 
+Prune also deletes the uploads (POST /v1/files) whose expires_after has
+passed, whatever --older-than says: their content goes, and their row is
+kept, marked deleted, for the batches made of them (which keep their
+lines). The API has answered such a file 404 since its expiry.
+
 Prune works in small transactions at low priority, resting between them,
 so a running server's accepts and completions do not wait long behind it;
 a stop (Ctrl-C) keeps what was pruned and leaves the rest for next time.
@@ -185,6 +190,9 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 		fmt.Fprintf(stdout, "dry run: %s finished before %s (older than %s) would be pruned (%d done, %d failed); nothing was written\n",
 			counted(rep.Matched, "job"), when, age, rep.MatchedDone, rep.MatchedFailed)
 		heldByBatch(stdout, rep)
+		if rep.Expired.Files > 0 {
+			fmt.Fprintf(stdout, "dry run: %s whose expiry has passed (%s) would be deleted\n", counted(int64(rep.Expired.Files), "upload"), mb(rep.Expired.Bytes))
+		}
 		return 0
 	}
 	if err != nil && rep.Pruned == 0 && rep.Matched == 0 {
@@ -193,7 +201,10 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 	fmt.Fprintf(stdout, "pruned %s finished before %s (older than %s): %d done, %d failed, in %s, %s; the longest batch held the writer %s (%d over 50ms)\n",
 		counted(rep.Pruned, "job"), when, age, rep.PrunedDone, rep.PrunedFailed, counted(rep.Batches, "batch"), rep.Elapsed.Round(time.Millisecond), rep.LongestBatch.Round(100*time.Microsecond), rep.SlowBatches)
 	heldByBatch(stdout, rep)
-	if st.Path() != "" && rep.Pruned > 0 {
+	if rep.Expired.Files > 0 {
+		fmt.Fprintf(stdout, "deleted %s whose expiry had passed (%s)\n", counted(int64(rep.Expired.Files), "upload"), mb(rep.Expired.Bytes))
+	}
+	if st.Path() != "" && (rep.Pruned > 0 || rep.Expired.Files > 0) {
 		fmt.Fprintf(stdout, "file %s: %s before, %s after", st.Path(), mb(rep.FileBefore), mb(rep.FileAfter))
 		if rep.PagesVacuumed > 0 {
 			fmt.Fprintf(stdout, " (incremental vacuum gave back %d pages)", rep.PagesVacuumed)

@@ -79,7 +79,10 @@ func (m *Main) pruneOnce(ctx context.Context, log *slog.Logger, warned *bool) {
 		// Old enough, but their batch had not ended: its output is still to be read.
 		attrs = append(attrs, "kept_for_unended_batch", rep.HeldByBatch)
 	}
-	if m.st.Path() != "" && rep.Pruned > 0 {
+	if rep.Expired.Files > 0 {
+		attrs = append(attrs, "expired_uploads_deleted", rep.Expired.Files, "expired_upload_bytes", rep.Expired.Bytes)
+	}
+	if m.st.Path() != "" && (rep.Pruned > 0 || rep.Expired.Files > 0) {
 		attrs = append(attrs, "file_bytes_before", rep.FileBefore, "file_bytes_after", rep.FileAfter, "pages_vacuumed", rep.PagesVacuumed)
 	}
 	switch {
@@ -88,6 +91,9 @@ func (m *Main) pruneOnce(ctx context.Context, log *slog.Logger, warned *bool) {
 		return
 	case err != nil:
 		log.Warn("retention: prune failed; it runs again at the next interval", append(attrs, "err", err)...)
+		return
+	case rep.Pruned == 0 && rep.Expired.Files > 0:
+		log.Info("retention: deleted the uploads past their expiry", attrs...)
 		return
 	case rep.Pruned == 0:
 		log.Debug("retention: nothing to prune", "finished_before", rep.Before.Format(time.RFC3339), "kept_for_unended_batch", rep.HeldByBatch)

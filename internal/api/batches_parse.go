@@ -72,7 +72,8 @@ func parseBatchLines(r *http.Request, in io.Reader, url string) (store.BatchPara
 	var works []batchWork
 	seen := map[string]int{} // custom_id -> line
 	first := 0               // the line that set p.Account
-	sc := bufio.NewScanner(skipBOM(in))
+	src := &firstReadError{r: in}
+	sc := bufio.NewScanner(skipBOM(src))
 	// The buffer grows up to a line at the limit and its ending ("\r\n"),
 	// never past it: a scanner takes only a line that fits with its ending
 	// (at the end of the input, one byte short of the buffer), so the
@@ -80,6 +81,9 @@ func parseBatchLines(r *http.Request, in io.Reader, url string) (store.BatchPara
 	sc.Buffer(make([]byte, 0, 16<<10), MaxBatchLineBytes+2)
 	n := 0
 	for sc.Scan() {
+		if src.err != nil {
+			break // the input failed: what the scanner holds may be a line cut short (scanError answers)
+		}
 		n++
 		if len(sc.Bytes()) > MaxBatchLineBytes {
 			return store.BatchParams{}, nil, lineTooLong(n)
@@ -317,10 +321,31 @@ func lineError(n int, err error) error {
 	return inkwell.Errorf(inkwell.ErrorCode(err), "line %d: %s", n, inkwell.ErrorMessage(err))
 }
 
+// firstReadError is a batch's input that remembers the first error other
+// than io.EOF it met. On such an error bufio.Scanner hands back the bytes
+// it holds as a last line: a line cut short, which must not be read as
+// one (it was refused as a bad line, 400, where the input had failed: a
+// body over its limit, an uploaded file deleted while it was read).
+type firstReadError struct {
+	r   io.Reader
+	err error
+}
+
+func (f *firstReadError) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && f.err == nil {
+		f.err = err
+	}
+	return n, err
+}
+
 // scanError turns the scanner's end into the batch's answer: nil at the
-// end of the body, 413 for a body or a line over its limit.
+// end of the body, 413 for a body or a line over its limit, and an error
+// that already says what it is (the store's: a file deleted while it was
+// read is 404, a busy database 503) as it is.
 func scanError(err error, line int) error {
 	var tooLarge *http.MaxBytesError
+	var known *inkwell.Error
 	switch {
 	case err == nil:
 		return nil
@@ -328,6 +353,8 @@ func scanError(err error, line int) error {
 		return batchTooLarge()
 	case errors.Is(err, bufio.ErrTooLong):
 		return lineTooLong(line)
+	case errors.As(err, &known):
+		return known
 	}
 	return inkwell.Errorf(inkwell.EINVALID, "reading body: %v", err)
 }

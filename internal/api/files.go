@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -37,6 +38,9 @@ type FileObject struct {
 	Filename  string `json:"filename"`
 	Purpose   string `json:"purpose"` // "batch", or "batch_output" for a virtual file
 	Status    string `json:"status"`  // "processed": a file is whole once stored
+	// ExpiresAt is when an upload goes, in unix seconds (its
+	// expires_after); absent when it is kept until deleted.
+	ExpiresAt *int64 `json:"expires_at,omitempty"`
 }
 
 // handleFileUpload is POST /v1/files: 200 with the file object. The file is
@@ -56,7 +60,7 @@ func (s *Server) handleFileUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, err := s.cfg.Store.CreateFile(r.Context(), store.FileParams{Account: account, Purpose: up.purpose, Filename: up.filename,
-		Bytes: up.count.bytes, Lines: up.count.total(), Content: up.file})
+		Bytes: up.count.bytes, Lines: up.count.total(), Content: up.file, ExpiresAfter: up.expiresAfter})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -318,20 +322,30 @@ func (s *Server) batchFile(r *http.Request, id string, batchID int64, status str
 }
 
 func fileObject(f store.File) FileObject {
-	return FileObject{ID: f.ID, Object: "file", Bytes: f.Bytes, CreatedAt: f.CreatedAt.Unix(), Filename: f.Filename, Purpose: f.Purpose, Status: "processed"}
+	o := FileObject{ID: f.ID, Object: "file", Bytes: f.Bytes, CreatedAt: f.CreatedAt.Unix(), Filename: f.Filename, Purpose: f.Purpose, Status: "processed"}
+	if f.ExpiresAt != nil {
+		t := f.ExpiresAt.Unix()
+		o.ExpiresAt = &t
+	}
+	return o
 }
 
 // upload is a POST /v1/files form as received: its file spooled to a
 // temporary file (at its start, once read), counted.
 type upload struct {
 	purpose, filename string
-	file              *os.File
-	unlinked          bool // file has no name left: closing it frees it
-	count             lineCounter
+	// expiresAnchor and expiresSeconds are expires_after's fields as
+	// sent (set: the field was in the form).
+	expiresAnchor, expiresSeconds *string
+	expiresAfter                  time.Duration // checked (check)
+	file                          *os.File
+	unlinked                      bool // file has no name left: closing it frees it
+	count                         lineCounter
 }
 
-// readUpload reads the multipart form: one "file" part, "purpose", and
-// any other small field (expires_after…, which Inkwell does not use).
+// readUpload reads the multipart form: one "file" part, "purpose",
+// expires_after[anchor] and expires_after[seconds], and any other small
+// field (read and not used).
 func readUpload(w http.ResponseWriter, r *http.Request) (*upload, error) {
 	up := &upload{}
 	ct := r.Header.Get("Content-Type")
@@ -375,6 +389,17 @@ func (up *upload) readPart(part *multipart.Part) error {
 		}
 		up.purpose = string(b)
 		return up.checkPurpose() // before a file that follows is read
+	case "expires_after[anchor]", "expires_after[seconds]":
+		b, err := io.ReadAll(io.LimitReader(part, 65))
+		if err != nil {
+			return formError(err)
+		}
+		v := string(b)
+		if part.FormName() == "expires_after[anchor]" {
+			up.expiresAnchor = &v
+		} else {
+			up.expiresSeconds = &v
+		}
 	default:
 		if _, err := io.Copy(io.Discard, io.LimitReader(part, maxFormBytes)); err != nil {
 			return formError(err)
@@ -422,7 +447,37 @@ func (up *upload) check() error {
 	if up.filename == "" {
 		up.filename = "upload.jsonl"
 	}
+	if err := up.checkExpiry(); err != nil {
+		return err
+	}
 	return up.checkPurpose()
+}
+
+// The bounds of expires_after[seconds], OpenAI's: an hour to 30 days.
+const (
+	minFileExpiry = 3600
+	maxFileExpiry = 30 * 24 * 3600
+)
+
+// checkExpiry reads expires_after as OpenAI takes it: both fields or
+// neither, anchor created_at, seconds a whole number of them from an hour
+// to 30 days.
+func (up *upload) checkExpiry() error {
+	if up.expiresAnchor == nil && up.expiresSeconds == nil {
+		return nil
+	}
+	if up.expiresAnchor == nil || up.expiresSeconds == nil {
+		return inkwell.Errorf(inkwell.EINVALID, "expires_after needs both anchor and seconds (expires_after[anchor]=created_at, expires_after[seconds]=N); nothing was stored")
+	}
+	if *up.expiresAnchor != "created_at" {
+		return inkwell.Errorf(inkwell.EINVALID, "expires_after[anchor] must be created_at, not %q; nothing was stored", *up.expiresAnchor)
+	}
+	n, err := strconv.ParseInt(*up.expiresSeconds, 10, 64)
+	if err != nil || n < minFileExpiry || n > maxFileExpiry {
+		return inkwell.Errorf(inkwell.EINVALID, "expires_after[seconds] must be a whole number from %d (an hour) to %d (30 days), not %q; nothing was stored", minFileExpiry, maxFileExpiry, *up.expiresSeconds)
+	}
+	up.expiresAfter = time.Duration(n) * time.Second
+	return nil
 }
 
 // checkPurpose refuses any purpose but batch: no other file is kept.

@@ -363,6 +363,11 @@ func TestFiles_MultipartEdgesAreReadOrRefusedWritingNothing(t *testing.T) {
 		{"control character in the name", [][3]string{{"purpose", "", "batch"}, {"file", "in\x01.jsonl", "{}"}}, "name"},
 		{"purpose with a space", [][3]string{{"purpose", "", "batch "}, file}, "purpose"},
 		{"no purpose", [][3]string{file}, "purpose is required"},
+		{"expires_after without seconds", [][3]string{{"purpose", "", "batch"}, file, {"expires_after[anchor]", "", "created_at"}}, "needs both anchor and seconds"},
+		{"expires_after of another anchor", [][3]string{{"purpose", "", "batch"}, file, {"expires_after[anchor]", "", "now"}, {"expires_after[seconds]", "", "3600"}}, "must be created_at"},
+		{"expires_after under an hour", [][3]string{{"purpose", "", "batch"}, file, {"expires_after[anchor]", "", "created_at"}, {"expires_after[seconds]", "", "3599"}}, "from 3600"},
+		{"expires_after over 30 days", [][3]string{{"purpose", "", "batch"}, file, {"expires_after[anchor]", "", "created_at"}, {"expires_after[seconds]", "", "2592001"}}, "to 2592000"},
+		{"expires_after not a number", [][3]string{{"purpose", "", "batch"}, file, {"expires_after[anchor]", "", "created_at"}, {"expires_after[seconds]", "", "1e4"}}, "whole number"},
 	} {
 		body, ct := form(tc.parts...)
 		got := assertError(t, e.do(http.MethodPost, "/v1/files", map[string]string{"Content-Type": ct}, body), http.StatusBadRequest, inkwell.EINVALID)
@@ -372,10 +377,11 @@ func TestFiles_MultipartEdgesAreReadOrRefusedWritingNothing(t *testing.T) {
 	}
 	e.assertUnchanged("refused uploads and creates", before)
 
-	body, ct := form(file, [3]string{"purpose", "", "batch"}, [3]string{"expires_after[anchor]", "", "created_at"})
+	body, ct := form(file, [3]string{"purpose", "", "batch"}, [3]string{"expires_after[anchor]", "", "created_at"},
+		[3]string{"expires_after[seconds]", "", "7200"}, [3]string{"expires_after[note]", "", "read and not used"})
 	r := e.do(http.MethodPost, "/v1/files", map[string]string{"Content-Type": ct}, body)
-	if f := r.file(t); f.Filename != "in.jsonl" || f.Bytes != int64(len(file[2])) {
-		t.Errorf("purpose after the file: %+v", f)
+	if f := r.file(t); f.Filename != "in.jsonl" || f.Bytes != int64(len(file[2])) || f.ExpiresAt == nil || *f.ExpiresAt != f.CreatedAt+7200 {
+		t.Errorf("purpose after the file, expires_after 7200 s: %+v; want expires_at created_at+7200", f)
 	}
 }
 

@@ -36,6 +36,9 @@ type File struct {
 	Bytes     int64
 	Lines     int // the non-blank lines, each a request
 	CreatedAt time.Time
+	// ExpiresAt is when the file goes (the upload's expires_after); nil:
+	// it is kept until deleted.
+	ExpiresAt *time.Time
 }
 
 // FileParams is a file to store: its content is read from Content (nil:
@@ -45,6 +48,9 @@ type FileParams struct {
 	Bytes                      int64
 	Lines                      int
 	Content                    io.Reader
+	// ExpiresAfter, when not 0, is how long after it is stored the file
+	// goes (OpenAI's expires_after, anchored at created_at).
+	ExpiresAfter time.Duration
 }
 
 // CreateFile stores a new file under a new random id: the row and every
@@ -58,9 +64,14 @@ func (s *Store) CreateFile(ctx context.Context, p FileParams) (File, error) {
 		return File{}, err
 	}
 	f := File{ID: newFileID(), Account: p.Account, Purpose: p.Purpose, Filename: p.Filename, Bytes: p.Bytes, Lines: p.Lines, CreatedAt: s.now()}
+	var expires any
+	if p.ExpiresAfter > 0 {
+		t := f.CreatedAt.Add(p.ExpiresAfter)
+		f.ExpiresAt, expires = &t, s.ts(t)
+	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		const insert = `INSERT INTO files (id, account, purpose, filename, bytes, lines, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`
-		if _, err := s.txExec(ctx, tx, insert, f.ID, f.Account, f.Purpose, f.Filename, f.Bytes, f.Lines, s.ts(f.CreatedAt)); err != nil {
+		const insert = `INSERT INTO files (id, account, purpose, filename, bytes, lines, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+		if _, err := s.txExec(ctx, tx, insert, f.ID, f.Account, f.Purpose, f.Filename, f.Bytes, f.Lines, s.ts(f.CreatedAt), expires); err != nil {
 			return fmt.Errorf("store file: %w", err)
 		}
 		return s.insertFileParts(ctx, tx, f.ID, p.Bytes, p.Content)
@@ -101,24 +112,28 @@ func (s *Store) insertFileParts(ctx context.Context, tx *sql.Tx, id string, want
 }
 
 // fileColumns are the columns of files that File holds.
-const fileColumns = `id, account, purpose, filename, bytes, lines, created_at`
+const fileColumns = `id, account, purpose, filename, bytes, lines, created_at, expires_at`
+
+// fileLive is the condition (SQL) on a row of files that it is a file to
+// the API: not deleted, and not expired at $1.
+const fileLive = `deleted_at IS NULL AND (expires_at IS NULL OR expires_at > $1)`
 
 // scanFile reads one row of fileColumns.
 func scanFile(row rowScanner) (File, error) {
 	var f File
-	var created nullTime
-	if err := row.Scan(&f.ID, &f.Account, &f.Purpose, &f.Filename, &f.Bytes, &f.Lines, &created); err != nil {
+	var created, expires nullTime
+	if err := row.Scan(&f.ID, &f.Account, &f.Purpose, &f.Filename, &f.Bytes, &f.Lines, &created, &expires); err != nil {
 		return File{}, err
 	}
-	f.CreatedAt = created.Time
+	f.CreatedAt, f.ExpiresAt = created.Time, expires.Ptr()
 	return f, nil
 }
 
-// File returns one file's row (ENOTFOUND for no such file, or a deleted
-// one).
+// File returns one file's row (ENOTFOUND for no such file, a deleted one,
+// or one past its expiry, whose content retention has yet to delete).
 func (s *Store) File(ctx context.Context, id string) (File, error) {
-	const q = `SELECT ` + fileColumns + ` FROM files WHERE id = $1 AND deleted_at IS NULL`
-	f, err := scanFile(s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), id))
+	const q = `SELECT ` + fileColumns + ` FROM files WHERE id = $2 AND ` + fileLive
+	f, err := scanFile(s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), s.nowTS(), id))
 	if err != nil {
 		return File{}, s.classify(notFound(err, "file %q", id))
 	}
@@ -137,27 +152,31 @@ type FileList struct {
 
 // Files lists the files that are not deleted, in created_at and then id
 // order (ids are random, so the time orders them), and whether more
-// follow. After names a file the caller saw on a page before: ENOTFOUND
-// when it is no file of that account (or is deleted since: the caller
-// starts again).
+// follow. After names a file the caller saw on a page before, deleted
+// since or not: ENOTFOUND when it is no file of that account.
 func (s *Store) Files(ctx context.Context, l FileList) (files []File, more bool, err error) {
 	cmp, dir := ">", "ASC"
 	if !l.Ascending {
 		cmp, dir = "<", "DESC"
 	}
-	q := `SELECT ` + fileColumns + ` FROM files f WHERE deleted_at IS NULL
-		AND ($1 = '' OR account = $1) AND ($2 = '' OR purpose = $2)`
-	args := []any{l.Account, l.Purpose}
+	q := `SELECT ` + fileColumns + ` FROM files f WHERE ` + fileLive + `
+		AND ($2 = '' OR account = $2) AND ($3 = '' OR purpose = $3)`
+	args := []any{s.nowTS(), l.Account, l.Purpose}
 	if l.After != "" {
-		after, err := s.File(ctx, l.After)
-		if err == nil && l.Account != "" && after.Account != l.Account {
-			err = inkwell.Errorf(inkwell.ENOTFOUND, "file %q not found", l.After)
+		// The file named may be deleted (or expired) since the page
+		// before listed it: its row stays, so the next page is still
+		// where it was. A script that deletes each file as it lists
+		// them pages on.
+		var account string
+		err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT account FROM files WHERE id = $1`), l.After).Scan(&account)
+		if err == nil && l.Account != "" && account != l.Account {
+			err = sql.ErrNoRows
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, false, s.classify(notFound(err, "file %q", l.After))
 		}
-		q += ` AND (created_at, id) ` + cmp + ` (SELECT a.created_at, a.id FROM files a WHERE a.id = $3)`
-		args = append(args, after.ID)
+		q += ` AND (created_at, id) ` + cmp + ` (SELECT a.created_at, a.id FROM files a WHERE a.id = $4)`
+		args = append(args, l.After)
 	}
 	q += ` ORDER BY created_at ` + dir + `, id ` + dir + ` LIMIT ` + strconv.Itoa(l.Limit+1)
 	rows, err := s.rdb.QueryContext(ctx, s.dialect.rebind(q), args...)
@@ -183,7 +202,8 @@ func (s *Store) Files(ctx context.Context, l FileList) (files []File, more bool,
 
 // DeleteFile deletes an upload: its content goes, and its row is marked
 // deleted (deleted_at), in one transaction; the row stays for the batches
-// that name it (migration 0022). A batch already made of the file keeps
+// that name it (migration 0022). It deletes a file past its expiry too
+// (DeleteExpiredFiles). A batch already made of the file keeps
 // its lines: they were copied into its jobs when it was made. ENOTFOUND
 // when there is no such file, or it was deleted already.
 func (s *Store) DeleteFile(ctx context.Context, id string) (File, error) {
@@ -209,6 +229,50 @@ func (s *Store) DeleteFile(ctx context.Context, id string) (File, error) {
 	return f, nil
 }
 
+// Expired is what DeleteExpiredFiles did, or would do (a dry run).
+type Expired struct {
+	Files int
+	Bytes int64
+}
+
+// DeleteExpiredFiles deletes the uploads whose expiry has passed, as
+// DeleteFile does (content gone, row marked deleted), one file a
+// transaction, so that a 100 MB file holds the writer for its own parts
+// only; a dry run counts them and writes nothing. The API answers such a
+// file 404 from its expiry on (File); this gives its space back. It stops
+// when ctx ends: what it deleted stays deleted. A file another process
+// deletes meanwhile is not counted.
+func (s *Store) DeleteExpiredFiles(ctx context.Context, dryRun bool) (Expired, error) {
+	const due = ` FROM files WHERE expires_at <= $1 AND deleted_at IS NULL`
+	var out Expired
+	if dryRun {
+		err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT COUNT(*), COALESCE(SUM(bytes), 0)`+due), s.nowTS()).Scan(&out.Files, &out.Bytes)
+		return out, s.classify(err)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		var id string
+		err := s.rdb.QueryRowContext(ctx, s.dialect.rebind(`SELECT id`+due+` ORDER BY expires_at, id LIMIT 1`), s.nowTS()).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return out, nil
+		}
+		if err != nil {
+			return out, s.classify(fmt.Errorf("find an expired file: %w", err))
+		}
+		f, err := s.DeleteFile(ctx, id)
+		if inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
+			continue // deleted meanwhile, by a client or another lane
+		}
+		if err != nil {
+			return out, err
+		}
+		out.Files++
+		out.Bytes += f.Bytes
+	}
+}
+
 // FileContent returns a reader of a file's content, one part per query: a
 // file never changes, so no transaction is held open while a slow client
 // reads. ENOTFOUND for no such file. A file deleted while it is read ends
@@ -219,7 +283,13 @@ func (s *Store) FileContent(ctx context.Context, id string) (io.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fileReader{ctx: ctx, s: s, id: id, want: f.Bytes}, nil
+	// The first part is read now, so that a file deleted since File
+	// read its row is not found here, before a caller answers 200.
+	r := &fileReader{ctx: ctx, s: s, id: id, want: f.Bytes}
+	if err := r.next(); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // fileReader reads file_parts in order, one part in memory at a time.

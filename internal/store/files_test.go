@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inkwell/inkwell"
 	"github.com/inkwell/inkwell/internal/store"
@@ -134,8 +135,8 @@ func TestStore_FileDelete(t *testing.T) {
 		if err != nil || more || len(list) != 1 || list[0].ID != kept.ID {
 			t.Errorf("Files = %+v, more %v, %v; want only %s", list, more, err, kept.ID)
 		}
-		if _, _, err := s.Files(t.Context(), store.FileList{Account: "acme", Limit: 10, After: gone.ID}); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
-			t.Errorf("Files after a deleted file: %v, want not found (the caller starts again)", err)
+		if list, _, err := s.Files(t.Context(), store.FileList{Account: "acme", Limit: 10, After: gone.ID, Ascending: true}); err != nil || len(list) != 1 || list[0].ID != kept.ID {
+			t.Errorf("Files after the deleted file, oldest first = %+v, %v; want %s, the page on from where it was", list, err, kept.ID)
 		}
 	})
 }
@@ -193,24 +194,7 @@ func TestStore_FilesPages(t *testing.T) {
 			}
 		}
 		for _, asc := range []bool{false, true} {
-			var got []string
-			after := ""
-			for page := 0; ; page++ {
-				list, more, err := s.Files(t.Context(), store.FileList{Account: "acme", Limit: 2, After: after, Ascending: asc})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, f := range list {
-					got = append(got, f.ID)
-				}
-				if !more {
-					break
-				}
-				if page > 5 || len(list) == 0 {
-					t.Fatalf("pages do not end: %v", got)
-				}
-				after = list[len(list)-1].ID
-			}
+			got := pageAll(t, s, store.FileList{Account: "acme", Limit: 2, Ascending: asc})
 			want := slices.Clone(ids)
 			if !asc {
 				slices.Reverse(want)
@@ -230,4 +214,90 @@ func TestStore_FilesPages(t *testing.T) {
 			t.Errorf("globex's page after acme's file: %v, want not found", err)
 		}
 	})
+}
+
+// TestStore_FileExpiry: an upload stored with ExpiresAfter is a file until
+// then, and from its expiry on is ENOTFOUND (File, FileContent, Files)
+// with its content still there; DeleteExpiredFiles then deletes it as
+// DeleteFile does (a dry run counts and writes nothing), and leaves a
+// file without expiry alone.
+func TestStore_FileExpiry(t *testing.T) {
+	t.Parallel()
+	storetest.RunBackends(t, func(t *testing.T, b storetest.Backend) {
+		clock := newClock()
+		s := storetest.MustOpen(t, b.DSN, store.Options{NowFunc: clock.Now})
+		mk := func(after time.Duration) store.File {
+			f, err := s.CreateFile(t.Context(), store.FileParams{Account: "acme", Purpose: store.FilePurposeBatch, Filename: "in.jsonl",
+				Bytes: 3, Lines: 1, Content: strings.NewReader("{}\n"), ExpiresAfter: after})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		going, staying := mk(time.Hour), mk(0)
+		if got, err := s.File(t.Context(), going.ID); err != nil || got.ExpiresAt == nil || !got.ExpiresAt.Equal(got.CreatedAt.Add(time.Hour)) || staying.ExpiresAt != nil {
+			t.Fatalf("File = %+v, %v; want it, expiring an hour after it was stored (and the other never: %v)", got, err, staying.ExpiresAt)
+		}
+		clock.Advance(time.Hour - time.Microsecond)
+		if n, err := s.DeleteExpiredFiles(t.Context(), false); err != nil || n != (store.Expired{}) {
+			t.Errorf("before its expiry: DeleteExpiredFiles = %+v, %v; want nothing", n, err)
+		}
+		clock.Advance(time.Microsecond)
+		if _, err := s.File(t.Context(), going.ID); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
+			t.Errorf("File at its expiry: %v, want not found", err)
+		}
+		if _, err := s.FileContent(t.Context(), going.ID); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
+			t.Errorf("FileContent at its expiry: %v, want not found", err)
+		}
+		if list, _, err := s.Files(t.Context(), store.FileList{Limit: 10}); err != nil || len(list) != 1 || list[0].ID != staying.ID {
+			t.Errorf("Files at its expiry = %+v, %v; want only %s", list, err, staying.ID)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM file_parts WHERE file_id = $1`, going.ID); n != 1 {
+			t.Errorf("expired, not yet deleted: %d parts, want its 1 (retention deletes it)", n)
+		}
+		if n, err := s.DeleteExpiredFiles(t.Context(), true); err != nil || n != (store.Expired{Files: 1, Bytes: 3}) {
+			t.Errorf("dry run = %+v, %v; want 1 file of 3 bytes", n, err)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM file_parts WHERE file_id = $1`, going.ID); n != 1 {
+			t.Errorf("after a dry run: %d parts, want its 1: a dry run writes nothing", n)
+		}
+		if n, err := s.DeleteExpiredFiles(t.Context(), false); err != nil || n != (store.Expired{Files: 1, Bytes: 3}) {
+			t.Errorf("DeleteExpiredFiles = %+v, %v; want 1 file of 3 bytes", n, err)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM file_parts WHERE file_id = $1`, going.ID); n != 0 {
+			t.Errorf("after DeleteExpiredFiles: %d parts, want 0", n)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM files WHERE id = $1 AND deleted_at IS NOT NULL`, going.ID); n != 1 {
+			t.Errorf("the expired file's row: %d marked deleted, want 1", n)
+		}
+		if n, err := s.DeleteExpiredFiles(t.Context(), false); err != nil || n != (store.Expired{}) {
+			t.Errorf("a second run = %+v, %v; want nothing", n, err)
+		}
+		if _, err := s.File(t.Context(), staying.ID); err != nil {
+			t.Errorf("the file without expiry: %v", err)
+		}
+	})
+}
+
+// pageAll is the ids of every file l lists, a page of l.Limit at a time,
+// each page after the last id of the one before, as a client pages.
+func pageAll(t *testing.T, s *store.Store, l store.FileList) []string {
+	t.Helper()
+	var got []string
+	for page := 0; ; page++ {
+		list, more, err := s.Files(t.Context(), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range list {
+			got = append(got, f.ID)
+		}
+		if !more {
+			return got
+		}
+		if page > 1000 || len(list) == 0 {
+			t.Fatalf("pages do not end: %v", got)
+		}
+		l.After = list[len(list)-1].ID
+	}
 }

@@ -69,7 +69,10 @@ type PruneReport struct {
 	// HeldByBatch counts the jobs finished before Before but kept, as their
 	// batch had a job that had not (its output is still to be read).
 	HeldByBatch int64
-	Batches     int
+	// Expired is the uploads past their expiry that this run deleted
+	// (a dry run: would delete), whatever their age (DeleteExpiredFiles).
+	Expired Expired
+	Batches int
 	// LongestBatch is the longest a batch (or a vacuum step, or a
 	// checkpoint between them) held the writer, from its BEGIN until its
 	// commit returned; SlowBatches counts those that held it over 50 ms,
@@ -130,6 +133,12 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 	if err := s.countPrunable(ctx, &rep, verdicts); err != nil {
 		return rep, err
 	}
+	// Expired uploads first, so that the vacuum steps below give their
+	// pages back too.
+	var err error
+	if rep.Expired, err = s.DeleteExpiredFiles(ctx, opts.DryRun); err != nil {
+		return rep, fmt.Errorf("delete expired uploads: %w", err)
+	}
 	if s.pruneRewritesRows() {
 		f, err := s.sqliteFileState(ctx)
 		if err != nil {
@@ -152,7 +161,6 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 		}
 	}
 	n := min(firstPruneBatch, opts.MaxBatch)
-	var err error
 	for rep.Matched > 0 {
 		var got, done, failed int
 		var held time.Duration
@@ -177,10 +185,10 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 			break
 		}
 	}
-	if err == nil && s.pruneRewritesRows() && !opts.NoVacuum && rep.Pruned > 0 {
+	if err == nil && s.pruneRewritesRows() && !opts.NoVacuum && (rep.Pruned > 0 || rep.Expired.Files > 0) {
 		err = s.vacuumSteps(ctx, opts, &rep)
 	}
-	if s.pruneRewritesRows() && rep.Pruned > 0 {
+	if s.pruneRewritesRows() && (rep.Pruned > 0 || rep.Expired.Files > 0) {
 		f, ferr := s.sqliteFileState(context.WithoutCancel(ctx))
 		if ferr != nil && err == nil {
 			err = ferr
