@@ -204,6 +204,21 @@ func TestRetention_ResendPrunedOverHTTP(t *testing.T) {
 		storetest.WaitFor(t, waitLimit, "the retention line in the log", func() bool {
 			return strings.Contains(logs.String(), "msg=\"retention: pruned the prompt and text of finished jobs\" component=retention jobs=")
 		})
+		// An upload past its expiry (stored two hours ago to go after one):
+		// the loop deletes it too, and says so.
+		past := storetest.MustOpen(t, b.DSN, store.Options{NoMigrate: true, NowFunc: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
+		expired, err := past.CreateFile(t.Context(), store.FileParams{Account: "default", Purpose: store.FilePurposeBatch, Filename: "in.jsonl",
+			Bytes: 3, Lines: 1, Content: strings.NewReader("{}\n"), ExpiresAfter: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		storetest.WaitFor(t, waitLimit, "the expired upload deleted, and the log saying so", func() bool {
+			var parts int
+			if err := st.DB().QueryRowContext(t.Context(), st.Rebind(`SELECT COUNT(*) FROM file_parts WHERE file_id = $1`), expired.ID).Scan(&parts); err != nil {
+				t.Fatal(err)
+			}
+			return parts == 0 && strings.Contains(logs.String(), "expired_uploads_deleted=1 expired_upload_bytes=3")
+		})
 		calls := prov.calls.Load()
 		if calls != 2 {
 			t.Errorf("provider calls = %d, want 2", calls)
