@@ -33,7 +33,7 @@ type batchStore interface {
 	File(ctx context.Context, id string) (store.File, error)
 	FileContent(ctx context.Context, id string) (io.Reader, error)
 	Files(ctx context.Context, l store.FileList) ([]store.File, bool, error)
-	DeleteFile(ctx context.Context, id string) (store.File, error)
+	DeleteFile(ctx context.Context, id, by string) (store.File, error)
 }
 
 // BatchResponse is a batch as POST /v1/batches (JSONL) and GET

@@ -146,7 +146,7 @@ func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := s.ownFile(r, id)
 	if err == nil {
-		f, err = s.cfg.Store.DeleteFile(r.Context(), f.ID)
+		f, err = s.cfg.Store.DeleteFile(r.Context(), f.ID, actor(r))
 	}
 	if err != nil {
 		s.writeError(w, r, err)

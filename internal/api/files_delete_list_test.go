@@ -39,8 +39,8 @@ func TestFileDelete_TheBatchMadeOfItStaysWhole(t *testing.T) {
 		t.Fatalf("DELETE /v1/files/%s: %d %s; want 200 {id, object file, deleted true}", f.ID, r.status, r.body)
 	}
 	var parts, marked int
-	if err := st.DB().QueryRowContext(t.Context(), `SELECT (SELECT COUNT(*) FROM file_parts WHERE file_id = ?), (SELECT COUNT(*) FROM files WHERE id = ? AND deleted_at IS NOT NULL)`, f.ID, f.ID).Scan(&parts, &marked); err != nil || parts != 0 || marked != 1 {
-		t.Errorf("after DELETE: %d parts, %d rows marked deleted, %v; want 0 parts and the row kept, marked", parts, marked, err)
+	if err := st.DB().QueryRowContext(t.Context(), `SELECT (SELECT COUNT(*) FROM file_parts WHERE file_id = ?), (SELECT COUNT(*) FROM files WHERE id = ? AND deleted_at IS NOT NULL AND deleted_by = 'api')`, f.ID, f.ID).Scan(&parts, &marked); err != nil || parts != 0 || marked != 1 {
+		t.Errorf("after DELETE: %d parts, %d rows marked deleted by api, %v; want 0 parts and the row kept, marked", parts, marked, err)
 	}
 
 	before := e.snapshot()

@@ -37,7 +37,7 @@ func (d *deleteMidRead) FileContent(ctx context.Context, id string) (io.Reader, 
 		return nil, err
 	}
 	return &cutReader{r: r, cut: func() {
-		if _, err := d.Store.DeleteFile(context.Background(), id); err == nil {
+		if _, err := d.Store.DeleteFile(context.Background(), id, "test"); err == nil {
 			d.mu.Lock()
 			d.deleted = append(d.deleted, id)
 			d.mu.Unlock()

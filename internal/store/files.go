@@ -201,21 +201,22 @@ func (s *Store) Files(ctx context.Context, l FileList) (files []File, more bool,
 }
 
 // DeleteFile deletes an upload: its content goes, and its row is marked
-// deleted (deleted_at), in one transaction; the row stays for the batches
+// deleted (deleted_at, and deleted_by: by, an actor as audit_log names
+// one), in one transaction; the row stays for the batches
 // that name it (migration 0022). It deletes a file past its expiry too
 // (DeleteExpiredFiles). A batch already made of the file keeps
 // its lines: they were copied into its jobs when it was made. ENOTFOUND
 // when there is no such file, or it was deleted already.
-func (s *Store) DeleteFile(ctx context.Context, id string) (File, error) {
+func (s *Store) DeleteFile(ctx context.Context, id, by string) (File, error) {
 	if err := s.refuseWhileLost(); err != nil {
 		return File{}, err
 	}
 	var f File
 	now := s.nowTS()
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		mark := `UPDATE files SET deleted_at = $1 WHERE id = $2 AND deleted_at IS NULL RETURNING ` + fileColumns
+		mark := `UPDATE files SET deleted_at = $1, deleted_by = $3 WHERE id = $2 AND deleted_at IS NULL RETURNING ` + fileColumns
 		var err error
-		if f, err = scanFile(tx.QueryRowContext(ctx, s.dialect.rebind(mark), now, id)); err != nil {
+		if f, err = scanFile(tx.QueryRowContext(ctx, s.dialect.rebind(mark), now, id, nullString(by))); err != nil {
 			return notFound(err, "file %q", id)
 		}
 		if _, err := tx.ExecContext(ctx, s.dialect.rebind(`DELETE FROM file_parts WHERE file_id = $1`), id); err != nil {
@@ -242,7 +243,7 @@ type Expired struct {
 // file 404 from its expiry on (File); this gives its space back. It stops
 // when ctx ends: what it deleted stays deleted. A file another process
 // deletes meanwhile is not counted.
-func (s *Store) DeleteExpiredFiles(ctx context.Context, dryRun bool) (Expired, error) {
+func (s *Store) DeleteExpiredFiles(ctx context.Context, dryRun bool, by string) (Expired, error) {
 	const due = ` FROM files WHERE expires_at <= $1 AND deleted_at IS NULL`
 	var out Expired
 	if dryRun {
@@ -261,7 +262,7 @@ func (s *Store) DeleteExpiredFiles(ctx context.Context, dryRun bool) (Expired, e
 		if err != nil {
 			return out, s.classify(fmt.Errorf("find an expired file: %w", err))
 		}
-		f, err := s.DeleteFile(ctx, id)
+		f, err := s.DeleteFile(ctx, id, by)
 		if inkwell.ErrorCode(err) == inkwell.ENOTFOUND {
 			continue // deleted meanwhile, by a client or another lane
 		}

@@ -84,7 +84,7 @@ func TestStore_DeleteFileTwiceAtOnce(t *testing.T) {
 			done := make(chan struct{})
 			for i := range errs {
 				go func() {
-					_, errs[i] = s.DeleteFile(t.Context(), f.ID)
+					_, errs[i] = s.DeleteFile(t.Context(), f.ID, "test")
 					done <- struct{}{}
 				}()
 			}

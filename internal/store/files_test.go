@@ -109,7 +109,7 @@ func TestStore_FileDelete(t *testing.T) {
 			return f
 		}
 		gone, kept := mk("{\"a\":1}\n"), mk("{\"b\":2}\n")
-		f, err := s.DeleteFile(t.Context(), gone.ID)
+		f, err := s.DeleteFile(t.Context(), gone.ID, "token 7")
 		if err != nil || f.ID != gone.ID || f.Account != "acme" || f.Bytes != gone.Bytes {
 			t.Fatalf("DeleteFile = %+v, %v; want the file deleted", f, err)
 		}
@@ -119,14 +119,14 @@ func TestStore_FileDelete(t *testing.T) {
 		if _, err := s.FileContent(t.Context(), gone.ID); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
 			t.Errorf("FileContent after delete: %v, want not found", err)
 		}
-		if _, err := s.DeleteFile(t.Context(), gone.ID); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
+		if _, err := s.DeleteFile(t.Context(), gone.ID, "token 7"); inkwell.ErrorCode(err) != inkwell.ENOTFOUND {
 			t.Errorf("a second DeleteFile: %v, want not found", err)
 		}
 		if n := count(t, s, `SELECT COUNT(*) FROM file_parts WHERE file_id = $1`, gone.ID); n != 0 {
 			t.Errorf("%d parts left of the deleted file, want 0", n)
 		}
-		if n := count(t, s, `SELECT COUNT(*) FROM files WHERE id = $1 AND deleted_at IS NOT NULL`, gone.ID); n != 1 {
-			t.Errorf("the deleted file's row: %d marked deleted, want 1 (kept for its batches)", n)
+		if n := count(t, s, `SELECT COUNT(*) FROM files WHERE id = $1 AND deleted_at IS NOT NULL AND deleted_by = 'token 7'`, gone.ID); n != 1 {
+			t.Errorf("the deleted file's row: %d marked deleted by token 7, want 1 (kept for its batches)", n)
 		}
 		if n := count(t, s, `SELECT COUNT(*) FROM file_parts WHERE file_id = $1`, kept.ID); n != 1 {
 			t.Errorf("the other file has %d parts, want its 1", n)
@@ -162,7 +162,7 @@ func TestStore_FileDeletedWhileReadIsAnError(t *testing.T) {
 		if _, err := io.ReadFull(r, first); err != nil {
 			t.Fatalf("the first part: %v", err)
 		}
-		if _, err := s.DeleteFile(t.Context(), f.ID); err != nil {
+		if _, err := s.DeleteFile(t.Context(), f.ID, "test"); err != nil {
 			t.Fatal(err)
 		}
 		rest, err := io.ReadAll(r)
@@ -239,7 +239,7 @@ func TestStore_FileExpiry(t *testing.T) {
 			t.Fatalf("File = %+v, %v; want it, expiring an hour after it was stored (and the other never: %v)", got, err, staying.ExpiresAt)
 		}
 		clock.Advance(time.Hour - time.Microsecond)
-		if n, err := s.DeleteExpiredFiles(t.Context(), false); err != nil || n != (store.Expired{}) {
+		if n, err := s.DeleteExpiredFiles(t.Context(), false, "retention"); err != nil || n != (store.Expired{}) {
 			t.Errorf("before its expiry: DeleteExpiredFiles = %+v, %v; want nothing", n, err)
 		}
 		clock.Advance(time.Microsecond)
@@ -255,22 +255,22 @@ func TestStore_FileExpiry(t *testing.T) {
 		if n := count(t, s, `SELECT COUNT(*) FROM file_parts WHERE file_id = $1`, going.ID); n != 1 {
 			t.Errorf("expired, not yet deleted: %d parts, want its 1 (retention deletes it)", n)
 		}
-		if n, err := s.DeleteExpiredFiles(t.Context(), true); err != nil || n != (store.Expired{Files: 1, Bytes: 3}) {
+		if n, err := s.DeleteExpiredFiles(t.Context(), true, "retention"); err != nil || n != (store.Expired{Files: 1, Bytes: 3}) {
 			t.Errorf("dry run = %+v, %v; want 1 file of 3 bytes", n, err)
 		}
 		if n := count(t, s, `SELECT COUNT(*) FROM file_parts WHERE file_id = $1`, going.ID); n != 1 {
 			t.Errorf("after a dry run: %d parts, want its 1: a dry run writes nothing", n)
 		}
-		if n, err := s.DeleteExpiredFiles(t.Context(), false); err != nil || n != (store.Expired{Files: 1, Bytes: 3}) {
+		if n, err := s.DeleteExpiredFiles(t.Context(), false, "retention"); err != nil || n != (store.Expired{Files: 1, Bytes: 3}) {
 			t.Errorf("DeleteExpiredFiles = %+v, %v; want 1 file of 3 bytes", n, err)
 		}
 		if n := count(t, s, `SELECT COUNT(*) FROM file_parts WHERE file_id = $1`, going.ID); n != 0 {
 			t.Errorf("after DeleteExpiredFiles: %d parts, want 0", n)
 		}
-		if n := count(t, s, `SELECT COUNT(*) FROM files WHERE id = $1 AND deleted_at IS NOT NULL`, going.ID); n != 1 {
-			t.Errorf("the expired file's row: %d marked deleted, want 1", n)
+		if n := count(t, s, `SELECT COUNT(*) FROM files WHERE id = $1 AND deleted_at IS NOT NULL AND deleted_by = 'retention'`, going.ID); n != 1 {
+			t.Errorf("the expired file's row: %d marked deleted by retention, want 1", n)
 		}
-		if n, err := s.DeleteExpiredFiles(t.Context(), false); err != nil || n != (store.Expired{}) {
+		if n, err := s.DeleteExpiredFiles(t.Context(), false, "retention"); err != nil || n != (store.Expired{}) {
 			t.Errorf("a second run = %+v, %v; want nothing", n, err)
 		}
 		if _, err := s.File(t.Context(), staying.ID); err != nil {

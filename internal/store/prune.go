@@ -136,7 +136,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 	// Expired uploads first, so that the vacuum steps below give their
 	// pages back too.
 	var err error
-	if rep.Expired, err = s.DeleteExpiredFiles(ctx, opts.DryRun); err != nil {
+	if rep.Expired, err = s.DeleteExpiredFiles(ctx, opts.DryRun, opts.By); err != nil {
 		return rep, fmt.Errorf("delete expired uploads: %w", err)
 	}
 	if s.pruneRewritesRows() {
