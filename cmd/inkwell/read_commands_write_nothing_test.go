@@ -37,7 +37,7 @@ func olderSQLite(t *testing.T, path string, upTo int) {
 		// Back to 18: without 0023 and 0022 (the files' lifetime columns), 0021 (the trigger and its
 		// column), the views as 0006 and 0014 made them (0020's read held_back), then
 		// without 0019's column.
-		qs := []string{`DROP INDEX files_expiring`, `ALTER TABLE files DROP COLUMN expires_at`, `ALTER TABLE files DROP COLUMN deleted_by`, `ALTER TABLE files DROP COLUMN deleted_at`,
+		qs := []string{`DROP INDEX files_created`, `DROP INDEX files_expiring`, `ALTER TABLE files DROP COLUMN expires_at`, `ALTER TABLE files DROP COLUMN deleted_by`, `ALTER TABLE files DROP COLUMN deleted_at`,
 			`DROP TRIGGER batches_reopened`, `ALTER TABLE batches DROP COLUMN reopened`, `DROP VIEW job_overview`, `DROP VIEW job_board`, `DROP VIEW failed_job_action`,
 			viewOf(t, "0006_views_by_class.sql", "CREATE VIEW failed_job_action AS", "WHERE j.status = 'failed';"),
 			viewOf(t, "0014_views_in_claim_order.sql", "CREATE VIEW job_board AS", "b.claim_turn, b.id;"),
