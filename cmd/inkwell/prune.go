@@ -195,7 +195,7 @@ func pruneOlderThan(ctx context.Context, st *store.Store, age time.Duration, dry
 		}
 		return 0
 	}
-	if err != nil && rep.Pruned == 0 && rep.Matched == 0 {
+	if err != nil && rep.Pruned == 0 && rep.Matched == 0 && rep.Expired.Files == 0 {
 		return fail(stderr, "prune", err)
 	}
 	fmt.Fprintf(stdout, "pruned %s finished before %s (older than %s): %d done, %d failed, in %s, %s; the longest batch held the writer %s (%d over 50ms)\n",

@@ -115,7 +115,11 @@ func parseBatchLines(r *http.Request, in io.Reader, url string) (store.BatchPara
 		p.Lines = append(p.Lines, l)
 		works = append(works, batchWork{line: n, work: work})
 	}
-	if err := scanError(sc.Err(), n+1); err != nil {
+	readErr := src.err // first: a Read may hand over bytes with its error, and the scanner pass on the bytes alone
+	if readErr == nil {
+		readErr = sc.Err()
+	}
+	if err := scanError(readErr, n+1); err != nil {
 		return store.BatchParams{}, nil, err
 	}
 	if len(p.Lines) == 0 {

@@ -394,12 +394,17 @@ func (up *upload) readPart(part *multipart.Part) error {
 		if err != nil {
 			return formError(err)
 		}
-		v := string(b)
-		if part.FormName() == "expires_after[anchor]" {
-			up.expiresAnchor = &v
-		} else {
-			up.expiresSeconds = &v
+		if len(b) > 64 {
+			return inkwell.Errorf(inkwell.EINVALID, "%s is over 64 bytes; nothing was stored", part.FormName())
 		}
+		field, v := &up.expiresSeconds, string(b)
+		if part.FormName() == "expires_after[anchor]" {
+			field = &up.expiresAnchor
+		}
+		if *field != nil {
+			return inkwell.Errorf(inkwell.EINVALID, "the form has %s twice: send it once; nothing was stored", part.FormName())
+		}
+		*field = &v
 	default:
 		if _, err := io.Copy(io.Discard, io.LimitReader(part, maxFormBytes)); err != nil {
 			return formError(err)

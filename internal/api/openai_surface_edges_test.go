@@ -440,16 +440,31 @@ func TestChatCompletions_ClientGoneThenResentAnswersTheOneJob(t *testing.T) {
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"a haiku"}],"max_tokens":20}`
 	h := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "client-gone"}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	// The client hangs up once its job is stored and it waits for the
+	// answer (a fixed deadline raced the accept on a loaded machine).
+	ctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(body))
 	for k, v := range h {
 		req.Header.Set(k, v)
 	}
-	if resp, err := e.srv.Client().Do(req); err == nil {
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			answered <- 0
+			return
+		}
 		resp.Body.Close()
-		t.Fatalf("the first request was answered (%d) before the client hung up; want it still waiting", resp.StatusCode)
-	}
+		answered <- resp.StatusCode
+	}()
+	storetest.WaitFor(t, 10*time.Second, "the first request's job stored, its client waiting", func() bool {
+		return countRows(t, st, "jobs")["jobs"] == 1 && len(hub.IDs()) == 1
+	})
 	cancel()
+	if status := <-answered; status != 0 {
+		t.Fatalf("the first request was answered (%d) before the client hung up; want it still waiting", status)
+	}
+	storetest.WaitFor(t, 10*time.Second, "the hung-up wait gone", func() bool { return len(hub.IDs()) == 0 })
 	if n := countRows(t, st, "jobs")["jobs"]; n != 1 {
 		t.Fatalf("%d jobs after the client hung up, want its one job stored", n)
 	}

@@ -115,8 +115,12 @@ func (s *Store) insertFileParts(ctx context.Context, tx *sql.Tx, id string, want
 const fileColumns = `id, account, purpose, filename, bytes, lines, created_at, expires_at`
 
 // fileLive is the condition (SQL) on a row of files that it is a file to
-// the API: not deleted, and not expired at $1.
-const fileLive = `deleted_at IS NULL AND (expires_at IS NULL OR expires_at > $1)`
+// the API: not deleted, and not expired at $1 (Store.clockArg: on
+// PostgreSQL the statement reads the database's clock itself, no round
+// trip first).
+func (s *Store) fileLive() string {
+	return `deleted_at IS NULL AND (expires_at IS NULL OR expires_at > ` + s.dialect.clockOr("$1") + `)`
+}
 
 // scanFile reads one row of fileColumns.
 func scanFile(row rowScanner) (File, error) {
@@ -132,8 +136,8 @@ func scanFile(row rowScanner) (File, error) {
 // File returns one file's row (ENOTFOUND for no such file, a deleted one,
 // or one past its expiry, whose content retention has yet to delete).
 func (s *Store) File(ctx context.Context, id string) (File, error) {
-	const q = `SELECT ` + fileColumns + ` FROM files WHERE id = $2 AND ` + fileLive
-	f, err := scanFile(s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), s.nowTS(), id))
+	q := `SELECT ` + fileColumns + ` FROM files WHERE id = $2 AND ` + s.fileLive()
+	f, err := scanFile(s.rdb.QueryRowContext(ctx, s.dialect.rebind(q), s.clockArg(), id))
 	if err != nil {
 		return File{}, s.classify(notFound(err, "file %q", id))
 	}
@@ -159,9 +163,9 @@ func (s *Store) Files(ctx context.Context, l FileList) (files []File, more bool,
 	if !l.Ascending {
 		cmp, dir = "<", "DESC"
 	}
-	q := `SELECT ` + fileColumns + ` FROM files f WHERE ` + fileLive + `
+	q := `SELECT ` + fileColumns + ` FROM files f WHERE ` + s.fileLive() + `
 		AND ($2 = '' OR account = $2) AND ($3 = '' OR purpose = $3)`
-	args := []any{s.nowTS(), l.Account, l.Purpose}
+	args := []any{s.clockArg(), l.Account, l.Purpose}
 	if l.After != "" {
 		// The file named may be deleted (or expired) since the page
 		// before listed it: its row stays, so the next page is still

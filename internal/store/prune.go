@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -133,18 +134,31 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 	if err := s.countPrunable(ctx, &rep, verdicts); err != nil {
 		return rep, err
 	}
-	// Expired uploads first, so that the vacuum steps below give their
-	// pages back too.
-	var err error
-	if rep.Expired, err = s.DeleteExpiredFiles(ctx, opts.DryRun, opts.By); err != nil {
-		return rep, fmt.Errorf("delete expired uploads: %w", err)
-	}
 	if s.pruneRewritesRows() {
 		f, err := s.sqliteFileState(ctx)
 		if err != nil {
 			return rep, err
 		}
 		rep.AutoVacuum, rep.PageSize, rep.FreePages, rep.FileBefore, rep.FileAfter = f.autoVacuum, f.pageSize, f.free, f.size, f.size
+	}
+	// Expired uploads first, so that the vacuum steps below give their
+	// pages back too. What it deleted is reported whatever follows; an
+	// error of its own does not keep the jobs from being pruned (it is
+	// returned with the run's), a stop does.
+	expired, err := s.DeleteExpiredFiles(ctx, opts.DryRun, opts.By)
+	rep.Expired = expired
+	var expiredErr error
+	if err != nil {
+		expiredErr = fmt.Errorf("delete expired uploads: %w", err)
+		if ctx.Err() != nil || opts.DryRun {
+			if s.pruneRewritesRows() && !opts.DryRun {
+				f, _ := s.sqliteFileState(context.WithoutCancel(ctx))
+				rep.FreePages, rep.FileAfter = f.free, f.size
+			}
+			rep.Elapsed = time.Since(start)
+			return rep, expiredErr
+		}
+		err = nil
 	}
 	if opts.DryRun {
 		rep.Elapsed = time.Since(start)
@@ -199,7 +213,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, opts PruneOptions) 
 	if rep.Pruned > 0 || err == nil {
 		progress(true)
 	}
-	return rep, err
+	return rep, errors.Join(err, expiredErr)
 }
 
 // PruneOlderThan prunes the jobs finished longer ago than age by the
