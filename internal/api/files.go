@@ -144,15 +144,16 @@ func (s *Server) handleFileDelete(w http.ResponseWriter, r *http.Request) {
 			id, openAIBatchPrefix, batchID))
 		return
 	}
+	by := actor(r)
 	f, err := s.ownFile(r, id)
 	if err == nil {
-		f, err = s.cfg.Store.DeleteFile(r.Context(), f.ID, actor(r))
+		f, err = s.cfg.Store.DeleteFile(r.Context(), f.ID, by)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.InfoContext(r.Context(), "file deleted", "file_id", f.ID, "account", f.Account, "bytes", f.Bytes, "by", actor(r))
+	s.log.InfoContext(r.Context(), "file deleted", "file_id", f.ID, "account", f.Account, "bytes", f.Bytes, "by", by)
 	writeJSON(w, http.StatusOK, FileDeleted{ID: f.ID, Object: "file", Deleted: true})
 }
 
@@ -192,12 +193,10 @@ func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 // there are no such files.
 func filePageParams(r *http.Request) (store.FileList, error) {
 	q := r.URL.Query()
-	l := store.FileList{Limit: maxFilePage, Purpose: q.Get("purpose")}
-	if v := q.Get("limit"); v != "" {
-		var err error
-		if l.Limit, err = strconv.Atoi(v); err != nil || l.Limit < 1 || l.Limit > maxFilePage {
-			return l, inkwell.Errorf(inkwell.EINVALID, "limit must be a whole number from 1 to %d, not %q", maxFilePage, v)
-		}
+	l := store.FileList{Purpose: q.Get("purpose")}
+	var err error
+	if l.Limit, err = pageLimit(q, maxFilePage, maxFilePage); err != nil {
+		return l, err
 	}
 	switch v := q.Get("order"); v {
 	case "", "desc":

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -132,31 +131,6 @@ func TestBatchJSONL_ChunkedBodyOverLimitIs413(t *testing.T) {
 	}
 }
 
-// expiryForm is a POST /v1/files form: the fields in order, each a
-// [name, value] pair, "file" a file part.
-func expiryForm(t *testing.T, fields [][2]string) (body, contentType string) {
-	t.Helper()
-	var b bytes.Buffer
-	mw := multipart.NewWriter(&b)
-	for _, f := range fields {
-		if f[0] == "file" {
-			fw, err := mw.CreateFormFile("file", "in.jsonl")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.WriteString(fw, f[1])
-			continue
-		}
-		if err := mw.WriteField(f[0], f[1]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := mw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.String(), mw.FormDataContentType()
-}
-
 // TestFileUpload_ExpiresAfterIsReadWhole: expires_after[seconds] is read
 // whole or refused. A value longer than the 65 bytes readPart reads
 // (io.LimitReader(part, 65)) is cut there and the rest dropped unseen:
@@ -174,7 +148,7 @@ func TestFileUpload_ExpiresAfterIsReadWhole(t *testing.T) {
 		{"junk past 65 bytes", strings.Repeat("0", 61) + "3600" + "garbage"},
 		{"a number past 65 bytes", strings.Repeat("0", 61) + "3600" + "0"},
 	} {
-		body, ct := expiryForm(t, [][2]string{{"purpose", "batch"}, {"expires_after[anchor]", "created_at"}, {"expires_after[seconds]", c.seconds}, {"file", line}})
+		body, ct := multipartForm(t, "in.jsonl", [][2]string{{"purpose", "batch"}, {"expires_after[anchor]", "created_at"}, {"expires_after[seconds]", c.seconds}, {"file", line}})
 		r := e.do(http.MethodPost, "/v1/files", map[string]string{"Content-Type": ct}, body)
 		if r.status != http.StatusBadRequest {
 			t.Errorf("%s: expires_after[seconds]=%q: %d %s; want 400, nothing stored", c.name, c.seconds, r.status, r.body)
@@ -207,7 +181,7 @@ func TestFileUpload_ExpiresAfterEdges(t *testing.T) {
 		{"NUL", [][2]string{{"file", line}, {"purpose", "batch"}, {"expires_after[anchor]", "created_at\x00"}, {"expires_after[seconds]", "3600"}}, 400},
 		{"empty", [][2]string{{"file", line}, {"purpose", "batch"}, {"expires_after[anchor]", "created_at"}, {"expires_after[seconds]", ""}}, 400},
 	} {
-		body, ct := expiryForm(t, c.fields)
+		body, ct := multipartForm(t, "in.jsonl", c.fields)
 		if r := e.do(http.MethodPost, "/v1/files", map[string]string{"Content-Type": ct}, body); r.status != c.status {
 			t.Errorf("%s: %d %s; want %d", c.name, r.status, r.body, c.status)
 		}
@@ -215,7 +189,7 @@ func TestFileUpload_ExpiresAfterEdges(t *testing.T) {
 	if n := countRows(t, st, "files"); n["files"] != 0 {
 		t.Errorf("%d files stored by refused uploads", n["files"])
 	}
-	body, ct := expiryForm(t, [][2]string{{"file", line}, {"expires_after[seconds]", "2592000"}, {"expires_after[anchor]", "created_at"}, {"purpose", "batch"}})
+	body, ct := multipartForm(t, "in.jsonl", [][2]string{{"file", line}, {"expires_after[seconds]", "2592000"}, {"expires_after[anchor]", "created_at"}, {"purpose", "batch"}})
 	f := e.do(http.MethodPost, "/v1/files", map[string]string{"Content-Type": ct}, body).file(t)
 	if f.ExpiresAt == nil || *f.ExpiresAt != f.CreatedAt+2592000 {
 		t.Errorf("30 days, fields after the file: %+v; want expires_at created_at+2592000", f)

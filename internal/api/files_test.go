@@ -43,15 +43,31 @@ func oaEnv(t *testing.T, st *store.Store, cfg api.Config) *cancelEnv {
 // part, then purpose (when not empty).
 func uploadForm(t *testing.T, purpose, filename, content string) (body, contentType string) {
 	t.Helper()
+	fields := [][2]string{{"file", content}}
+	if purpose != "" {
+		fields = append(fields, [2]string{"purpose", purpose})
+	}
+	return multipartForm(t, filename, fields)
+}
+
+// multipartForm is a multipart form of fields in order: a field named
+// "file" is a file part named filename, any other a plain field.
+func multipartForm(t *testing.T, filename string, fields [][2]string) (body, contentType string) {
+	t.Helper()
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
-	fw, err := mw.CreateFormFile("file", filename)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.WriteString(fw, content)
-	if purpose != "" {
-		_ = mw.WriteField("purpose", purpose)
+	for _, f := range fields {
+		if f[0] == "file" {
+			fw, err := mw.CreateFormFile("file", filename)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.WriteString(fw, f[1])
+			continue
+		}
+		if err := mw.WriteField(f[0], f[1]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := mw.Close(); err != nil {
 		t.Fatal(err)

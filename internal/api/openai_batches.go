@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -309,14 +310,25 @@ func (s *Server) handleBatchList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, newList(data, page.HasMore, func(b OpenAIBatch) string { return b.ID }))
 }
 
+// pageLimit reads a list's limit from q: def when absent, else a whole
+// number from 1 to most (GET /v1/batches, GET /v1/files).
+func pageLimit(q url.Values, def, most int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, inkwell.Errorf(inkwell.EINVALID, "limit must be a whole number from 1 to %d, not %q", most, v)
+	}
+	return n, nil
+}
+
 // batchPageParams reads limit and after.
 func batchPageParams(r *http.Request) (limit int, after int64, err error) {
 	q := r.URL.Query()
-	limit = defaultBatchPage
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxBatchPage {
-			return 0, 0, inkwell.Errorf(inkwell.EINVALID, "limit must be a whole number from 1 to %d, not %q", maxBatchPage, v)
-		}
+	if limit, err = pageLimit(q, defaultBatchPage, maxBatchPage); err != nil {
+		return 0, 0, err
 	}
 	if v := q.Get("after"); v != "" {
 		digits, ok := strings.CutPrefix(v, openAIBatchPrefix)
